@@ -1,0 +1,30 @@
+# Shared by the scripts in this folder: paths, pinned versions, offline
+# switches. Source it; it does nothing on its own.
+
+QG_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+export QG_ROOT
+
+# Pinned tool versions. wasm-bindgen-cli must equal the wasm-bindgen crate
+# pinned in Cargo.toml; worker-build must match the worker crate.
+WASM_BINDGEN_VERSION="0.2.130"
+WORKER_BUILD_VERSION="0.8.7"
+
+# Tools we install with cargo live in a cache outside the checkout, so fresh
+# clones on the same machine reuse them.
+QG_TOOLS="${QUEUEGATE_TOOLS:-${XDG_CACHE_HOME:-$HOME/.cache}/queuegate/tools}"
+export QG_TOOLS
+export PATH="$QG_TOOLS/bin:$HOME/.cargo/bin:$PATH"
+
+# worker-build would download these from a code host; point it at ours.
+export WASM_BINDGEN_BIN="$QG_TOOLS/bin/wasm-bindgen"
+export WASM_OPT_BIN="$QG_ROOT/node_modules/.bin/wasm-opt"
+export ESBUILD_BIN="$QG_ROOT/node_modules/.bin/esbuild"
+
+# wrangler must never reach remote hosts here.
+export WRANGLER_SEND_METRICS=false
+export WRANGLER_SEND_ERROR_REPORTS=false
+export WRANGLER_HIDE_BANNER=true
+export CLOUDFLARE_CF_FETCH_ENABLED=false
+
+say() { printf '\033[1m==> %s\033[0m\n' "$*"; }
+die() { printf 'error: %s\n' "$*" >&2; exit 1; }

@@ -1,0 +1,14 @@
+-- lease_acquire: take the queue's scheduler lease, or extend it if ours.
+-- KEYS[1] lock
+-- ARGV[1] owner id  ARGV[2] ttl ms
+-- Reply: {1, owner} acquired/extended · {0, holder} held by someone else
+local holder = redis.call('GET', KEYS[1])
+if not holder then
+  redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
+  return {1, ARGV[1]}
+end
+if holder == ARGV[1] then
+  redis.call('PEXPIRE', KEYS[1], ARGV[2])
+  return {1, holder}
+end
+return {0, holder}

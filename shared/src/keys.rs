@@ -1,0 +1,254 @@
+//! The key schema: every key of a queue under one hash tag `{queue}`, so each
+//! script touches a single cluster slot; ids are validated before they can
+//! become part of a key.
+
+use std::fmt;
+
+/// Key prefix used when none is configured.
+pub const DEFAULT_PREFIX: &str = "qg";
+
+/// Why an id was refused.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum IdError {
+    /// Empty or longer than allowed.
+    #[error("{what} must be 1 to {max} characters long")]
+    Length { what: &'static str, max: usize },
+    /// A character outside the allowed set.
+    #[error("{what} may only contain {allowed}")]
+    Charset {
+        what: &'static str,
+        allowed: &'static str,
+    },
+}
+
+fn check(
+    value: &str,
+    what: &'static str,
+    max: usize,
+    allowed: &'static str,
+    ok: impl Fn(u8) -> bool,
+) -> Result<(), IdError> {
+    if value.is_empty() || value.len() > max {
+        return Err(IdError::Length { what, max });
+    }
+    if !value.bytes().all(ok) {
+        return Err(IdError::Charset { what, allowed });
+    }
+    Ok(())
+}
+
+/// A queue id: `[a-z0-9_-]{1,32}`. It is the hash tag of every key.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct QueueId(String);
+
+impl QueueId {
+    /// Longest accepted queue id.
+    pub const MAX_LEN: usize = 32;
+
+    /// Validates a queue id.
+    pub fn new(id: &str) -> Result<Self, IdError> {
+        check(
+            id,
+            "queue id",
+            Self::MAX_LEN,
+            "lowercase letters, digits, '-' and '_'",
+            |b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-' || b == b'_',
+        )?;
+        Ok(QueueId(id.to_string()))
+    }
+
+    /// The id as text.
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Display for QueueId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+/// A user id: 1 to 64 printable ASCII characters without braces (a brace
+/// could change the key's hash tag). Visitor ids minted by the worker and JWT
+/// `sub` claims of common identity providers (`auth0|123`, emails) fit.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct UserId(String);
+
+impl UserId {
+    /// Longest accepted user id.
+    pub const MAX_LEN: usize = 64;
+
+    /// Validates a user id.
+    pub fn new(id: &str) -> Result<Self, IdError> {
+        check(
+            id,
+            "user id",
+            Self::MAX_LEN,
+            "printable ASCII without spaces or braces",
+            |b| b.is_ascii_graphic() && b != b'{' && b != b'}',
+        )?;
+        Ok(UserId(id.to_string()))
+    }
+
+    /// The id as text.
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Display for UserId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+/// A validated key prefix: `[A-Za-z0-9_:-]{1,32}`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Prefix(String);
+
+impl Prefix {
+    /// Validates a key prefix.
+    pub fn new(prefix: &str) -> Result<Self, IdError> {
+        check(
+            prefix,
+            "key prefix",
+            32,
+            "letters, digits, ':', '-' and '_'",
+            |b| b.is_ascii_alphanumeric() || b == b':' || b == b'-' || b == b'_',
+        )?;
+        Ok(Prefix(prefix.to_string()))
+    }
+}
+
+impl Default for Prefix {
+    fn default() -> Self {
+        Prefix(DEFAULT_PREFIX.to_string())
+    }
+}
+
+/// The keys of one queue: `<prefix>:{<queue>}:<name>`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct QueueKeys {
+    queue: QueueId,
+    /// `<prefix>:{<queue>}:`, the part every key starts with. Scripts that
+    /// derive per-user keys for users they pop get it as an argument.
+    base: String,
+}
+
+impl QueueKeys {
+    /// Keys of `queue` under `prefix`.
+    pub fn new(prefix: &Prefix, queue: &QueueId) -> Self {
+        QueueKeys {
+            queue: queue.clone(),
+            base: format!("{}:{{{}}}:", prefix.0, queue.0),
+        }
+    }
+
+    /// The queue these keys belong to.
+    pub fn queue(&self) -> &QueueId {
+        &self.queue
+    }
+
+    /// `<prefix>:{<queue>}:`.
+    pub fn base(&self) -> &str {
+        &self.base
+    }
+
+    fn key(&self, name: &str) -> String {
+        format!("{}{name}", self.base)
+    }
+
+    /// ZSET user → ticket: the FIFO line.
+    pub fn waiting(&self) -> String {
+        self.key("waiting")
+    }
+    /// STRING: the ticket counter.
+    pub fn seq(&self) -> String {
+        self.key("seq")
+    }
+    /// ZSET user → last poll (ms): finds leavers.
+    pub fn seen(&self) -> String {
+        self.key("seen")
+    }
+    /// ZSET user → slot expiry (ms): occupied order slots.
+    pub fn active(&self) -> String {
+        self.key("active")
+    }
+    /// STRING: the scheduler lease owner.
+    pub fn lock(&self) -> String {
+        self.key("lock")
+    }
+    /// HASH: effective settings and the operator's queue state.
+    pub fn config(&self) -> String {
+        self.key("config")
+    }
+    /// HASH: counters and the admission-rate estimate.
+    pub fn stats(&self) -> String {
+        self.key("stats")
+    }
+    /// STRING: a user's entry token record.
+    pub fn token(&self, user: &UserId) -> String {
+        format!("{}token:{}", self.base, user.0)
+    }
+    /// STRING: a user's status record.
+    pub fn status(&self, user: &UserId) -> String {
+        format!("{}status:{}", self.base, user.0)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn keys_share_one_hash_tag() {
+        let keys = QueueKeys::new(&Prefix::default(), &QueueId::new("main").unwrap());
+        let user = UserId::new("u-1").unwrap();
+        for k in [
+            keys.waiting(),
+            keys.seq(),
+            keys.seen(),
+            keys.active(),
+            keys.lock(),
+            keys.config(),
+            keys.stats(),
+            keys.token(&user),
+            keys.status(&user),
+        ] {
+            assert!(k.starts_with("qg:{main}:"), "{k}");
+        }
+        assert_eq!(keys.token(&user), "qg:{main}:token:u-1");
+    }
+
+    #[test]
+    fn queue_ids_are_validated() {
+        assert!(QueueId::new("drop-2026_a").is_ok());
+        for bad in ["", "Main", "a b", "a{b", "x".repeat(33).as_str(), "é"] {
+            assert!(QueueId::new(bad).is_err(), "{bad:?} accepted");
+        }
+    }
+
+    #[test]
+    fn user_ids_cannot_break_a_key() {
+        assert!(UserId::new("auth0|5f1c").is_ok());
+        assert!(UserId::new("ann@example.com").is_ok());
+        for bad in ["", "a b", "a{x}", "tab\t", "é", "x".repeat(65).as_str()] {
+            assert!(UserId::new(bad).is_err(), "{bad:?} accepted");
+        }
+        assert_eq!(
+            UserId::new("").unwrap_err(),
+            IdError::Length {
+                what: "user id",
+                max: 64
+            }
+        );
+    }
+
+    #[test]
+    fn prefixes_are_validated() {
+        assert!(Prefix::new("shop:qg").is_ok());
+        assert!(Prefix::new("a{b").is_err());
+        assert!(Prefix::new("").is_err());
+    }
+}

@@ -1,0 +1,26 @@
+//! queuegate's domain, shared by the edge worker (wasm) and the scheduler
+//! (native). No runtime, no Redis client: requests build script invocations
+//! and replies decode client-neutral values.
+//!
+//! * [`keys`] — the key schema and id validation.
+//! * [`script`] — the Lua scripts (`lua/*.lua`) and their SHA-1s.
+//! * [`ops`] — one typed request and reply per script.
+//! * [`value`] — the reply type both clients convert into.
+//! * [`settings`] — queue settings, their validation and hash codec.
+//! * [`state`] — the visitor states of the edge API.
+//! * [`policy`] — retryAfter and ETA.
+//! * [`token`] — entry tokens and admission grants.
+
+pub mod keys;
+pub mod ops;
+pub mod policy;
+pub mod script;
+pub mod settings;
+pub mod state;
+pub mod token;
+pub mod value;
+
+pub use keys::{Prefix, QueueId, QueueKeys, UserId};
+pub use script::{Invocation, Operation};
+pub use settings::{QueueState, Settings};
+pub use value::{DecodeError, Value};

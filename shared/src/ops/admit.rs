@@ -1,0 +1,117 @@
+//! `admit`: one scheduler tick for one queue.
+
+use crate::keys::QueueKeys;
+use crate::script::{Invocation, Operation, ADMIT};
+use crate::settings::Settings;
+use crate::token::Grant;
+use crate::value::{DecodeError, Fields, Value};
+
+/// One admission tick. At most `min(allowance, grants.len())` users are
+/// admitted, and never more than the free slots.
+#[derive(Debug, Clone, Copy)]
+pub struct Admit<'a> {
+    /// The queue.
+    pub keys: &'a QueueKeys,
+    /// The caller's lease owner id (fencing).
+    pub owner: &'a str,
+    /// The most admissions the rate allows this tick.
+    pub allowance: u64,
+    /// The queue's settings (slots, TTLs, abandon timeout, sweep limit).
+    pub settings: &'a Settings,
+    /// The measured admission rate to record for the ETA, if any.
+    pub rate_estimate: Option<f64>,
+    /// Tokens and jitter, one per possible admission.
+    pub grants: &'a [Grant],
+}
+
+/// What a tick did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct AdmitCounts {
+    /// False when the queue is paused or closed (sweeps still ran).
+    pub admitting: bool,
+    /// Users given a token.
+    pub admitted: u64,
+    /// Slots freed from unused tokens.
+    pub expired: u64,
+    /// Slots freed from consumes the origin never settled.
+    pub lapsed: u64,
+    /// Leavers dropped from the line.
+    pub abandoned: u64,
+    /// Users still waiting.
+    pub waiting: u64,
+    /// Slots in use after the tick.
+    pub active: u64,
+}
+
+/// The outcome of a tick.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AdmitReply {
+    /// The caller does not hold the lease; nothing changed.
+    NotOwner,
+    /// The tick ran.
+    Ran(AdmitCounts),
+}
+
+impl Operation for Admit<'_> {
+    type Reply = AdmitReply;
+
+    fn invocation(&self) -> Invocation {
+        let k = self.keys;
+        let s = self.settings;
+        let mut args = vec![
+            self.owner.to_string(),
+            k.base().to_string(),
+            self.allowance.to_string(),
+            s.max_active.to_string(),
+            s.token_ttl_ms.to_string(),
+            s.status_ttl_ms.to_string(),
+            s.abandon_after_ms.to_string(),
+            s.sweep_limit.to_string(),
+            self.rate_estimate
+                .filter(|r| r.is_finite() && *r >= 0.0)
+                .map(|r| format!("{r:.3}"))
+                .unwrap_or_default(),
+        ];
+        let n = self
+            .grants
+            .len()
+            .min(usize::try_from(self.allowance).unwrap_or(usize::MAX));
+        for g in &self.grants[..n] {
+            args.push(g.token.expose().to_string());
+            args.push(g.jitter_ms.to_string());
+        }
+        Invocation {
+            script: &ADMIT,
+            keys: vec![
+                k.waiting(),
+                k.seen(),
+                k.active(),
+                k.lock(),
+                k.config(),
+                k.stats(),
+            ],
+            args,
+        }
+    }
+
+    fn decode(&self, value: Value) -> Result<AdmitReply, DecodeError> {
+        let f = Fields::new("admit", value)?;
+        if f.len() != 7 {
+            return Err(f.error(format!("expected 7 fields, got {}", f.len())));
+        }
+        let counts = AdmitCounts {
+            admitting: f.int(0)? == 1,
+            admitted: f.uint(1)?,
+            expired: f.uint(2)?,
+            lapsed: f.uint(3)?,
+            abandoned: f.uint(4)?,
+            waiting: f.uint(5)?,
+            active: f.uint(6)?,
+        };
+        match f.int(0)? {
+            0 => Ok(AdmitReply::NotOwner),
+            1 | 2 => Ok(AdmitReply::Ran(counts)),
+            code => Err(f.error(format!("unknown code {code}"))),
+        }
+    }
+}

@@ -1,0 +1,67 @@
+//! `consume`: compare-and-delete of an entry token on a protected route.
+
+use crate::keys::{QueueKeys, UserId};
+use crate::script::{Invocation, Operation, CONSUME};
+use crate::settings::Settings;
+use crate::token::EntryToken;
+use crate::value::{DecodeError, Fields, Value};
+
+/// Spend a token.
+#[derive(Debug, Clone, Copy)]
+pub struct Consume<'a> {
+    /// The queue.
+    pub keys: &'a QueueKeys,
+    /// The user presenting the token.
+    pub user: &'a UserId,
+    /// The presented token.
+    pub token: &'a EntryToken,
+    /// For the in-flight slot time and the status TTL.
+    pub settings: &'a Settings,
+}
+
+/// The outcome of a consume.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ConsumeReply {
+    /// The token was spent: forward the request, then settle.
+    Accepted,
+    /// Wrong, unknown or lapsed token; nothing changed.
+    Invalid,
+    /// This token was already spent.
+    Used,
+    /// Valid but not active yet; it survives.
+    Early {
+        /// Milliseconds until it activates.
+        wait_ms: u64,
+    },
+}
+
+impl Operation for Consume<'_> {
+    type Reply = ConsumeReply;
+
+    fn invocation(&self) -> Invocation {
+        let k = self.keys;
+        Invocation {
+            script: &CONSUME,
+            keys: vec![k.token(self.user), k.status(self.user), k.active()],
+            args: vec![
+                self.user.as_str().to_string(),
+                self.token.expose().to_string(),
+                self.settings.in_flight_ms.to_string(),
+                self.settings.status_ttl_ms.to_string(),
+            ],
+        }
+    }
+
+    fn decode(&self, value: Value) -> Result<ConsumeReply, DecodeError> {
+        let f = Fields::new("consume", value)?;
+        match f.text(0)? {
+            "ok" => Ok(ConsumeReply::Accepted),
+            "invalid" => Ok(ConsumeReply::Invalid),
+            "used" => Ok(ConsumeReply::Used),
+            "early" => Ok(ConsumeReply::Early {
+                wait_ms: f.uint(1)?,
+            }),
+            other => Err(f.error(format!("unknown reply kind {other:?}"))),
+        }
+    }
+}

@@ -1,0 +1,110 @@
+//! The scheduler lease: acquire, renew and release, compared by owner id.
+
+use crate::keys::QueueKeys;
+use crate::script::{Invocation, Operation, LEASE_ACQUIRE, LEASE_RELEASE, LEASE_RENEW};
+use crate::value::{DecodeError, Fields, Value};
+
+/// Take the lease, or extend it if already ours.
+#[derive(Debug, Clone, Copy)]
+pub struct LeaseAcquire<'a> {
+    /// The queue.
+    pub keys: &'a QueueKeys,
+    /// Our owner id.
+    pub owner: &'a str,
+    /// Lease lifetime.
+    pub ttl_ms: u64,
+}
+
+/// The outcome of an acquire.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LeaseAcquired {
+    /// True when we hold the lease now.
+    pub acquired: bool,
+    /// Who holds it.
+    pub holder: String,
+}
+
+impl Operation for LeaseAcquire<'_> {
+    type Reply = LeaseAcquired;
+
+    fn invocation(&self) -> Invocation {
+        Invocation {
+            script: &LEASE_ACQUIRE,
+            keys: vec![self.keys.lock()],
+            args: vec![self.owner.to_string(), self.ttl_ms.to_string()],
+        }
+    }
+
+    fn decode(&self, value: Value) -> Result<LeaseAcquired, DecodeError> {
+        let f = Fields::new("lease_acquire", value)?;
+        Ok(LeaseAcquired {
+            acquired: f.int(0)? == 1,
+            holder: f.text(1)?.to_string(),
+        })
+    }
+}
+
+/// Extend the lease while it is ours.
+#[derive(Debug, Clone, Copy)]
+pub struct LeaseRenew<'a> {
+    /// The queue.
+    pub keys: &'a QueueKeys,
+    /// Our owner id.
+    pub owner: &'a str,
+    /// New lifetime.
+    pub ttl_ms: u64,
+}
+
+impl Operation for LeaseRenew<'_> {
+    /// True when renewed; false when the lease is no longer ours.
+    type Reply = bool;
+
+    fn invocation(&self) -> Invocation {
+        Invocation {
+            script: &LEASE_RENEW,
+            keys: vec![self.keys.lock()],
+            args: vec![self.owner.to_string(), self.ttl_ms.to_string()],
+        }
+    }
+
+    fn decode(&self, value: Value) -> Result<bool, DecodeError> {
+        decode_flag("lease_renew", value)
+    }
+}
+
+/// Drop the lease if ours.
+#[derive(Debug, Clone, Copy)]
+pub struct LeaseRelease<'a> {
+    /// The queue.
+    pub keys: &'a QueueKeys,
+    /// Our owner id.
+    pub owner: &'a str,
+}
+
+impl Operation for LeaseRelease<'_> {
+    /// True when released; false when it was not ours.
+    type Reply = bool;
+
+    fn invocation(&self) -> Invocation {
+        Invocation {
+            script: &LEASE_RELEASE,
+            keys: vec![self.keys.lock()],
+            args: vec![self.owner.to_string()],
+        }
+    }
+
+    fn decode(&self, value: Value) -> Result<bool, DecodeError> {
+        decode_flag("lease_release", value)
+    }
+}
+
+fn decode_flag(script: &'static str, value: Value) -> Result<bool, DecodeError> {
+    match value.as_i64() {
+        Some(0) => Ok(false),
+        Some(1) => Ok(true),
+        _ => Err(DecodeError::new(
+            script,
+            format!("expected 0 or 1, got {value:?}"),
+        )),
+    }
+}

@@ -1,0 +1,16 @@
+//! Typed calls of the Lua scripts: each request builds its KEYS and ARGV,
+//! each reply is decoded from a client-neutral [`Value`](crate::value::Value).
+
+mod admit;
+mod consume;
+mod enter;
+mod lease;
+mod observed;
+mod settle;
+
+pub use admit::{Admit, AdmitCounts, AdmitReply};
+pub use consume::{Consume, ConsumeReply};
+pub use enter::{Enter, EnterReply};
+pub use lease::{LeaseAcquire, LeaseAcquired, LeaseRelease, LeaseRenew};
+pub use observed::{Observed, Position, WaitingFacts};
+pub use settle::{Outcome, Settle, SettleReply};

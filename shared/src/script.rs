@@ -1,0 +1,108 @@
+//! The Lua scripts, each loaded once with its SHA-1 computed once, and the
+//! invocation (KEYS and ARGV) that a typed request builds for a runner.
+
+use std::sync::OnceLock;
+
+use crate::value::{DecodeError, Value};
+
+/// One Lua script: its text and its SHA-1 for EVALSHA.
+#[derive(Debug)]
+pub struct Script {
+    name: &'static str,
+    source: &'static str,
+    sha1: OnceLock<String>,
+}
+
+impl Script {
+    const fn new(name: &'static str, source: &'static str) -> Self {
+        Script {
+            name,
+            source,
+            sha1: OnceLock::new(),
+        }
+    }
+
+    /// Short name, for logs and errors.
+    pub fn name(&self) -> &'static str {
+        self.name
+    }
+
+    /// The Lua source, for EVAL after a NOSCRIPT reply.
+    pub fn source(&self) -> &'static str {
+        self.source
+    }
+
+    /// Lowercase hex SHA-1 of the source, as Redis computes it.
+    pub fn sha1(&self) -> &str {
+        self.sha1
+            .get_or_init(|| sha1_smol::Sha1::from(self.source).digest().to_string())
+    }
+}
+
+// Scripts that describe a user's state share helpers; `concat!` prepends
+// them so each script still runs as one self-contained EVAL.
+macro_rules! with_prelude {
+    ($file:literal) => {
+        concat!(include_str!("../lua/prelude.lua"), include_str!($file))
+    };
+}
+
+/// Takes a ticket (or returns the existing state).
+pub static ENTER: Script = Script::new("enter", with_prelude!("../lua/enter.lua"));
+/// Reports a user's state and marks them as seen.
+pub static POSITION: Script = Script::new("position", with_prelude!("../lua/position.lua"));
+/// One scheduler tick: sweeps, drops leavers, admits.
+pub static ADMIT: Script = Script::new("admit", with_prelude!("../lua/admit.lua"));
+/// Compare-and-delete of an entry token.
+pub static CONSUME: Script = Script::new("consume", with_prelude!("../lua/consume.lua"));
+/// Records the origin's outcome after a consume.
+pub static SETTLE: Script = Script::new("settle", with_prelude!("../lua/settle.lua"));
+/// Takes or extends the scheduler lease.
+pub static LEASE_ACQUIRE: Script =
+    Script::new("lease_acquire", include_str!("../lua/lease_acquire.lua"));
+/// Extends the lease if still owned.
+pub static LEASE_RENEW: Script = Script::new("lease_renew", include_str!("../lua/lease_renew.lua"));
+/// Drops the lease if still owned.
+pub static LEASE_RELEASE: Script =
+    Script::new("lease_release", include_str!("../lua/lease_release.lua"));
+
+/// Every script, for preloading (SCRIPT LOAD) and the pinned-hash test.
+pub fn all() -> [&'static Script; 8] {
+    [
+        &ENTER,
+        &POSITION,
+        &ADMIT,
+        &CONSUME,
+        &SETTLE,
+        &LEASE_ACQUIRE,
+        &LEASE_RENEW,
+        &LEASE_RELEASE,
+    ]
+}
+
+/// A script call ready for any client: EVALSHA sha numkeys KEYS... ARGV...
+#[derive(Debug, Clone, PartialEq)]
+pub struct Invocation {
+    /// The script to run.
+    pub script: &'static Script,
+    /// KEYS, all under the queue's hash tag.
+    pub keys: Vec<String>,
+    /// ARGV.
+    pub args: Vec<String>,
+}
+
+impl PartialEq for Script {
+    fn eq(&self, other: &Self) -> bool {
+        self.name == other.name
+    }
+}
+
+/// A typed script call: it builds the invocation and decodes the reply.
+pub trait Operation {
+    /// The decoded reply.
+    type Reply;
+    /// KEYS and ARGV for this call.
+    fn invocation(&self) -> Invocation;
+    /// Decodes the script's reply.
+    fn decode(&self, value: Value) -> Result<Self::Reply, DecodeError>;
+}

@@ -1,0 +1,419 @@
+//! Queue settings: one validated struct with the seed design's defaults,
+//! stored in the queue's config hash (one field per setting) so the edge
+//! scripts read what the scheduler enforces.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+/// The effective settings of one queue.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct Settings {
+    /// Scheduler tick.
+    pub tick_ms: u64,
+    /// Admissions per second (fractions carry from tick to tick).
+    pub admit_rate_per_second: f64,
+    /// Order slots the origin can have in use at once.
+    pub max_active: u64,
+    /// Longest line accepted; the seed design sizes it as the longest
+    /// acceptable wait times the admit rate (5 min × 175/s).
+    pub max_waiting: u64,
+    /// How long an issued entry token stays valid.
+    pub token_ttl_ms: u64,
+    /// How long a user's status outlives its last change (> token TTL, so an
+    /// unused token is still reported as expired).
+    pub status_ttl_ms: u64,
+    /// A new token activates at a random moment in `[0, jitter_ms]`, so a
+    /// batch does not reach the origin in the same millisecond.
+    pub activation_jitter_ms: u64,
+    /// A waiting user who has not polled for this long has left.
+    pub abandon_after_ms: u64,
+    /// How long a consumed token holds its slot while the origin answers.
+    pub in_flight_ms: u64,
+    /// After an origin failure the same token is valid again for this long.
+    pub retry_window_ms: u64,
+    /// Shortest and longest poll interval told to a waiting visitor.
+    pub poll_min_ms: u64,
+    /// See `poll_min_ms`.
+    pub poll_max_ms: u64,
+    /// Scheduler lease TTL; must outlast the worst tick.
+    pub lease_ttl_ms: u64,
+    /// Most expired slots and leavers one tick removes.
+    pub sweep_limit: u64,
+}
+
+impl Default for Settings {
+    fn default() -> Self {
+        Settings {
+            tick_ms: 100,
+            admit_rate_per_second: 175.0,
+            max_active: 1_000,
+            max_waiting: 52_500,
+            token_ttl_ms: 300_000,
+            status_ttl_ms: 420_000,
+            activation_jitter_ms: 2_000,
+            abandon_after_ms: 90_000,
+            in_flight_ms: 30_000,
+            retry_window_ms: 60_000,
+            poll_min_ms: 1_000,
+            poll_max_ms: 30_000,
+            lease_ttl_ms: 2_000,
+            sweep_limit: 1_000,
+        }
+    }
+}
+
+/// A setting that cannot work, with what to change.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum SettingsError {
+    /// A value outside its range.
+    #[error("{field} = {value}: {rule}")]
+    Invalid {
+        field: &'static str,
+        value: String,
+        rule: &'static str,
+    },
+    /// The config hash holds something that is not a setting value.
+    #[error("config field {field} = {value:?} is not valid: {why}")]
+    Stored {
+        field: String,
+        value: String,
+        why: String,
+    },
+}
+
+fn invalid(field: &'static str, value: impl ToString, rule: &'static str) -> SettingsError {
+    SettingsError::Invalid {
+        field,
+        value: value.to_string(),
+        rule,
+    }
+}
+
+impl Settings {
+    /// Rejects settings that would break the queue's guarantees.
+    pub fn validate(&self) -> Result<(), SettingsError> {
+        if !(10..=10_000).contains(&self.tick_ms) {
+            return Err(invalid("tick_ms", self.tick_ms, "must be 10 to 10000"));
+        }
+        let rate = self.admit_rate_per_second;
+        if !(rate.is_finite() && rate > 0.0 && rate <= 100_000.0) {
+            return Err(invalid(
+                "admit_rate_per_second",
+                rate,
+                "must be above 0 and at most 100000",
+            ));
+        }
+        if self.max_active == 0 {
+            return Err(invalid("max_active", self.max_active, "must be at least 1"));
+        }
+        if self.max_waiting == 0 {
+            return Err(invalid("max_waiting", 0, "must be at least 1"));
+        }
+        if self.token_ttl_ms < 1_000 {
+            return Err(invalid(
+                "token_ttl_ms",
+                self.token_ttl_ms,
+                "must be at least 1000",
+            ));
+        }
+        if self.activation_jitter_ms >= self.token_ttl_ms {
+            return Err(invalid(
+                "activation_jitter_ms",
+                self.activation_jitter_ms,
+                "must be below token_ttl_ms",
+            ));
+        }
+        if self.status_ttl_ms <= self.token_ttl_ms + self.activation_jitter_ms {
+            return Err(invalid(
+                "status_ttl_ms",
+                self.status_ttl_ms,
+                "must exceed token_ttl_ms + activation_jitter_ms, so an unused token reads as expired",
+            ));
+        }
+        if self.poll_min_ms == 0 || self.poll_min_ms > self.poll_max_ms {
+            return Err(invalid(
+                "poll_min_ms",
+                self.poll_min_ms,
+                "must be at least 1 and at most poll_max_ms",
+            ));
+        }
+        if self.abandon_after_ms < 2 * self.poll_max_ms {
+            return Err(invalid(
+                "abandon_after_ms",
+                self.abandon_after_ms,
+                "must be at least 2 × poll_max_ms, or visitors who obey retryAfter are dropped",
+            ));
+        }
+        if self.in_flight_ms < 1_000 || self.in_flight_ms >= self.status_ttl_ms {
+            return Err(invalid(
+                "in_flight_ms",
+                self.in_flight_ms,
+                "must be at least 1000 and below status_ttl_ms",
+            ));
+        }
+        if self.retry_window_ms >= self.status_ttl_ms {
+            return Err(invalid(
+                "retry_window_ms",
+                self.retry_window_ms,
+                "must be below status_ttl_ms",
+            ));
+        }
+        if self.lease_ttl_ms < 3 * self.tick_ms {
+            return Err(invalid(
+                "lease_ttl_ms",
+                self.lease_ttl_ms,
+                "must be at least 3 × tick_ms, so a slow tick does not lose the lease",
+            ));
+        }
+        if !(1..=5_000).contains(&self.sweep_limit) {
+            return Err(invalid(
+                "sweep_limit",
+                self.sweep_limit,
+                "must be 1 to 5000",
+            ));
+        }
+        Ok(())
+    }
+
+    /// The settings as config-hash fields (name → decimal text).
+    pub fn to_fields(&self) -> Vec<(String, String)> {
+        let value = serde_json::to_value(self).unwrap_or_default();
+        let serde_json::Value::Object(map) = value else {
+            return Vec::new();
+        };
+        map.into_iter().map(|(k, v)| (k, v.to_string())).collect()
+    }
+
+    /// Settings from config-hash fields. Unknown fields (such as the
+    /// operator's `state`) are ignored; missing ones take their default.
+    pub fn from_fields(fields: &BTreeMap<String, String>) -> Result<Settings, SettingsError> {
+        let names = Settings::field_names();
+        let mut map = serde_json::Map::new();
+        for (field, text) in fields {
+            if !names.contains(field) {
+                continue;
+            }
+            let number: serde_json::Value =
+                serde_json::from_str(text).map_err(|e| SettingsError::Stored {
+                    field: field.clone(),
+                    value: text.clone(),
+                    why: e.to_string(),
+                })?;
+            map.insert(field.clone(), number);
+        }
+        let settings: Settings =
+            serde_json::from_value(serde_json::Value::Object(map)).map_err(|e| {
+                SettingsError::Stored {
+                    field: "config".into(),
+                    value: String::new(),
+                    why: e.to_string(),
+                }
+            })?;
+        settings.validate()?;
+        Ok(settings)
+    }
+
+    /// Every setting's field name (the serde names, so there is no second
+    /// list to keep in step).
+    pub fn field_names() -> Vec<String> {
+        Settings::default()
+            .to_fields()
+            .into_iter()
+            .map(|(name, _)| name)
+            .collect()
+    }
+}
+
+/// The operator's switch for a queue, kept in the config hash field
+/// `state` and never overwritten when the scheduler publishes settings.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum QueueState {
+    /// Entering and admission run.
+    Open,
+    /// Visitors may enter; nobody is admitted.
+    Paused,
+    /// No new entries; the line is still admitted until empty.
+    Draining,
+    /// No new entries and no admission.
+    Closed,
+}
+
+impl QueueState {
+    /// The name stored in Redis.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            QueueState::Open => "open",
+            QueueState::Paused => "paused",
+            QueueState::Draining => "draining",
+            QueueState::Closed => "closed",
+        }
+    }
+
+    /// Parses a stored name.
+    pub fn parse(text: &str) -> Option<QueueState> {
+        match text {
+            "open" => Some(QueueState::Open),
+            "paused" => Some(QueueState::Paused),
+            "draining" => Some(QueueState::Draining),
+            "closed" => Some(QueueState::Closed),
+            _ => None,
+        }
+    }
+
+    /// Whether new visitors may take a ticket.
+    pub fn accepts_entries(self) -> bool {
+        matches!(self, QueueState::Open | QueueState::Paused)
+    }
+
+    /// Whether the scheduler admits.
+    pub fn admits(self) -> bool {
+        matches!(self, QueueState::Open | QueueState::Draining)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn defaults_are_valid_and_match_the_seed_design() {
+        let s = Settings::default();
+        s.validate().unwrap();
+        assert_eq!(s.max_waiting, (300.0 * s.admit_rate_per_second) as u64);
+        assert_eq!(s.tick_ms, 100);
+        assert_eq!(s.token_ttl_ms, 5 * 60_000);
+        assert_eq!(s.status_ttl_ms, 7 * 60_000);
+    }
+
+    #[test]
+    fn fields_round_trip() {
+        let s = Settings {
+            admit_rate_per_second: 17.5,
+            max_active: 3,
+            ..Settings::default()
+        };
+        let mut map: BTreeMap<String, String> = s.to_fields().into_iter().collect();
+        map.insert("state".into(), "paused".into());
+        assert_eq!(Settings::from_fields(&map).unwrap(), s);
+        assert_eq!(map["admit_rate_per_second"], "17.5");
+    }
+
+    #[test]
+    fn stored_garbage_is_reported_by_field() {
+        let map = BTreeMap::from([("max_active".to_string(), "lots".to_string())]);
+        let err = Settings::from_fields(&map).unwrap_err();
+        assert!(err.to_string().contains("max_active"), "{err}");
+    }
+
+    #[test]
+    fn validation_rejects_what_would_break_guarantees() {
+        let cases: Vec<(Settings, &str)> = vec![
+            (
+                Settings {
+                    tick_ms: 0,
+                    ..Default::default()
+                },
+                "tick_ms",
+            ),
+            (
+                Settings {
+                    admit_rate_per_second: 0.0,
+                    ..Default::default()
+                },
+                "admit_rate_per_second",
+            ),
+            (
+                Settings {
+                    admit_rate_per_second: f64::NAN,
+                    ..Default::default()
+                },
+                "admit_rate_per_second",
+            ),
+            (
+                Settings {
+                    max_active: 0,
+                    ..Default::default()
+                },
+                "max_active",
+            ),
+            (
+                Settings {
+                    max_waiting: 0,
+                    ..Default::default()
+                },
+                "max_waiting",
+            ),
+            (
+                Settings {
+                    status_ttl_ms: 300_000,
+                    ..Default::default()
+                },
+                "status_ttl_ms",
+            ),
+            (
+                Settings {
+                    poll_min_ms: 40_000,
+                    ..Default::default()
+                },
+                "poll_min_ms",
+            ),
+            (
+                Settings {
+                    abandon_after_ms: 30_000,
+                    ..Default::default()
+                },
+                "abandon_after_ms",
+            ),
+            (
+                Settings {
+                    lease_ttl_ms: 200,
+                    ..Default::default()
+                },
+                "lease_ttl_ms",
+            ),
+            (
+                Settings {
+                    activation_jitter_ms: 300_000,
+                    ..Default::default()
+                },
+                "activation_jitter_ms",
+            ),
+            (
+                Settings {
+                    in_flight_ms: 10,
+                    ..Default::default()
+                },
+                "in_flight_ms",
+            ),
+            (
+                Settings {
+                    sweep_limit: 0,
+                    ..Default::default()
+                },
+                "sweep_limit",
+            ),
+        ];
+        for (s, field) in cases {
+            let err = s.validate().expect_err(field);
+            assert!(err.to_string().starts_with(field), "{field}: {err}");
+        }
+    }
+
+    #[test]
+    fn queue_states_round_trip() {
+        for s in [
+            QueueState::Open,
+            QueueState::Paused,
+            QueueState::Draining,
+            QueueState::Closed,
+        ] {
+            assert_eq!(QueueState::parse(s.as_str()), Some(s));
+        }
+        assert_eq!(QueueState::parse("OPEN"), None);
+        assert!(QueueState::Paused.accepts_entries() && !QueueState::Paused.admits());
+        assert!(!QueueState::Draining.accepts_entries() && QueueState::Draining.admits());
+    }
+}

@@ -1,0 +1,116 @@
+//! What the edge tells a visitor: one JSON shape whose `state` decides which
+//! fields are present (see DESIGN "Edge API").
+
+use serde::Serialize;
+
+/// A visitor's state in a queue.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(
+    tag = "state",
+    rename_all = "snake_case",
+    rename_all_fields = "camelCase"
+)]
+pub enum UserState {
+    /// In line.
+    Waiting {
+        /// 1-based; 1 is next.
+        position: u64,
+        /// Seconds until admission; absent while the queue is paused.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        eta_seconds: Option<u64>,
+        /// When to poll again.
+        retry_after_ms: u64,
+    },
+    /// Holds an entry token.
+    Admitted {
+        /// The one-time token for the protected route.
+        token: String,
+        /// Epoch ms from which the token is accepted.
+        activate_at: u64,
+        /// Epoch ms at which it lapses.
+        expires_at: u64,
+    },
+    /// The token was used; the origin has not answered yet.
+    InFlight,
+    /// The order went through.
+    Ordered,
+    /// A token was issued and not used in time.
+    Expired,
+    /// Stopped polling and was dropped from the line.
+    Abandoned,
+    /// Never entered (or everything about the visit has expired).
+    NotInQueue,
+}
+
+impl UserState {
+    /// The `state` field's value.
+    pub fn name(&self) -> &'static str {
+        match self {
+            UserState::Waiting { .. } => "waiting",
+            UserState::Admitted { .. } => "admitted",
+            UserState::InFlight => "in_flight",
+            UserState::Ordered => "ordered",
+            UserState::Expired => "expired",
+            UserState::Abandoned => "abandoned",
+            UserState::NotInQueue => "not_in_queue",
+        }
+    }
+}
+
+/// The body of `POST /queue/enter` and `GET /queue/position`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct StateReply {
+    /// The visitor's state and its fields.
+    #[serde(flatten)]
+    pub state: UserState,
+    /// The queue id.
+    pub queue: String,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn json_matches_the_edge_contract() {
+        let waiting = StateReply {
+            state: UserState::Waiting {
+                position: 1204,
+                eta_seconds: Some(7),
+                retry_after_ms: 5000,
+            },
+            queue: "main".into(),
+        };
+        assert_eq!(
+            serde_json::to_value(&waiting).unwrap(),
+            json!({"state":"waiting","queue":"main","position":1204,"etaSeconds":7,"retryAfterMs":5000})
+        );
+        let admitted = StateReply {
+            state: UserState::Admitted {
+                token: "t".into(),
+                activate_at: 1,
+                expires_at: 2,
+            },
+            queue: "main".into(),
+        };
+        assert_eq!(
+            serde_json::to_value(&admitted).unwrap(),
+            json!({"state":"admitted","queue":"main","token":"t","activateAt":1,"expiresAt":2})
+        );
+        for s in [
+            UserState::InFlight,
+            UserState::Ordered,
+            UserState::Expired,
+            UserState::Abandoned,
+            UserState::NotInQueue,
+        ] {
+            let v = serde_json::to_value(StateReply {
+                state: s.clone(),
+                queue: "q".into(),
+            })
+            .unwrap();
+            assert_eq!(v, json!({"state": s.name(), "queue": "q"}));
+        }
+    }
+}

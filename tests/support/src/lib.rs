@@ -1,0 +1,19 @@
+//! Real processes for tests: `redis-server`, the REST gateway, the scheduler
+//! and the worker under `wrangler dev`, each on a free loopback port.
+//!
+//! Every handle kills its process on drop and, when the test is failing,
+//! prints the process log so the cause is in the test output. Readiness is
+//! always polled; nothing waits a fixed time.
+
+mod paths;
+mod process;
+mod redis_server;
+mod wrangler;
+
+pub use paths::{repo_root, target_bin};
+pub use process::{free_port, http_get, port_open, wait_until, Process};
+pub use redis_server::{RedisServer, RedisServerBuilder};
+pub use wrangler::{offline_env, Wrangler, WranglerBuilder, COMPATIBILITY_DATE};
+
+/// Address every test service binds: loopback only.
+pub const LOOPBACK: &str = "127.0.0.1";

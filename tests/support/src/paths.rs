@@ -1,0 +1,31 @@
+//! Where the repo's built artefacts live, found relative to this crate and to
+//! the running test binary (so a custom `CARGO_TARGET_DIR` works).
+
+use std::path::PathBuf;
+
+/// The repository root (two levels above this crate).
+pub fn repo_root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../..")
+        .canonicalize()
+        .expect("repo root exists")
+}
+
+/// A binary of the workspace built into the same profile folder as the test
+/// executable (`target/debug/<name>`). The test script builds every binary
+/// before it runs the tests; a missing one is a clear panic, not a hang.
+pub fn target_bin(name: &str) -> PathBuf {
+    let exe = std::env::current_exe().expect("current test executable");
+    // target/debug/deps/<test> -> target/debug
+    let profile_dir = exe
+        .parent()
+        .and_then(|deps| deps.parent())
+        .expect("test executable lives in <target>/<profile>/deps");
+    let path = profile_dir.join(name);
+    assert!(
+        path.exists(),
+        "{} is not built; run `cargo build --workspace --bins` (scripts/test does)",
+        path.display()
+    );
+    path
+}

@@ -1,0 +1,142 @@
+//! The built worker (wasm) under `wrangler dev --local`, i.e. real workerd,
+//! on a free port with its own config, secrets file and state dir.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::process::Command;
+use std::time::Duration;
+
+use tempfile::TempDir;
+
+use crate::paths::repo_root;
+use crate::process::{free_port, http_get, wait_until, Process};
+use crate::LOOPBACK;
+
+/// The compatibility date the pinned workerd accepts (see TOOLCHAIN notes).
+pub const COMPATIBILITY_DATE: &str = "2026-05-01";
+
+/// Options for [`Wrangler`]: plain vars and secrets (`.dev.vars`).
+#[derive(Debug, Default, Clone)]
+pub struct WranglerBuilder {
+    vars: BTreeMap<String, String>,
+    secrets: BTreeMap<String, String>,
+}
+
+impl WranglerBuilder {
+    /// A `[vars]` entry.
+    pub fn var(mut self, key: &str, value: &str) -> Self {
+        self.vars.insert(key.into(), value.into());
+        self
+    }
+
+    /// A secret, written to `.dev.vars` beside the generated config, the
+    /// way a developer keeps them locally.
+    pub fn secret(mut self, key: &str, value: &str) -> Self {
+        self.secrets.insert(key.into(), value.into());
+        self
+    }
+
+    /// Starts `wrangler dev` on the prebuilt wasm and waits until
+    /// `/queue/health` answers.
+    pub fn start(self) -> Wrangler {
+        let shim = built_shim();
+        let dir = tempfile::Builder::new()
+            .prefix("qg-wrangler-")
+            .tempdir()
+            .expect("temp dir for wrangler");
+        let mut config = format!(
+            "name = \"queuegate-test\"\nmain = {:?}\ncompatibility_date = \"{COMPATIBILITY_DATE}\"\n\n[vars]\n",
+            shim.to_string_lossy()
+        );
+        for (k, v) in &self.vars {
+            config.push_str(&format!("{k} = {v:?}\n"));
+        }
+        std::fs::write(dir.path().join("wrangler.toml"), config).expect("write wrangler.toml");
+        let dev_vars: String = self
+            .secrets
+            .iter()
+            .map(|(k, v)| format!("{k}={v:?}\n"))
+            .collect();
+        std::fs::write(dir.path().join(".dev.vars"), dev_vars).expect("write .dev.vars");
+
+        let port = free_port();
+        let inspector = free_port();
+        let root = repo_root();
+        let mut cmd = Command::new("node");
+        cmd.current_dir(dir.path())
+            .arg(root.join("node_modules/wrangler/bin/wrangler.js"))
+            .args(["dev", "--local", "--ip", LOOPBACK])
+            .args(["--port", &port.to_string()])
+            .args(["--inspector-port", &inspector.to_string()])
+            .args([
+                "--show-interactive-dev-session=false",
+                "--log-level",
+                "info",
+            ])
+            .arg("--config")
+            .arg(dir.path().join("wrangler.toml"))
+            .arg("--persist-to")
+            .arg(dir.path().join("state"));
+        for (k, v) in offline_env() {
+            cmd.env(k, v);
+        }
+        let log = dir.path().join("wrangler.log");
+        let mut process = Process::spawn("wrangler dev", cmd, &log);
+        let up = wait_until(Duration::from_secs(60), || {
+            !process.is_running() || http_get(port, "/queue/health").is_some()
+        });
+        if !up || !process.is_running() {
+            process.fail("did not serve /queue/health within 60 s");
+        }
+        Wrangler {
+            port,
+            process,
+            _dir: dir,
+        }
+    }
+}
+
+/// The environment that keeps wrangler from reaching remote hosts.
+pub fn offline_env() -> [(&'static str, &'static str); 4] {
+    [
+        ("WRANGLER_SEND_METRICS", "false"),
+        ("WRANGLER_SEND_ERROR_REPORTS", "false"),
+        ("WRANGLER_HIDE_BANNER", "true"),
+        ("CLOUDFLARE_CF_FETCH_ENABLED", "false"),
+    ]
+}
+
+fn built_shim() -> PathBuf {
+    let shim = repo_root().join("worker/build/worker/shim.mjs");
+    assert!(
+        shim.exists(),
+        "the worker is not built ({} missing); run scripts/build-worker (scripts/test does)",
+        shim.display()
+    );
+    shim
+}
+
+/// A running `wrangler dev`, killed with its workerd on drop.
+#[derive(Debug)]
+pub struct Wrangler {
+    port: u16,
+    process: Process,
+    _dir: TempDir,
+}
+
+impl Wrangler {
+    /// Builder for vars and secrets.
+    pub fn builder() -> WranglerBuilder {
+        WranglerBuilder::default()
+    }
+
+    /// `http://127.0.0.1:PORT`.
+    pub fn url(&self) -> String {
+        format!("http://{LOOPBACK}:{}", self.port)
+    }
+
+    /// The log of wrangler and workerd so far.
+    pub fn log(&self) -> String {
+        self.process.log()
+    }
+}

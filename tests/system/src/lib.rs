@@ -1,0 +1,1 @@
+//! The tests live in `tests/`; this library is empty on purpose.
