@@ -66,8 +66,13 @@ pub static LEASE_RENEW: Script = Script::new("lease_renew", include_str!("../lua
 pub static LEASE_RELEASE: Script =
     Script::new("lease_release", include_str!("../lua/lease_release.lua"));
 
+/// Publishes settings without touching the operator's state.
+pub static CONFIGURE: Script = Script::new("configure", include_str!("../lua/configure.lua"));
+/// Switches the operator's queue state.
+pub static SET_STATE: Script = Script::new("set_state", include_str!("../lua/set_state.lua"));
+
 /// Every script, for preloading (SCRIPT LOAD) and the pinned-hash test.
-pub fn all() -> [&'static Script; 8] {
+pub fn all() -> [&'static Script; 10] {
     [
         &ENTER,
         &POSITION,
@@ -77,6 +82,8 @@ pub fn all() -> [&'static Script; 8] {
         &LEASE_ACQUIRE,
         &LEASE_RENEW,
         &LEASE_RELEASE,
+        &CONFIGURE,
+        &SET_STATE,
     ]
 }
 

@@ -2,6 +2,7 @@
 //! each reply is decoded from a client-neutral [`Value`](crate::value::Value).
 
 mod admit;
+mod configure;
 mod consume;
 mod enter;
 mod lease;
@@ -9,6 +10,7 @@ mod observed;
 mod settle;
 
 pub use admit::{Admit, AdmitCounts, AdmitReply};
+pub use configure::{Configure, SetState};
 pub use consume::{Consume, ConsumeReply};
 pub use enter::{Enter, EnterReply};
 pub use lease::{LeaseAcquire, LeaseAcquired, LeaseRelease, LeaseRenew};

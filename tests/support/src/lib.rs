@@ -5,9 +5,11 @@
 //! prints the process log so the cause is in the test output. Readiness is
 //! always polled; nothing waits a fixed time.
 
+pub mod gateway;
 mod paths;
 mod process;
 mod redis_server;
+pub mod scheduler;
 mod wrangler;
 
 pub use paths::{repo_root, target_bin};

@@ -1,0 +1,1 @@
+//! The `redis-rest` gateway as a real process (filled in with the gateway).

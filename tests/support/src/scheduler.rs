@@ -1,0 +1,1 @@
+//! The `queuegate-scheduler` as a real process (filled in with the scheduler).
