@@ -113,3 +113,54 @@ pub trait Operation {
     /// Decodes the script's reply.
     fn decode(&self, value: Value) -> Result<Self::Reply, DecodeError>;
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A script change changes its hash: this list makes every change a
+    /// deliberate one (deployed workers and schedulers must be upgraded
+    /// together when it moves; EVALSHA falls back to EVAL either way).
+    #[test]
+    fn hashes_are_pinned() {
+        let pinned: Vec<(&str, &str)> = all().iter().map(|s| (s.name(), s.sha1())).collect();
+        assert_eq!(
+            pinned, PINNED,
+            "script hashes changed; update PINNED if the change is intended"
+        );
+    }
+
+    #[test]
+    fn every_script_opens_with_its_contract() {
+        for s in all() {
+            let head = format!("-- {}:", s.name());
+            let opens = s.source().starts_with(&head) || s.source().contains(&format!("\n{head}"));
+            assert!(opens, "{} does not open with its contract", s.name());
+            assert!(s.source().contains("KEYS[1]"), "{}", s.name());
+            assert!(s.source().contains("Reply:"), "{}", s.name());
+        }
+    }
+
+    #[test]
+    fn sha1_is_lowercase_hex_and_stable() {
+        let s = ENTER.sha1();
+        assert_eq!(s.len(), 40);
+        assert!(s
+            .bytes()
+            .all(|b| b.is_ascii_hexdigit() && !b.is_ascii_uppercase()));
+        assert!(std::ptr::eq(ENTER.sha1(), ENTER.sha1()), "computed once");
+    }
+
+    const PINNED: &[(&str, &str)] = &[
+        ("enter", "e75427bef40f4216d6a823d933482050a3e4a8ba"),
+        ("position", "92bd2ccc9f36b74f9daf675b492527e58885e3f8"),
+        ("admit", "05e0d11af344c2fd3e4da55eda63af4bbc204fbd"),
+        ("consume", "f6bb365aa35bb573ed59f6726b3ab416575194a0"),
+        ("settle", "4ded0a54c1563410c37c85372fee8e9aa950d963"),
+        ("lease_acquire", "6142fd947fbfecb64ea39aaa44341a9db68f13ca"),
+        ("lease_renew", "17ea0368b83201fff1c7036adc35c519f8b81727"),
+        ("lease_release", "e6e4e2b540e4715548f389149c65670d65a970f4"),
+        ("configure", "d815438c7811a89831a8589b79c82ecff29997b1"),
+        ("set_state", "81f2d1fda13857eec677ceb1115828aa9edee192"),
+    ];
+}

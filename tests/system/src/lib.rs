@@ -1,1 +1,248 @@
-//! The tests live in `tests/`; this library is empty on purpose.
+//! Shared helpers for the system tests: a queue driven through the shared
+//! crate's operations over a real redis-server (redis-rs), exactly as the
+//! scheduler runs them. The tests themselves live in `tests/`.
+
+use queuegate_scheduler::engine::{self, EngineError};
+use queuegate_shared::ops::{
+    Admit, AdmitReply, Configure, Consume, ConsumeReply, Enter, EnterReply, Observed, Outcome,
+    Position, Settle, SettleReply,
+};
+use queuegate_shared::token::{EntryToken, Grant};
+use queuegate_shared::{Operation, Prefix, QueueId, QueueKeys, QueueState, Settings, UserId};
+use redis::aio::MultiplexedConnection;
+
+/// One queue on a real Redis, with its settings published.
+#[derive(Clone)]
+pub struct TestQueue {
+    /// The queue's keys.
+    pub keys: QueueKeys,
+    /// The settings the operations use (and that were published).
+    pub settings: Settings,
+    /// A multiplexed connection: clone it per task.
+    pub conn: MultiplexedConnection,
+}
+
+impl std::fmt::Debug for TestQueue {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TestQueue")
+            .field("keys", &self.keys)
+            .finish()
+    }
+}
+
+/// A user id from a number.
+pub fn user(n: usize) -> UserId {
+    UserId::new(&format!("user-{n}")).expect("valid user id")
+}
+
+/// `n` grants with the given jitter, from a counter (tests want known
+/// tokens; the scheduler uses a CSPRNG).
+pub fn grants(n: usize, jitter_ms: u64) -> Vec<Grant> {
+    (0..n)
+        .map(|i| {
+            let mut bytes = [0u8; 16];
+            let tag = (i as u64) ^ 0x5eed_0000_0000_0000 ^ nanos();
+            bytes[..8].copy_from_slice(&tag.to_le_bytes());
+            bytes[8..].copy_from_slice(&(i as u64).to_be_bytes());
+            Grant {
+                token: EntryToken::from_random(bytes),
+                jitter_ms,
+            }
+        })
+        .collect()
+}
+
+fn nanos() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_nanos() as u64)
+        .unwrap_or_default()
+}
+
+impl TestQueue {
+    /// Connects, publishes `settings` for queue `queue` and opens it.
+    pub async fn open(url: &str, queue: &str, settings: Settings) -> TestQueue {
+        settings.validate().expect("test settings are valid");
+        let client = redis::Client::open(url).expect("redis url");
+        let conn = client
+            .get_multiplexed_async_connection()
+            .await
+            .expect("connect to redis");
+        let keys = QueueKeys::new(&Prefix::default(), &QueueId::new(queue).expect("queue id"));
+        let q = TestQueue {
+            keys,
+            settings,
+            conn,
+        };
+        let state = q
+            .run(&Configure {
+                keys: &q.keys,
+                settings: &q.settings,
+                initial_state: QueueState::Open,
+            })
+            .await
+            .expect("configure");
+        assert_eq!(state, QueueState::Open);
+        q
+    }
+
+    /// Runs any operation.
+    pub async fn run<O: Operation>(&self, op: &O) -> Result<O::Reply, EngineError> {
+        let mut conn = self.conn.clone();
+        engine::run(&mut conn, op).await
+    }
+
+    /// `enter` for user `u`.
+    pub async fn enter(&self, u: &UserId) -> EnterReply {
+        self.run(&Enter {
+            keys: &self.keys,
+            user: u,
+        })
+        .await
+        .expect("enter")
+    }
+
+    /// `position` for user `u`.
+    pub async fn position(&self, u: &UserId) -> Observed {
+        self.run(&Position {
+            keys: &self.keys,
+            user: u,
+        })
+        .await
+        .expect("position")
+    }
+
+    /// One admit tick as `owner` with an allowance and grants.
+    pub async fn admit(&self, owner: &str, allowance: u64, grants: &[Grant]) -> AdmitReply {
+        self.run(&Admit {
+            keys: &self.keys,
+            owner,
+            allowance,
+            settings: &self.settings,
+            rate_estimate: None,
+            grants,
+        })
+        .await
+        .expect("admit")
+    }
+
+    /// Sets the lease owner directly (tests only; the scheduler acquires).
+    pub async fn set_lock(&self, owner: &str) {
+        let mut conn = self.conn.clone();
+        let _: () = redis::cmd("SET")
+            .arg(self.keys.lock())
+            .arg(owner)
+            .query_async(&mut conn)
+            .await
+            .expect("SET lock");
+    }
+
+    /// `consume` of `token` by `u`.
+    pub async fn consume(&self, u: &UserId, token: &EntryToken) -> ConsumeReply {
+        self.run(&Consume {
+            keys: &self.keys,
+            user: u,
+            token,
+            settings: &self.settings,
+        })
+        .await
+        .expect("consume")
+    }
+
+    /// `settle` of `token` by `u`.
+    pub async fn settle(&self, u: &UserId, token: &EntryToken, outcome: Outcome) -> SettleReply {
+        self.run(&Settle {
+            keys: &self.keys,
+            user: u,
+            token,
+            outcome,
+            settings: &self.settings,
+        })
+        .await
+        .expect("settle")
+    }
+
+    /// A counter from the stats hash (0 when absent).
+    pub async fn stat(&self, field: &str) -> i64 {
+        let mut conn = self.conn.clone();
+        let v: Option<i64> = redis::cmd("HGET")
+            .arg(self.keys.stats())
+            .arg(field)
+            .query_async(&mut conn)
+            .await
+            .expect("HGET stats");
+        v.unwrap_or(0)
+    }
+
+    /// ZCARD of a key.
+    pub async fn zcard(&self, key: &str) -> u64 {
+        let mut conn = self.conn.clone();
+        redis::cmd("ZCARD")
+            .arg(key)
+            .query_async(&mut conn)
+            .await
+            .expect("ZCARD")
+    }
+
+    /// The admitted token of `u`, if position reports one.
+    pub async fn token_of(&self, u: &UserId) -> Option<EntryToken> {
+        match self.position(u).await {
+            Observed::Admitted { token, .. } => EntryToken::parse(&token),
+            _ => None,
+        }
+    }
+
+    /// Checks the counter identities every run must keep:
+    /// entered = seq = waiting + abandoned + admitted, and
+    /// admitted = active + ordered + expired + lapsed.
+    pub async fn assert_conserved(&self) {
+        let entered = self.stat("entered").await;
+        let admitted = self.stat("admitted").await;
+        let waiting = self.zcard(&self.keys.waiting()).await as i64;
+        let active = self.zcard(&self.keys.active()).await as i64;
+        let (abandoned, ordered, expired, lapsed) = (
+            self.stat("abandoned").await,
+            self.stat("ordered").await,
+            self.stat("expired").await,
+            self.stat("lapsed").await,
+        );
+        let mut conn = self.conn.clone();
+        let seq: Option<i64> = redis::cmd("GET")
+            .arg(self.keys.seq())
+            .query_async(&mut conn)
+            .await
+            .expect("GET seq");
+        assert_eq!(seq.unwrap_or(0), entered, "every ticket counted as entered");
+        assert_eq!(
+            entered,
+            waiting + abandoned + admitted,
+            "entered {entered} = waiting {waiting} + abandoned {abandoned} + admitted {admitted}"
+        );
+        assert_eq!(
+            admitted,
+            active + ordered + expired + lapsed,
+            "admitted {admitted} = active {active} + ordered {ordered} + expired {expired} + lapsed {lapsed}"
+        );
+        assert!(
+            active as u64 <= self.settings.max_active,
+            "active {active} over max_active {}",
+            self.settings.max_active
+        );
+    }
+}
+
+/// Settings with short times, so expiry and abandonment happen within a
+/// test: tokens live 1 s, leavers go after 1 s without a poll.
+pub fn fast_settings() -> Settings {
+    Settings {
+        token_ttl_ms: 1_000,
+        activation_jitter_ms: 0,
+        status_ttl_ms: 5_000,
+        abandon_after_ms: 1_000,
+        poll_min_ms: 100,
+        poll_max_ms: 500,
+        in_flight_ms: 1_000,
+        retry_window_ms: 1_500,
+        ..Settings::default()
+    }
+}

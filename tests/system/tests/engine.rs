@@ -1,0 +1,597 @@
+//! The queue engine (shared/lua + shared/src/ops) against a real
+//! redis-server: FIFO, limits, every user state, token safety, admission
+//! safety under racing admitters, leavers, leases and conservation.
+
+use std::collections::{BTreeMap, HashSet};
+use std::time::Duration;
+
+use queuegate_shared::ops::{
+    AdmitReply, ConsumeReply, EnterReply, LeaseAcquire, LeaseRelease, LeaseRenew, Observed,
+    Outcome, SetState, SettleReply,
+};
+use queuegate_shared::token::EntryToken;
+use queuegate_shared::{QueueState, Settings};
+use queuegate_system_tests::{fast_settings, grants, user, TestQueue};
+use queuegate_testkit::RedisServer;
+
+fn waiting_position(o: &Observed) -> Option<u64> {
+    match o {
+        Observed::Waiting(w) => Some(w.position),
+        _ => None,
+    }
+}
+
+fn entered_position(r: &EnterReply) -> Option<u64> {
+    match r {
+        EnterReply::Entered(o) => waiting_position(o),
+        _ => None,
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn fifo_is_exact_under_1000_concurrent_enters_and_refresh_never_moves_anyone() {
+    let redis = RedisServer::start();
+    let q = TestQueue::open(&redis.url(), "fifo", Settings::default()).await;
+    let n = 1_000;
+    let tasks: Vec<_> = (0..n)
+        .map(|i| {
+            let q = q.clone();
+            tokio::spawn(async move { (i, q.enter(&user(i)).await) })
+        })
+        .collect();
+    let mut first_positions = BTreeMap::new();
+    for t in tasks {
+        let (i, reply) = t.await.unwrap();
+        first_positions.insert(i, entered_position(&reply).expect("waiting"));
+    }
+    // Positions at entry are a permutation of 1..=n ...
+    let mut seen: Vec<u64> = first_positions.values().copied().collect();
+    seen.sort_unstable();
+    assert_eq!(seen, (1..=n as u64).collect::<Vec<_>>());
+
+    // ... in ticket order, and a refresh (enter again) keeps the place.
+    let mut conn = q.conn.clone();
+    for i in (0..n).step_by(7) {
+        let ticket: f64 = redis::cmd("ZSCORE")
+            .arg(q.keys.waiting())
+            .arg(user(i).as_str())
+            .query_async(&mut conn)
+            .await
+            .unwrap();
+        assert_eq!(ticket as u64, first_positions[&i], "user {i}");
+        let again = q.enter(&user(i)).await;
+        assert_eq!(
+            entered_position(&again),
+            Some(first_positions[&i]),
+            "refresh moved user {i}"
+        );
+        assert_eq!(
+            waiting_position(&q.position(&user(i)).await),
+            Some(first_positions[&i])
+        );
+    }
+    assert_eq!(
+        q.stat("entered").await,
+        n as i64,
+        "refreshes take no ticket"
+    );
+    q.assert_conserved().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn max_waiting_holds_under_concurrent_enters() {
+    let redis = RedisServer::start();
+    let settings = Settings {
+        max_waiting: 100,
+        ..Settings::default()
+    };
+    let q = TestQueue::open(&redis.url(), "small", settings).await;
+    let tasks: Vec<_> = (0..300)
+        .map(|i| {
+            let q = q.clone();
+            tokio::spawn(async move { q.enter(&user(i)).await })
+        })
+        .collect();
+    let (mut entered, mut full) = (0, 0);
+    for t in tasks {
+        match t.await.unwrap() {
+            EnterReply::Entered(_) => entered += 1,
+            EnterReply::Full {
+                waiting,
+                max_waiting,
+            } => {
+                assert_eq!((waiting, max_waiting), (100, 100));
+                full += 1;
+            }
+            other => panic!("unexpected {other:?}"),
+        }
+    }
+    assert_eq!((entered, full), (100, 200));
+    assert_eq!(q.zcard(&q.keys.waiting()).await, 100);
+    q.assert_conserved().await;
+}
+
+#[tokio::test]
+async fn closed_draining_paused_and_unconfigured_queues() {
+    let redis = RedisServer::start();
+    let q = TestQueue::open(&redis.url(), "ops", Settings::default()).await;
+    let set = |state| {
+        let q = q.clone();
+        async move {
+            q.run(&SetState {
+                keys: &q.keys,
+                state,
+            })
+            .await
+            .unwrap()
+        }
+    };
+    assert!(entered_position(&q.enter(&user(1)).await).is_some());
+    assert_eq!(set(QueueState::Closed).await, Some(QueueState::Open));
+    assert_eq!(
+        q.enter(&user(2)).await,
+        EnterReply::Closed(Some(QueueState::Closed))
+    );
+    // A waiting user keeps their place and can still poll a closed queue.
+    assert_eq!(entered_position(&q.enter(&user(1)).await), Some(1));
+    q.set_lock("me").await;
+    match q.admit("me", 10, &grants(10, 0)).await {
+        AdmitReply::Ran(c) => assert!(!c.admitting && c.admitted == 0, "{c:?}"),
+        other => panic!("{other:?}"),
+    }
+    set(QueueState::Draining).await;
+    assert_eq!(
+        q.enter(&user(2)).await,
+        EnterReply::Closed(Some(QueueState::Draining))
+    );
+    match q.admit("me", 10, &grants(10, 0)).await {
+        AdmitReply::Ran(c) => assert_eq!(c.admitted, 1, "draining still admits"),
+        other => panic!("{other:?}"),
+    }
+    set(QueueState::Paused).await;
+    match q.enter(&user(3)).await {
+        EnterReply::Entered(Observed::Waiting(w)) => {
+            assert_eq!(w.queue_state, Some(QueueState::Paused));
+            let state = Observed::Waiting(w).into_user_state(&Settings::default().poll_policy());
+            let json = serde_json::to_value(&state).unwrap();
+            assert!(
+                json.get("etaSeconds").is_none(),
+                "no ETA while paused: {json}"
+            );
+        }
+        other => panic!("{other:?}"),
+    }
+
+    // A queue no scheduler has configured refuses entries.
+    let keys = queuegate_shared::QueueKeys::new(
+        &queuegate_shared::Prefix::default(),
+        &queuegate_shared::QueueId::new("never").unwrap(),
+    );
+    let other = TestQueue { keys, ..q.clone() };
+    assert_eq!(other.enter(&user(1)).await, EnterReply::Closed(None));
+}
+
+#[tokio::test]
+async fn every_user_state_is_reachable_and_told_apart() {
+    let redis = RedisServer::start();
+    let q = TestQueue::open(&redis.url(), "states", fast_settings()).await;
+    q.set_lock("me").await;
+    let (orderer, expirer, leaver, waiter, stranger) =
+        (user(1), user(2), user(3), user(4), user(9));
+
+    assert_eq!(q.position(&stranger).await, Observed::NotInQueue);
+    for u in [&orderer, &expirer, &leaver] {
+        q.enter(u).await;
+    }
+    assert_eq!(waiting_position(&q.position(&orderer).await), Some(1));
+
+    // Admit two; the third keeps waiting.
+    match q.admit("me", 2, &grants(2, 0)).await {
+        AdmitReply::Ran(c) => assert_eq!((c.admitted, c.waiting, c.active), (2, 1, 2)),
+        other => panic!("{other:?}"),
+    }
+    let token = q.token_of(&orderer).await.expect("admitted");
+    assert!(q.token_of(&expirer).await.is_some());
+    assert_eq!(q.consume(&orderer, &token).await, ConsumeReply::Accepted);
+    assert_eq!(q.position(&orderer).await, Observed::InFlight);
+    assert_eq!(
+        q.settle(&orderer, &token, Outcome::Success).await,
+        SettleReply::Ordered
+    );
+    assert_eq!(q.position(&orderer).await, Observed::Ordered);
+
+    // The leaver stops polling, the expirer never uses the token; a new
+    // waiter keeps polling through it all.
+    q.enter(&waiter).await;
+    for _ in 0..6 {
+        tokio::time::sleep(Duration::from_millis(250)).await;
+        assert!(waiting_position(&q.position(&waiter).await).is_some());
+    }
+    q.set_lock("me").await;
+    match q.admit("me", 0, &[]).await {
+        AdmitReply::Ran(c) => assert_eq!((c.expired, c.abandoned), (1, 1), "{c:?}"),
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(q.position(&expirer).await, Observed::Expired);
+    assert_eq!(q.position(&leaver).await, Observed::Abandoned);
+    assert_eq!(waiting_position(&q.position(&waiter).await), Some(1));
+    assert_eq!(q.position(&stranger).await, Observed::NotInQueue);
+    q.assert_conserved().await;
+
+    // Expired and abandoned visitors may re-enter at the back.
+    assert_eq!(entered_position(&q.enter(&expirer).await), Some(2));
+    assert_eq!(entered_position(&q.enter(&leaver).await), Some(3));
+    q.assert_conserved().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn tokens_are_one_time_and_refusals_change_nothing() {
+    let redis = RedisServer::start();
+    let q = TestQueue::open(&redis.url(), "tokens", Settings::default()).await;
+    q.set_lock("me").await;
+    let (early, replayed) = (user(1), user(2));
+    q.enter(&early).await;
+    q.enter(&replayed).await;
+    // The first grant activates in 5 s, the second at once.
+    let mut g = grants(2, 0);
+    g[0].jitter_ms = 5_000;
+    q.admit("me", 2, &g).await;
+
+    // Too early: refused with the wait; the token survives.
+    let t_early = q.token_of(&early).await.unwrap();
+    match q.consume(&early, &t_early).await {
+        ConsumeReply::Early { wait_ms } => assert!((4_000..=5_000).contains(&wait_ms), "{wait_ms}"),
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(q.token_of(&early).await, Some(t_early.clone()));
+
+    // A wrong token is refused; the real one survives. Another user's
+    // token is wrong too.
+    let wrong = EntryToken::from_random([7; 16]);
+    let t_replayed = q.token_of(&replayed).await.unwrap();
+    assert_eq!(q.consume(&replayed, &wrong).await, ConsumeReply::Invalid);
+    assert_eq!(q.consume(&replayed, &t_early).await, ConsumeReply::Invalid);
+    assert_eq!(q.token_of(&replayed).await, Some(t_replayed.clone()));
+
+    // 100 concurrent consumes of one token: exactly one passes.
+    let tasks: Vec<_> = (0..100)
+        .map(|_| {
+            let (q, u, t) = (q.clone(), replayed.clone(), t_replayed.clone());
+            tokio::spawn(async move { q.consume(&u, &t).await })
+        })
+        .collect();
+    let mut accepted = 0;
+    for t in tasks {
+        match t.await.unwrap() {
+            ConsumeReply::Accepted => accepted += 1,
+            ConsumeReply::Used => {}
+            other => panic!("{other:?}"),
+        }
+    }
+    assert_eq!(accepted, 1);
+
+    // Origin failure: the same token comes back and works once more.
+    assert!(matches!(
+        q.settle(&replayed, &t_replayed, Outcome::Failure).await,
+        SettleReply::Restored { .. }
+    ));
+    assert_eq!(q.token_of(&replayed).await, Some(t_replayed.clone()));
+    assert_eq!(
+        q.consume(&replayed, &t_replayed).await,
+        ConsumeReply::Accepted
+    );
+    // A duplicate settle after the real one changes nothing.
+    assert_eq!(
+        q.settle(&replayed, &t_replayed, Outcome::Success).await,
+        SettleReply::Ordered
+    );
+    assert_eq!(
+        q.settle(&replayed, &t_replayed, Outcome::Failure).await,
+        SettleReply::Stale
+    );
+    assert_eq!(q.consume(&replayed, &t_replayed).await, ConsumeReply::Used);
+    // Success freed the slot: only the early user holds one.
+    assert_eq!(q.zcard(&q.keys.active()).await, 1);
+    assert_eq!(q.stat("restored").await, 1);
+    q.assert_conserved().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn racing_admitters_never_exceed_free_slots_and_stale_owners_admit_nobody() {
+    let redis = RedisServer::start();
+    let settings = Settings {
+        max_active: 40,
+        ..Settings::default()
+    };
+    let q = TestQueue::open(&redis.url(), "race", settings).await;
+    for i in 0..500 {
+        q.enter(&user(i)).await;
+    }
+    // Split brain: three admitters all believe they own the lease.
+    q.set_lock("a").await;
+    let tasks: Vec<_> = (0..3)
+        .map(|_| {
+            let q = q.clone();
+            tokio::spawn(async move {
+                let mut total = 0;
+                for _ in 0..20 {
+                    if let AdmitReply::Ran(c) = q.admit("a", 50, &grants(50, 0)).await {
+                        assert!(c.active <= 40, "active {} over the cap", c.active);
+                        total += c.admitted;
+                    }
+                }
+                total
+            })
+        })
+        .collect();
+    let mut total = 0;
+    for t in tasks {
+        total += t.await.unwrap();
+    }
+    assert_eq!(total, 40, "exactly the free slots were filled");
+    assert_eq!(q.zcard(&q.keys.active()).await, 40);
+
+    // The lease moves to b mid-way: a is fenced off and changes nothing.
+    let before_waiting = q.zcard(&q.keys.waiting()).await;
+    let mut conn = q.conn.clone();
+    let _: () = redis::cmd("ZREMRANGEBYRANK")
+        .arg(q.keys.active())
+        .arg(0)
+        .arg(9)
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    q.set_lock("b").await;
+    assert_eq!(q.admit("a", 50, &grants(50, 0)).await, AdmitReply::NotOwner);
+    assert_eq!(q.zcard(&q.keys.waiting()).await, before_waiting);
+    match q.admit("b", 50, &grants(50, 0)).await {
+        AdmitReply::Ran(c) => assert_eq!((c.admitted, c.active), (10, 40)),
+        other => panic!("{other:?}"),
+    }
+}
+
+#[tokio::test]
+async fn leavers_are_dropped_counted_and_never_admitted() {
+    let redis = RedisServer::start();
+    let q = TestQueue::open(&redis.url(), "leavers", fast_settings()).await;
+    q.set_lock("me").await;
+    // Even users poll, odd users leave after entering.
+    for i in 0..20 {
+        q.enter(&user(i)).await;
+    }
+    for _ in 0..6 {
+        tokio::time::sleep(Duration::from_millis(250)).await;
+        for i in (0..20).step_by(2) {
+            q.position(&user(i)).await;
+        }
+    }
+    let AdmitReply::Ran(c) = q.admit("me", 100, &grants(100, 0)).await else {
+        panic!("not owner");
+    };
+    assert_eq!((c.abandoned, c.admitted), (10, 10), "{c:?}");
+    for i in 0..20 {
+        let state = q.position(&user(i)).await;
+        if i % 2 == 0 {
+            assert!(matches!(state, Observed::Admitted { .. }), "{i}: {state:?}");
+        } else {
+            assert_eq!(state, Observed::Abandoned, "{i}");
+        }
+    }
+    assert_eq!(q.stat("abandoned").await, 10);
+    q.assert_conserved().await;
+}
+
+#[tokio::test]
+async fn lease_acquire_renew_release_compare_by_owner() {
+    let redis = RedisServer::start();
+    let q = TestQueue::open(&redis.url(), "lease", Settings::default()).await;
+    let acquire = |owner: &'static str| {
+        let q = q.clone();
+        async move {
+            q.run(&LeaseAcquire {
+                keys: &q.keys,
+                owner,
+                ttl_ms: 300,
+            })
+            .await
+            .unwrap()
+        }
+    };
+    let renew = |owner: &'static str| {
+        let q = q.clone();
+        async move {
+            q.run(&LeaseRenew {
+                keys: &q.keys,
+                owner,
+                ttl_ms: 300,
+            })
+            .await
+            .unwrap()
+        }
+    };
+    let release = |owner: &'static str| {
+        let q = q.clone();
+        async move {
+            q.run(&LeaseRelease {
+                keys: &q.keys,
+                owner,
+            })
+            .await
+            .unwrap()
+        }
+    };
+    let a = acquire("a").await;
+    assert!(a.acquired && a.holder == "a");
+    let b = acquire("b").await;
+    assert!(!b.acquired && b.holder == "a");
+    assert!(
+        acquire("a").await.acquired,
+        "re-acquire by the owner extends"
+    );
+    assert!(renew("a").await);
+    assert!(!renew("b").await);
+    assert!(!release("b").await, "a non-owner's release does nothing");
+    assert!(!acquire("b").await.acquired);
+    assert!(release("a").await);
+    assert!(!release("a").await);
+    assert!(acquire("b").await.acquired);
+    // An expired lease can be taken over, and the old owner cannot renew.
+    tokio::time::sleep(Duration::from_millis(450)).await;
+    assert!(!renew("b").await);
+    assert!(acquire("a").await.acquired);
+}
+
+#[tokio::test]
+async fn scripts_load_by_their_pinned_hashes_and_fall_back_to_eval() {
+    let redis = RedisServer::start();
+    let q = TestQueue::open(&redis.url(), "sha", Settings::default()).await;
+    let mut conn = q.conn.clone();
+    // Configure ran on a fresh server, so EVALSHA got NOSCRIPT and EVAL
+    // cached it. Every script's SHA-1 equals what Redis computes.
+    for script in queuegate_shared::script::all() {
+        let sha: String = redis::cmd("SCRIPT")
+            .arg("LOAD")
+            .arg(script.source())
+            .query_async(&mut conn)
+            .await
+            .unwrap();
+        assert_eq!(sha, script.sha1(), "{}", script.name());
+    }
+    let _: () = redis::cmd("SCRIPT")
+        .arg("FLUSH")
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    assert!(
+        entered_position(&q.enter(&user(1)).await).is_some(),
+        "EVAL after NOSCRIPT"
+    );
+}
+
+/// A randomized run of thousands of operations with short TTLs, checked
+/// against the counter identities and a per-user view at the end.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn randomized_run_conserves_every_user() {
+    use rand::{Rng, SeedableRng};
+    let seed: u64 = std::env::var("QG_SEED")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_else(rand::random);
+    eprintln!("randomized run seed {seed} (QG_SEED to replay)");
+    let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
+    let redis = RedisServer::start();
+    let settings = Settings {
+        max_active: 15,
+        max_waiting: 120,
+        ..fast_settings()
+    };
+    let q = TestQueue::open(&redis.url(), "random", settings).await;
+    q.set_lock("me").await;
+    let users = 150;
+    let mut tokens: Vec<Option<EntryToken>> = vec![None; users];
+    let mut in_flight: HashSet<usize> = HashSet::new();
+    for step in 0..4_000 {
+        let u = rng.random_range(0..users);
+        let id = user(u);
+        match rng.random_range(0..100) {
+            0..=29 => {
+                q.enter(&id).await;
+            }
+            30..=54 => {
+                if let Observed::Admitted { token, .. } = q.position(&id).await {
+                    tokens[u] = EntryToken::parse(&token);
+                }
+            }
+            55..=64 => {
+                let n = rng.random_range(0..6);
+                q.admit("me", n, &grants(n as usize, rng.random_range(0..50)))
+                    .await;
+            }
+            65..=79 => {
+                if let Some(t) = tokens[u].clone() {
+                    if q.consume(&id, &t).await == ConsumeReply::Accepted {
+                        in_flight.insert(u);
+                    }
+                }
+            }
+            80..=89 => {
+                if in_flight.remove(&u) {
+                    let outcome = if rng.random_bool(0.7) {
+                        Outcome::Success
+                    } else {
+                        Outcome::Failure
+                    };
+                    let t = tokens[u].clone().unwrap();
+                    q.settle(&id, &t, outcome).await;
+                }
+            }
+            _ => {
+                // A wrong token never changes anything.
+                let wrong = EntryToken::from_random(rng.random());
+                assert_eq!(q.consume(&id, &wrong).await, ConsumeReply::Invalid);
+            }
+        }
+        if step % 50 == 0 {
+            // Let TTLs and abandonment happen along the way.
+            tokio::time::sleep(Duration::from_millis(rng.random_range(0..40))).await;
+        }
+        if step % 500 == 0 {
+            q.assert_conserved().await;
+        }
+    }
+    q.admit("me", 0, &[]).await;
+    q.assert_conserved().await;
+
+    // Per user: exactly one state, consistent with the sets.
+    let mut conn = q.conn.clone();
+    let waiting: HashSet<String> = redis::cmd("ZRANGE")
+        .arg(q.keys.waiting())
+        .arg(0)
+        .arg(-1)
+        .query_async::<Vec<String>>(&mut conn)
+        .await
+        .unwrap()
+        .into_iter()
+        .collect();
+    let active: HashSet<String> = redis::cmd("ZRANGE")
+        .arg(q.keys.active())
+        .arg(0)
+        .arg(-1)
+        .query_async::<Vec<String>>(&mut conn)
+        .await
+        .unwrap()
+        .into_iter()
+        .collect();
+    let mut by_state: BTreeMap<&'static str, usize> = BTreeMap::new();
+    for u in 0..users {
+        let id = user(u);
+        let state = q.position(&id).await;
+        let name = match &state {
+            Observed::Waiting(_) => "waiting",
+            Observed::Admitted { .. } => "admitted",
+            Observed::InFlight => "in_flight",
+            Observed::Ordered => "ordered",
+            Observed::Expired => "expired",
+            Observed::Abandoned => "abandoned",
+            Observed::NotInQueue => "not_in_queue",
+        };
+        *by_state.entry(name).or_default() += 1;
+        assert_eq!(
+            waiting.contains(id.as_str()),
+            name == "waiting",
+            "user {u}: {state:?}"
+        );
+        if name == "admitted" {
+            assert!(
+                active.contains(id.as_str()),
+                "admitted user {u} holds a slot"
+            );
+        }
+    }
+    eprintln!("final states: {by_state:?}");
+    assert_eq!(by_state.values().sum::<usize>(), users);
+    assert!(
+        by_state.len() >= 4,
+        "the run reached few states: {by_state:?}"
+    );
+}
