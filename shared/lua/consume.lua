@@ -1,6 +1,8 @@
 -- consume: compare-and-delete of an entry token on a protected route.
--- KEYS[1] token:<uid>  KEYS[2] status:<uid>  KEYS[3] active
--- ARGV[1] uid  ARGV[2] presented token  ARGV[3] in_flight_ms  ARGV[4] status_ttl_ms
+-- KEYS[1] token:<uid>  KEYS[2] status:<uid>  KEYS[3] active  KEYS[4] config
+-- ARGV[1] uid  ARGV[2] presented token
+-- (in_flight_ms and status_ttl_ms come from the published config, so the
+-- edge needs no copy of the settings.)
 -- Reply: {'ok'} · {'invalid'} (wrong, unknown or lapsed token; nothing changed)
 --   · {'used'} (this token was already consumed) · {'early', wait_ms} (valid
 --   but before activateAt; the token survives).
@@ -29,7 +31,9 @@ if now >= expires or not redis.call('ZSCORE', KEYS[3], uid) then
 end
 if now < activate then return {'early', activate - now} end
 
+local cfg = redis.call('HMGET', KEYS[4], 'in_flight_ms', 'status_ttl_ms')
+if not cfg[1] or not cfg[2] then return {'invalid'} end
 redis.call('DEL', KEYS[1])
-redis.call('SET', KEYS[2], 'IN_FLIGHT|' .. now .. '|' .. rec, 'PX', tonumber(ARGV[4]))
-redis.call('ZADD', KEYS[3], now + tonumber(ARGV[3]), uid)
+redis.call('SET', KEYS[2], 'IN_FLIGHT|' .. now .. '|' .. rec, 'PX', tonumber(cfg[2]))
+redis.call('ZADD', KEYS[3], now + tonumber(cfg[1]), uid)
 return {'ok'}

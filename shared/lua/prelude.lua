@@ -5,6 +5,8 @@
 --   token:<uid>   token|activateAt|expiresAt|restores
 --   status:<uid>  ISSUED|at · IN_FLIGHT|at|token|activateAt|expiresAt|restores
 --                 · ORDERED|at|token · EXPIRED|at · ABANDONED|at
+-- Liveness: seen:<bucket>:<block> are bitmaps indexed by ticket, one per
+-- time bucket of abandon_after/4 ms (see docs/engine.md).
 -- All times are epoch milliseconds from Redis TIME: one clock for all.
 
 local function now_ms()
@@ -16,6 +18,46 @@ local function split(s)
   local out = {}
   for part in string.gmatch(s, '[^|]+') do out[#out + 1] = part end
   return out
+end
+
+-- Config fields the edge scripts read, in this order.
+local CFG_STATE, CFG_MAX_WAITING, CFG_ABANDON, CFG_RATE, CFG_POLL_MIN, CFG_POLL_MAX = 1, 2, 3, 4, 5, 6
+local function read_config(config_key)
+  return redis.call('HMGET', config_key, 'state', 'max_waiting', 'abandon_after_ms',
+    'admit_rate_per_second', 'poll_min_ms', 'poll_max_ms')
+end
+
+-- Seen bitmaps: a poll sets the ticket's bit in the current bucket; a
+-- ticket is alive while its bit is set in one of the last SEEN_BUCKETS + 1
+-- buckets, so a leaver is dropped between 1x and 1.25x abandon_after.
+local SEEN_BUCKETS = 4
+local BLOCK = 1048576 -- tickets per bitmap: at most 128 KiB each
+
+local function seen_width(abandon_after)
+  return math.max(1, math.ceil(abandon_after / SEEN_BUCKETS))
+end
+
+local function seen_key(base, bucket, ticket)
+  return base .. 'seen:' .. bucket .. ':' .. math.floor(ticket / BLOCK)
+end
+
+local function mark_seen(base, now, ticket, abandon_after)
+  local width = seen_width(abandon_after)
+  local key = seen_key(base, math.floor(now / width), ticket)
+  if redis.call('SETBIT', key, ticket % BLOCK, 1) == 0 then
+    redis.call('PEXPIRE', key, width * (SEEN_BUCKETS + 2))
+  end
+end
+
+local function seen_recently(base, now, ticket, abandon_after)
+  local width = seen_width(abandon_after)
+  local bucket = math.floor(now / width)
+  for b = bucket, bucket - SEEN_BUCKETS, -1 do
+    if redis.call('GETBIT', seen_key(base, b, ticket), ticket % BLOCK) == 1 then
+      return true
+    end
+  end
+  return false
 end
 
 -- The state of a user who is not in the waiting set:
@@ -37,9 +79,9 @@ local function settled_state(token_key, status_key)
 end
 
 -- {'waiting', position, queue state, measured rate, admit rate, poll min, poll max}
-local function waiting_reply(position, config_key, stats_key)
-  local cfg = redis.call('HMGET', config_key, 'state', 'admit_rate_per_second', 'poll_min_ms', 'poll_max_ms')
+local function waiting_reply(position, cfg, stats_key)
   local rate = redis.call('HGET', stats_key, 'rate')
-  return {'waiting', position, cfg[1] or '', rate or '', cfg[2] or '', cfg[3] or '', cfg[4] or ''}
+  return {'waiting', position, cfg[CFG_STATE] or '', rate or '', cfg[CFG_RATE] or '',
+    cfg[CFG_POLL_MIN] or '', cfg[CFG_POLL_MAX] or ''}
 end
 

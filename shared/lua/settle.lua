@@ -1,14 +1,16 @@
 -- settle: the origin's answer after a consume.
 -- KEYS[1] status:<uid>  KEYS[2] token:<uid>  KEYS[3] active  KEYS[4] stats
--- ARGV[1] uid  ARGV[2] token  ARGV[3] 'ok' | 'fail'  ARGV[4] retry_window_ms
--- ARGV[5] status_ttl_ms
+-- KEYS[5] config (retry_window_ms, status_ttl_ms)
+-- ARGV[1] uid  ARGV[2] token  ARGV[3] 'ok' | 'fail'
 -- Reply: {'ordered'} · {'restored', expiresAt} (the same token is valid
 --   again) · {'expired'} (failure, but no retry window is left) · {'stale'}
 --   (not in flight with this token: a duplicate settle changes nothing).
 -- A failed order gets one retry window: the first restore extends the
 -- token to at least now + retry_window, later ones keep that expiry.
 local uid, token, outcome = ARGV[1], ARGV[2], ARGV[3]
-local status_ttl = tonumber(ARGV[5])
+local cfg = redis.call('HMGET', KEYS[5], 'retry_window_ms', 'status_ttl_ms')
+local retry_window = tonumber(cfg[1] or '60000')
+local status_ttl = tonumber(cfg[2] or '420000')
 local st = redis.call('GET', KEYS[1])
 if not st then return {'stale'} end
 -- IN_FLIGHT|at|token|activateAt|expiresAt|restores
@@ -29,7 +31,7 @@ end
 
 local expires = tonumber(f[5])
 local restores = tonumber(f[6])
-if restores == 0 then expires = math.max(expires, now + tonumber(ARGV[4])) end
+if restores == 0 then expires = math.max(expires, now + retry_window) end
 if not held or expires <= now then
   -- The slot is gone (maybe reused) or the window has passed: no retry.
   redis.call('SET', KEYS[1], 'EXPIRED|' .. now, 'PX', status_ttl)

@@ -167,9 +167,10 @@ impl QueueKeys {
     pub fn seq(&self) -> String {
         self.key("seq")
     }
-    /// ZSET user → last poll (ms): finds leavers.
-    pub fn seen(&self) -> String {
-        self.key("seen")
+    /// Pattern of the seen bitmaps (`seen:<bucket>:<block>`, written by the
+    /// scripts, which derive them from [`QueueKeys::base`]).
+    pub fn seen_pattern(&self) -> String {
+        self.key("seen:*")
     }
     /// ZSET user → slot expiry (ms): occupied order slots.
     pub fn active(&self) -> String {
@@ -208,7 +209,7 @@ mod tests {
         for k in [
             keys.waiting(),
             keys.seq(),
-            keys.seen(),
+            keys.seen_pattern(),
             keys.active(),
             keys.lock(),
             keys.config(),

@@ -152,11 +152,11 @@ mod tests {
     }
 
     const PINNED: &[(&str, &str)] = &[
-        ("enter", "e75427bef40f4216d6a823d933482050a3e4a8ba"),
-        ("position", "92bd2ccc9f36b74f9daf675b492527e58885e3f8"),
-        ("admit", "05e0d11af344c2fd3e4da55eda63af4bbc204fbd"),
-        ("consume", "f6bb365aa35bb573ed59f6726b3ab416575194a0"),
-        ("settle", "4ded0a54c1563410c37c85372fee8e9aa950d963"),
+        ("enter", "a3f8fecabff1b0e065723a63a5b18558e94a9726"),
+        ("position", "5ccf6adbb18cd026d56cf559b064e33e1a84717e"),
+        ("admit", "f415f38126c15dff3d8f47dd8088fa1a11f02caa"),
+        ("consume", "0f5193d456ca2e053e3b47cf2273a7d7c1d6a3e2"),
+        ("settle", "8c8198fac5405c7331054a631d1942b9256ad93c"),
         ("lease_acquire", "6142fd947fbfecb64ea39aaa44341a9db68f13ca"),
         ("lease_renew", "17ea0368b83201fff1c7036adc35c519f8b81727"),
         ("lease_release", "e6e4e2b540e4715548f389149c65670d65a970f4"),

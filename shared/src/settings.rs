@@ -39,8 +39,12 @@ pub struct Settings {
     pub poll_max_ms: u64,
     /// Scheduler lease TTL; must outlast the worst tick.
     pub lease_ttl_ms: u64,
-    /// Most expired slots and leavers one tick removes.
+    /// Most expired slots one tick frees, and most users it pops from the
+    /// head (admitted or found to have left).
     pub sweep_limit: u64,
+    /// Waiting users a tick checks for having left, anywhere in the line
+    /// (a rolling scan; 0 turns it off, leaving leavers to the head).
+    pub leaver_scan_per_tick: u64,
 }
 
 impl Default for Settings {
@@ -60,6 +64,7 @@ impl Default for Settings {
             poll_max_ms: 30_000,
             lease_ttl_ms: 2_000,
             sweep_limit: 1_000,
+            leaver_scan_per_tick: 100,
         }
     }
 }

@@ -67,6 +67,7 @@ impl Operation for Admit<'_> {
             s.status_ttl_ms.to_string(),
             s.abandon_after_ms.to_string(),
             s.sweep_limit.to_string(),
+            s.leaver_scan_per_tick.to_string(),
             self.rate_estimate
                 .filter(|r| r.is_finite() && *r >= 0.0)
                 .map(|r| format!("{r:.3}"))
@@ -82,14 +83,7 @@ impl Operation for Admit<'_> {
         }
         Invocation {
             script: &ADMIT,
-            keys: vec![
-                k.waiting(),
-                k.seen(),
-                k.active(),
-                k.lock(),
-                k.config(),
-                k.stats(),
-            ],
+            keys: vec![k.waiting(), k.active(), k.lock(), k.config(), k.stats()],
             args,
         }
     }

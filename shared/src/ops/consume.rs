@@ -2,7 +2,6 @@
 
 use crate::keys::{QueueKeys, UserId};
 use crate::script::{Invocation, Operation, CONSUME};
-use crate::settings::Settings;
 use crate::token::EntryToken;
 use crate::value::{DecodeError, Fields, Value};
 
@@ -15,8 +14,6 @@ pub struct Consume<'a> {
     pub user: &'a UserId,
     /// The presented token.
     pub token: &'a EntryToken,
-    /// For the in-flight slot time and the status TTL.
-    pub settings: &'a Settings,
 }
 
 /// The outcome of a consume.
@@ -42,12 +39,15 @@ impl Operation for Consume<'_> {
         let k = self.keys;
         Invocation {
             script: &CONSUME,
-            keys: vec![k.token(self.user), k.status(self.user), k.active()],
+            keys: vec![
+                k.token(self.user),
+                k.status(self.user),
+                k.active(),
+                k.config(),
+            ],
             args: vec![
                 self.user.as_str().to_string(),
                 self.token.expose().to_string(),
-                self.settings.in_flight_ms.to_string(),
-                self.settings.status_ttl_ms.to_string(),
             ],
         }
     }

@@ -42,14 +42,13 @@ impl Operation for Enter<'_> {
             keys: vec![
                 k.waiting(),
                 k.seq(),
-                k.seen(),
                 k.token(self.user),
                 k.status(self.user),
                 k.active(),
                 k.config(),
                 k.stats(),
             ],
-            args: vec![self.user.as_str().to_string()],
+            args: vec![self.user.as_str().to_string(), k.base().to_string()],
         }
     }
 

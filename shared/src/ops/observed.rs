@@ -143,13 +143,12 @@ impl Operation for Position<'_> {
             script: &POSITION,
             keys: vec![
                 k.waiting(),
-                k.seen(),
                 k.token(self.user),
                 k.status(self.user),
                 k.config(),
                 k.stats(),
             ],
-            args: vec![self.user.as_str().to_string()],
+            args: vec![self.user.as_str().to_string(), k.base().to_string()],
         }
     }
 

@@ -2,7 +2,6 @@
 
 use crate::keys::{QueueKeys, UserId};
 use crate::script::{Invocation, Operation, SETTLE};
-use crate::settings::Settings;
 use crate::token::EntryToken;
 use crate::value::{DecodeError, Fields, Value};
 
@@ -26,8 +25,6 @@ pub struct Settle<'a> {
     pub token: &'a EntryToken,
     /// The origin's outcome.
     pub outcome: Outcome,
-    /// For the retry window and status TTL.
-    pub settings: &'a Settings,
 }
 
 /// The outcome of a settle.
@@ -58,6 +55,7 @@ impl Operation for Settle<'_> {
                 k.token(self.user),
                 k.active(),
                 k.stats(),
+                k.config(),
             ],
             args: vec![
                 self.user.as_str().to_string(),
@@ -67,8 +65,6 @@ impl Operation for Settle<'_> {
                     Outcome::Failure => "fail",
                 }
                 .to_string(),
-                self.settings.retry_window_ms.to_string(),
-                self.settings.status_ttl_ms.to_string(),
             ],
         }
     }

@@ -143,7 +143,6 @@ impl TestQueue {
             keys: &self.keys,
             user: u,
             token,
-            settings: &self.settings,
         })
         .await
         .expect("consume")
@@ -156,7 +155,6 @@ impl TestQueue {
             user: u,
             token,
             outcome,
-            settings: &self.settings,
         })
         .await
         .expect("settle")

@@ -382,6 +382,49 @@ async fn leavers_are_dropped_counted_and_never_admitted() {
 }
 
 #[tokio::test]
+async fn a_rolling_scan_drops_leavers_mid_line_so_positions_count_live_visitors() {
+    let redis = RedisServer::start();
+    let settings = Settings {
+        leaver_scan_per_tick: 7,
+        ..fast_settings()
+    };
+    let q = TestQueue::open(&redis.url(), "scan", settings).await;
+    q.set_lock("me").await;
+    q.run(&SetState {
+        keys: &q.keys,
+        state: QueueState::Paused,
+    })
+    .await
+    .unwrap();
+    // Every third user leaves; the others keep polling.
+    let live: Vec<usize> = (0..30).filter(|i| i % 3 != 0).collect();
+    for i in 0..30 {
+        q.enter(&user(i)).await;
+    }
+    for _ in 0..6 {
+        tokio::time::sleep(Duration::from_millis(250)).await;
+        for &i in &live {
+            q.position(&user(i)).await;
+        }
+    }
+    // Paused: nobody is admitted, but five ticks of 7 cover the whole line.
+    let mut abandoned = 0;
+    for _ in 0..5 {
+        if let AdmitReply::Ran(c) = q.admit("me", 10, &grants(10, 0)).await {
+            assert!(!c.admitting && c.admitted == 0);
+            abandoned += c.abandoned;
+        }
+    }
+    assert_eq!(abandoned, 10);
+    for (expected, &i) in live.iter().enumerate() {
+        let pos = waiting_position(&q.position(&user(i)).await);
+        assert_eq!(pos, Some(expected as u64 + 1), "user {i}");
+    }
+    assert_eq!(q.position(&user(0)).await, Observed::Abandoned);
+    q.assert_conserved().await;
+}
+
+#[tokio::test]
 async fn lease_acquire_renew_release_compare_by_owner() {
     let redis = RedisServer::start();
     let q = TestQueue::open(&redis.url(), "lease", Settings::default()).await;

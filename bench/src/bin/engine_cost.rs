@@ -1,0 +1,353 @@
+//! Redis-side cost of each queue script at several queue depths, beside a
+//! bare ZRANK / ZADD at the same depth, and Redis memory per waiting user.
+//!
+//! `cargo run --profile release-native -p queuegate-bench --bin engine_cost [-- 1000,100000,1000000]`
+//!
+//! Cost is `INFO commandstats` usec_per_call, reset before each phase, so
+//! client and network time are excluded; every phase runs on one private
+//! redis-server with the same data.
+
+use std::collections::BTreeMap;
+
+use anyhow::{bail, Context, Result};
+use queuegate_scheduler::engine;
+use queuegate_shared::ops::{Admit, AdmitReply, Consume, Enter, Outcome, Position, Settle};
+use queuegate_shared::token::{EntryToken, Grant};
+use queuegate_shared::{Prefix, QueueId, QueueKeys, QueueState, Settings, UserId};
+use queuegate_testkit::RedisServer;
+use redis::aio::MultiplexedConnection;
+
+const CALLS: usize = 2_000;
+const PIPELINE: usize = 100;
+
+#[tokio::main(flavor = "current_thread")]
+async fn main() -> Result<()> {
+    let depths: Vec<usize> = match std::env::args().nth(1) {
+        Some(list) => list
+            .split(',')
+            .map(|d| d.trim().parse().context("depths: comma-separated numbers"))
+            .collect::<Result<_>>()?,
+        None => vec![1_000, 100_000, 1_000_000],
+    };
+    let mut table: BTreeMap<&'static str, Vec<f64>> = BTreeMap::new();
+    let mut memory = Vec::new();
+    for &depth in &depths {
+        let redis = RedisServer::start();
+        let client = redis::Client::open(redis.url())?;
+        let mut conn = client.get_multiplexed_async_connection().await?;
+        let q = Bench::new(conn.clone(), depth).await?;
+        let before = used_memory(&mut conn).await?;
+        q.fill(depth).await?;
+        let after = used_memory(&mut conn).await?;
+        memory.push((depth, (after - before) as f64 / depth as f64));
+        for (name, cost) in q.measure().await? {
+            table.entry(name).or_default().push(cost);
+        }
+        eprintln!("depth {depth}: done");
+    }
+    print_report(&depths, &table, &memory);
+    Ok(())
+}
+
+struct Bench {
+    conn: MultiplexedConnection,
+    keys: QueueKeys,
+    settings: Settings,
+    depth: usize,
+}
+
+fn uid(n: usize) -> UserId {
+    // 22 characters: the length of the worker's visitor ids.
+    UserId::new(&format!("v{n:021}")).expect("valid id")
+}
+
+impl Bench {
+    async fn new(mut conn: MultiplexedConnection, depth: usize) -> Result<Bench> {
+        let keys = QueueKeys::new(&Prefix::default(), &QueueId::new("bench")?);
+        let settings = Settings {
+            max_waiting: 10_000_000,
+            max_active: 10_000_000,
+            activation_jitter_ms: 0,
+            ..Settings::default()
+        };
+        engine::run(
+            &mut conn,
+            &queuegate_shared::ops::Configure {
+                keys: &keys,
+                settings: &settings,
+                initial_state: QueueState::Open,
+            },
+        )
+        .await?;
+        let _: () = redis::cmd("SET")
+            .arg(keys.lock())
+            .arg("bench")
+            .query_async(&mut conn)
+            .await?;
+        for script in queuegate_shared::script::all() {
+            let _: String = redis::cmd("SCRIPT")
+                .arg("LOAD")
+                .arg(script.source())
+                .query_async(&mut conn)
+                .await?;
+        }
+        Ok(Bench {
+            conn,
+            keys,
+            settings,
+            depth,
+        })
+    }
+
+    /// `depth` waiting users, built with the enter script itself
+    /// (pipelined), so the memory figure is what real entries cost.
+    async fn fill(&self, depth: usize) -> Result<()> {
+        let mut conn = self.conn.clone();
+        for chunk in (0..depth).collect::<Vec<_>>().chunks(1_000) {
+            let mut pipe = redis::pipe();
+            for &n in chunk {
+                let u = uid(n);
+                add_eval(
+                    &mut pipe,
+                    &queuegate_shared::Operation::invocation(&Enter {
+                        keys: &self.keys,
+                        user: &u,
+                    }),
+                );
+            }
+            let _: Vec<redis::Value> = pipe.query_async(&mut conn).await?;
+        }
+        Ok(())
+    }
+
+    async fn measure(&self) -> Result<Vec<(&'static str, f64)>> {
+        let mut out = Vec::new();
+        let step = (self.depth / CALLS).max(1);
+        let sample: Vec<UserId> = (0..CALLS).map(|i| uid((i * step) % self.depth)).collect();
+
+        out.push((
+            "ZRANK (bare)",
+            self.phase("zrank", |p, i| {
+                p.cmd("ZRANK")
+                    .arg(self.keys.waiting())
+                    .arg(sample[i].as_str());
+            })
+            .await?,
+        ));
+        out.push((
+            "position",
+            self.phase("evalsha", |p, i| {
+                let inv = queuegate_shared::Operation::invocation(&Position {
+                    keys: &self.keys,
+                    user: &sample[i],
+                });
+                add_evalsha(p, &inv);
+            })
+            .await?,
+        ));
+        out.push((
+            "ZADD (bare)",
+            self.phase("zadd", |p, i| {
+                p.cmd("ZADD")
+                    .arg("qg:{bench}:bare")
+                    .arg(i)
+                    .arg(uid(self.depth + i).as_str());
+            })
+            .await?,
+        ));
+        out.push((
+            "enter (new)",
+            self.phase("evalsha", |p, i| {
+                let u = uid(self.depth + CALLS + i);
+                add_evalsha(
+                    p,
+                    &queuegate_shared::Operation::invocation(&Enter {
+                        keys: &self.keys,
+                        user: &u,
+                    }),
+                );
+            })
+            .await?,
+        ));
+
+        // admit: batches of 18 (the default tick at 175/s).
+        let grants: Vec<Grant> = (0..18)
+            .map(|i| Grant::from_random([i as u8 + 1; 24], 0))
+            .collect();
+        let admit_calls = 100;
+        let mut conn = self.conn.clone();
+        redis::cmd("CONFIG")
+            .arg("RESETSTAT")
+            .exec_async(&mut conn)
+            .await?;
+        for _ in 0..admit_calls {
+            let reply = engine::run(
+                &mut conn,
+                &Admit {
+                    keys: &self.keys,
+                    owner: "bench",
+                    allowance: 18,
+                    settings: &self.settings,
+                    rate_estimate: Some(175.0),
+                    grants: &grants,
+                },
+            )
+            .await?;
+            if !matches!(reply, AdmitReply::Ran(c) if c.admitted == 18) {
+                bail!("admit did not admit 18: {reply:?}");
+            }
+        }
+        out.push((
+            "admit (18/tick)",
+            usec_per_call(&mut conn, "evalsha").await?,
+        ));
+
+        // consume + settle for the users just admitted.
+        let admitted: Vec<String> = redis::cmd("ZRANGE")
+            .arg(self.keys.active())
+            .arg(0)
+            .arg(-1)
+            .query_async(&mut conn)
+            .await?;
+        let mut pairs = Vec::new();
+        for id in &admitted {
+            let user = UserId::new(id)?;
+            let rec: String = redis::cmd("GET")
+                .arg(self.keys.token(&user))
+                .query_async(&mut conn)
+                .await?;
+            let token = EntryToken::parse(rec.split('|').next().unwrap_or_default())
+                .context("token record")?;
+            pairs.push((user, token));
+        }
+        redis::cmd("CONFIG")
+            .arg("RESETSTAT")
+            .exec_async(&mut conn)
+            .await?;
+        for (user, token) in &pairs {
+            engine::run(
+                &mut conn,
+                &Consume {
+                    keys: &self.keys,
+                    user,
+                    token,
+                },
+            )
+            .await?;
+        }
+        out.push(("consume", usec_per_call(&mut conn, "evalsha").await?));
+        redis::cmd("CONFIG")
+            .arg("RESETSTAT")
+            .exec_async(&mut conn)
+            .await?;
+        for (user, token) in &pairs {
+            engine::run(
+                &mut conn,
+                &Settle {
+                    keys: &self.keys,
+                    user,
+                    token,
+                    outcome: Outcome::Success,
+                },
+            )
+            .await?;
+        }
+        out.push(("settle", usec_per_call(&mut conn, "evalsha").await?));
+        Ok(out)
+    }
+
+    /// Resets the stats, sends CALLS commands in pipelines, returns the
+    /// usec_per_call of `stat`.
+    async fn phase(
+        &self,
+        stat: &str,
+        mut add: impl FnMut(&mut redis::Pipeline, usize),
+    ) -> Result<f64> {
+        let mut conn = self.conn.clone();
+        // One call outside the measured window.
+        let mut warm = redis::pipe();
+        add(&mut warm, 0);
+        let _: Vec<redis::Value> = warm.query_async(&mut conn).await?;
+        redis::cmd("CONFIG")
+            .arg("RESETSTAT")
+            .exec_async(&mut conn)
+            .await?;
+        for start in (1..CALLS).step_by(PIPELINE) {
+            let mut pipe = redis::pipe();
+            for i in start..(start + PIPELINE).min(CALLS) {
+                add(&mut pipe, i);
+            }
+            let _: Vec<redis::Value> = pipe.query_async(&mut conn).await?;
+        }
+        usec_per_call(&mut conn, stat).await
+    }
+}
+
+fn add_eval(pipe: &mut redis::Pipeline, inv: &queuegate_shared::Invocation) {
+    pipe.cmd("EVAL")
+        .arg(inv.script.source())
+        .arg(inv.keys.len())
+        .arg(&inv.keys)
+        .arg(&inv.args);
+}
+
+fn add_evalsha(pipe: &mut redis::Pipeline, inv: &queuegate_shared::Invocation) {
+    pipe.cmd("EVALSHA")
+        .arg(inv.script.sha1())
+        .arg(inv.keys.len())
+        .arg(&inv.keys)
+        .arg(&inv.args);
+}
+
+async fn info(conn: &mut MultiplexedConnection, section: &str) -> Result<String> {
+    Ok(redis::cmd("INFO").arg(section).query_async(conn).await?)
+}
+
+async fn usec_per_call(conn: &mut MultiplexedConnection, command: &str) -> Result<f64> {
+    let text = info(conn, "commandstats").await?;
+    let line = text
+        .lines()
+        .find(|l| l.starts_with(&format!("cmdstat_{command}:")))
+        .with_context(|| format!("no commandstats for {command}"))?;
+    let value = line
+        .split(',')
+        .find_map(|kv| kv.strip_prefix("usec_per_call="))
+        .context("usec_per_call")?;
+    Ok(value.parse()?)
+}
+
+async fn used_memory(conn: &mut MultiplexedConnection) -> Result<i64> {
+    let text = info(conn, "memory").await?;
+    let value = text
+        .lines()
+        .find_map(|l| l.strip_prefix("used_memory:"))
+        .context("used_memory")?;
+    Ok(value.trim().parse()?)
+}
+
+fn print_report(
+    depths: &[usize],
+    table: &BTreeMap<&'static str, Vec<f64>>,
+    memory: &[(usize, f64)],
+) {
+    let header: Vec<String> = depths.iter().map(|d| format!("{d:>10}")).collect();
+    println!("usec_per_call (Redis-side) by queue depth");
+    println!("{:<18}{}  last÷first", "operation", header.join(""));
+    for (name, costs) in table {
+        let cells: Vec<String> = costs.iter().map(|c| format!("{c:>10.2}")).collect();
+        let growth = costs.last().unwrap_or(&0.0) / costs.first().unwrap_or(&1.0);
+        println!("{name:<18}{}  {growth:>8.2}×", cells.join(""));
+    }
+    if let (Some(pos), Some(rank)) = (table.get("position"), table.get("ZRANK (bare)")) {
+        let ratios: Vec<String> = pos
+            .iter()
+            .zip(rank)
+            .map(|(p, r)| format!("{:>10.2}", p / r))
+            .collect();
+        println!("{:<18}{}", "position÷ZRANK", ratios.join(""));
+    }
+    println!();
+    for (depth, bytes) in memory {
+        println!("memory per waiting user at depth {depth}: {bytes:.1} bytes (used_memory delta ÷ users)");
+    }
+}
