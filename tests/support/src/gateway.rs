@@ -1,1 +1,147 @@
-//! The `redis-rest` gateway as a real process (filled in with the gateway).
+//! The `redis-rest` gateway as a real process: it binds port 0 on loopback
+//! and prints the port it got, so there is no race for a free port; the
+//! token is fresh per gateway and passed by environment (not argv).
+
+use std::process::Command;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use tempfile::TempDir;
+
+use crate::paths::target_bin;
+use crate::process::{http_get, wait_until, Process};
+use crate::LOOPBACK;
+
+/// The line the gateway prints on stdout once it is bound.
+const LISTENING: &str = "redis-rest listening on http://";
+
+/// Options for [`Gateway`].
+#[derive(Debug, Clone)]
+pub struct GatewayBuilder {
+    redis_url: String,
+    token: String,
+    args: Vec<String>,
+    env: Vec<(String, String)>,
+}
+
+impl GatewayBuilder {
+    /// Uses this token instead of a fresh random-ish one.
+    pub fn token(mut self, token: &str) -> Self {
+        self.token = token.to_string();
+        self
+    }
+
+    /// An extra flag or value, e.g. `.arg("--max-body-bytes").arg("1024")`.
+    pub fn arg(mut self, arg: &str) -> Self {
+        self.args.push(arg.to_string());
+        self
+    }
+
+    /// An environment variable for the process (e.g. `RUST_LOG`).
+    pub fn env(mut self, key: &str, value: &str) -> Self {
+        self.env.push((key.to_string(), value.to_string()));
+        self
+    }
+
+    /// Starts the gateway and waits until it answers HTTP.
+    pub fn start(self) -> Gateway {
+        let dir = tempfile::Builder::new()
+            .prefix("qg-gateway-")
+            .tempdir()
+            .expect("temp dir for the gateway");
+        let mut cmd = Command::new(target_bin("redis-rest"));
+        cmd.args(["--listen", &format!("{LOOPBACK}:0")])
+            .args(["--redis-url", &self.redis_url])
+            .args(&self.args)
+            .env("REDIS_REST_TOKEN", &self.token)
+            .env("RUST_LOG", "redis_rest=debug");
+        for (k, v) in &self.env {
+            cmd.env(k, v);
+        }
+        let log = dir.path().join("redis-rest.log");
+        let mut process = Process::spawn("redis-rest", cmd, &log);
+
+        let mut port = None;
+        let printed = wait_until(Duration::from_secs(20), || {
+            port = listening_port(&process.log());
+            port.is_some() || !process.is_running()
+        });
+        let Some(port) = port.filter(|_| printed && process.is_running()) else {
+            process.fail("did not print its listening line within 20 s");
+        };
+        if !wait_until(Duration::from_secs(10), || http_get(port, "/").is_some()) {
+            process.fail("printed its port but does not answer HTTP");
+        }
+        Gateway {
+            port,
+            token: self.token,
+            process,
+            _dir: dir,
+        }
+    }
+}
+
+/// The port from a complete listening line (a line still being written
+/// has no newline yet and is not trusted).
+fn listening_port(log: &str) -> Option<u16> {
+    let start = log.find(LISTENING)?;
+    let (line, _) = log[start..].split_once('\n')?;
+    line.rsplit(':').next()?.trim().parse().ok()
+}
+
+/// A running `redis-rest`, killed on drop (its log is printed when the
+/// owning test fails).
+#[derive(Debug)]
+pub struct Gateway {
+    port: u16,
+    token: String,
+    process: Process,
+    _dir: TempDir,
+}
+
+impl Gateway {
+    /// A gateway in front of `redis_url` with a fresh token.
+    pub fn start(redis_url: &str) -> Gateway {
+        Gateway::builder(redis_url).start()
+    }
+
+    /// Builder for a gateway in front of `redis_url`.
+    pub fn builder(redis_url: &str) -> GatewayBuilder {
+        let nanos = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map(|d| d.as_nanos())
+            .unwrap_or_default();
+        GatewayBuilder {
+            redis_url: redis_url.to_string(),
+            token: format!("qg-test-{}-{nanos:x}", std::process::id()),
+            args: Vec::new(),
+            env: Vec::new(),
+        }
+    }
+
+    /// `http://127.0.0.1:PORT` — what the worker calls `UPSTASH_REDIS_REST_URL`.
+    pub fn url(&self) -> String {
+        format!("http://{LOOPBACK}:{}", self.port)
+    }
+
+    /// TCP port on 127.0.0.1.
+    pub fn port(&self) -> u16 {
+        self.port
+    }
+
+    /// The token requests must present (`UPSTASH_REDIS_REST_TOKEN`).
+    pub fn token(&self) -> &str {
+        &self.token
+    }
+
+    /// The gateway's log (stdout and stderr) so far.
+    pub fn log(&self) -> String {
+        self.process.log()
+    }
+
+    /// Sends SIGTERM and waits up to `timeout` for a graceful exit; the
+    /// exit code, or None if it did not exit (or died by a signal).
+    pub fn terminate(&mut self, timeout: Duration) -> Option<i32> {
+        self.process.signal(15);
+        self.process.wait_exit(timeout)
+    }
+}

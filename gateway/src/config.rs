@@ -1,0 +1,151 @@
+//! Settings of the gateway: command-line flags with environment fallbacks,
+//! each default written once here, and the checks a setting must pass.
+
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use clap::Parser;
+
+use crate::error::StartError;
+
+/// Default listen address: loopback only, so a dev gateway is never exposed.
+pub const DEFAULT_LISTEN: &str = "127.0.0.1:8079";
+/// Default Redis to front.
+pub const DEFAULT_REDIS_URL: &str = "redis://127.0.0.1:6379";
+/// Default request body cap (10 MB), the same order as Upstash's request limit.
+pub const DEFAULT_MAX_BODY_BYTES: usize = 10 * 1024 * 1024;
+/// Default bound on one Redis round trip, reconnects included.
+pub const DEFAULT_REDIS_TIMEOUT_MS: u64 = 3_000;
+
+/// `redis-rest`: an Upstash-compatible REST gateway in front of a redis-server.
+///
+/// Forms: `POST /` with a JSON array (`["SET","k","v"]`), `GET|POST /CMD/arg/...`,
+/// `POST /pipeline` and `POST /multi-exec` with a JSON array of arrays.
+/// Every request needs `Authorization: Bearer <token>` or `?_token=<token>`.
+#[derive(Debug, Clone, Parser)]
+#[command(name = "redis-rest", version, about, long_about = None)]
+pub struct Cli {
+    /// Address to listen on (port 0 picks a free port; the real one is printed).
+    #[arg(long, env = "REDIS_REST_LISTEN", default_value = DEFAULT_LISTEN)]
+    pub listen: SocketAddr,
+
+    /// Redis to forward commands to (`redis://[user:pass@]host:port[/db]`).
+    #[arg(long, env = "REDIS_URL", default_value = DEFAULT_REDIS_URL)]
+    pub redis_url: String,
+
+    /// Token every request must present (Bearer header or `_token` query).
+    #[arg(long, env = "REDIS_REST_TOKEN", hide_env_values = true)]
+    pub token: String,
+
+    /// Largest accepted request body in bytes; larger bodies get 413.
+    #[arg(long, env = "REDIS_REST_MAX_BODY_BYTES", default_value_t = DEFAULT_MAX_BODY_BYTES)]
+    pub max_body_bytes: usize,
+
+    /// Bound on one Redis round trip in milliseconds; past it the request gets 504.
+    #[arg(long, env = "REDIS_REST_TIMEOUT_MS", default_value_t = DEFAULT_REDIS_TIMEOUT_MS)]
+    pub redis_timeout_ms: u64,
+}
+
+/// The validated settings [`crate::run`] needs.
+#[derive(Clone)]
+pub struct Config {
+    /// Redis URL (may hold a password: never logged).
+    pub redis_url: String,
+    /// The shared secret clients must present.
+    pub token: String,
+    /// Request body cap in bytes.
+    pub max_body_bytes: usize,
+    /// Bound on one Redis round trip.
+    pub redis_timeout: Duration,
+}
+
+impl std::fmt::Debug for Config {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // The token and the URL (which may carry a password) stay out of logs.
+        f.debug_struct("Config")
+            .field("redis_url", &"<redacted>")
+            .field("token", &"<redacted>")
+            .field("max_body_bytes", &self.max_body_bytes)
+            .field("redis_timeout", &self.redis_timeout)
+            .finish()
+    }
+}
+
+impl Config {
+    /// A config with every default and the given token.
+    pub fn new(token: impl Into<String>) -> Config {
+        Config {
+            redis_url: DEFAULT_REDIS_URL.to_string(),
+            token: token.into(),
+            max_body_bytes: DEFAULT_MAX_BODY_BYTES,
+            redis_timeout: Duration::from_millis(DEFAULT_REDIS_TIMEOUT_MS),
+        }
+    }
+
+    /// Rejects settings the gateway cannot run with.
+    pub fn validate(&self) -> Result<(), StartError> {
+        if self.token.trim().is_empty() {
+            return Err(StartError::Config("the token must not be empty".into()));
+        }
+        if self.max_body_bytes == 0 {
+            return Err(StartError::Config(
+                "--max-body-bytes must be at least 1".into(),
+            ));
+        }
+        if self.redis_timeout.is_zero() {
+            return Err(StartError::Config(
+                "--redis-timeout-ms must be at least 1".into(),
+            ));
+        }
+        redis::Client::open(self.redis_url.as_str())
+            .map(|_| ())
+            .map_err(|e| StartError::Config(format!("invalid --redis-url: {e}")))
+    }
+}
+
+impl Cli {
+    /// The listen address and the validated config.
+    pub fn into_config(self) -> Result<(SocketAddr, Config), StartError> {
+        let config = Config {
+            redis_url: self.redis_url,
+            token: self.token,
+            max_body_bytes: self.max_body_bytes,
+            redis_timeout: Duration::from_millis(self.redis_timeout_ms),
+        };
+        config.validate()?;
+        Ok((self.listen, config))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn defaults_are_valid() {
+        Config::new("t").validate().unwrap();
+    }
+
+    #[test]
+    fn rejects_empty_token_zero_limits_and_bad_url() {
+        assert!(Config::new("  ").validate().is_err());
+        let mut c = Config::new("t");
+        c.max_body_bytes = 0;
+        assert!(c.validate().is_err());
+        let mut c = Config::new("t");
+        c.redis_timeout = Duration::ZERO;
+        assert!(c.validate().is_err());
+        let mut c = Config::new("t");
+        c.redis_url = "http://nope".into();
+        assert!(c.validate().is_err());
+    }
+
+    #[test]
+    fn flags_parse_with_defaults() {
+        let cli = Cli::try_parse_from(["redis-rest", "--token", "s3cret"]).unwrap();
+        let (listen, config) = cli.into_config().unwrap();
+        assert_eq!(listen.to_string(), DEFAULT_LISTEN);
+        assert_eq!(config.max_body_bytes, DEFAULT_MAX_BODY_BYTES);
+        assert!(!format!("{config:?}").contains("s3cret"));
+    }
+}

@@ -1,0 +1,364 @@
+//! The worker's configuration from `[vars]` and secrets, parsed apart from
+//! the Workers `Env` so every rule is testable on the host.
+
+use queuegate_shared::{Prefix, QueueId};
+
+/// A configuration problem: which variable, and what to do.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{name}: {why}")]
+pub struct ConfigError {
+    /// The variable or secret.
+    pub name: &'static str,
+    /// What is wrong with it.
+    pub why: String,
+}
+
+fn err(name: &'static str, why: impl Into<String>) -> ConfigError {
+    ConfigError {
+        name,
+        why: why.into(),
+    }
+}
+
+/// How visitors are identified.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum IdentityMode {
+    /// A random visitor id in an HMAC-signed cookie minted by the worker.
+    Anonymous {
+        /// HMAC key of the visitor cookie.
+        secret: Vec<u8>,
+    },
+    /// The shop's HS256 JWT; the user id is its `sub`.
+    Jwt {
+        /// HMAC key of the JWTs.
+        secret: Vec<u8>,
+        /// Cookie that may carry the JWT instead of `Authorization: Bearer`.
+        cookie: Option<String>,
+    },
+}
+
+/// A protected route: `METHOD /path` or `METHOD /prefix/*`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RouteRule {
+    /// Upper-case method.
+    pub method: String,
+    /// Path, or path prefix when `prefix` is true.
+    pub path: String,
+    /// Matches every path under `path`.
+    pub prefix: bool,
+}
+
+impl RouteRule {
+    /// Parses `POST /orders` or `POST /checkout/*`.
+    pub fn parse(text: &str) -> Result<RouteRule, ConfigError> {
+        let (method, path) = text.trim().split_once(' ').ok_or_else(|| {
+            err(
+                "PROTECTED_ROUTES",
+                format!("{text:?} is not `METHOD /path`"),
+            )
+        })?;
+        let method = method.trim().to_ascii_uppercase();
+        let path = path.trim();
+        if !method.bytes().all(|b| b.is_ascii_uppercase()) || method.is_empty() {
+            return Err(err("PROTECTED_ROUTES", format!("bad method in {text:?}")));
+        }
+        if !path.starts_with('/') || path.starts_with("/queue") {
+            return Err(err(
+                "PROTECTED_ROUTES",
+                format!("{path:?} must start with / and not be under /queue"),
+            ));
+        }
+        let (path, prefix) = match path.strip_suffix('*') {
+            Some(p) => (p.to_string(), true),
+            None => (path.to_string(), false),
+        };
+        Ok(RouteRule {
+            method,
+            path,
+            prefix,
+        })
+    }
+
+    /// True when a request with this method and path is protected.
+    pub fn matches(&self, method: &str, path: &str) -> bool {
+        method.eq_ignore_ascii_case(&self.method)
+            && if self.prefix {
+                path.starts_with(&self.path)
+            } else {
+                path == self.path
+            }
+    }
+}
+
+/// Upstash REST endpoint and token.
+#[derive(Clone, PartialEq, Eq)]
+pub struct RedisRest {
+    /// e.g. `https://eu1-….upstash.io` or the local gateway.
+    pub url: String,
+    /// Bearer token (secret).
+    pub token: String,
+}
+
+impl std::fmt::Debug for RedisRest {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RedisRest")
+            .field("url", &self.url)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Everything the worker needs.
+#[derive(Clone, PartialEq, Eq)]
+pub struct EdgeConfig {
+    /// The queue used when a request names none.
+    pub default_queue: QueueId,
+    /// The queues the edge accepts (`?queue=`).
+    pub queues: Vec<QueueId>,
+    /// Redis key prefix.
+    pub prefix: Prefix,
+    /// The origin base URL; None forwards to the request's own URL (the
+    /// worker deployed on a route in front of the origin).
+    pub origin: Option<String>,
+    /// Identity mode and its secret.
+    pub identity: IdentityMode,
+    /// Routes that need an entry token.
+    pub protected: Vec<RouteRule>,
+    /// HMAC key of the headers forwarded to the origin.
+    pub origin_secret: Vec<u8>,
+    /// Redis over REST; None until the secrets are set (health says so).
+    pub redis: Option<RedisRest>,
+    /// Timeout of one Redis REST call.
+    pub redis_timeout_ms: u64,
+    /// Whether cookies carry `Secure` (turn off only for plain-http dev).
+    pub cookie_secure: bool,
+}
+
+impl std::fmt::Debug for EdgeConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // Secrets stay out of logs.
+        f.debug_struct("EdgeConfig")
+            .field("default_queue", &self.default_queue)
+            .field("queues", &self.queues)
+            .field("origin", &self.origin)
+            .field("protected", &self.protected)
+            .field("redis", &self.redis)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Shortest accepted HMAC secret, in bytes.
+pub const MIN_SECRET_LEN: usize = 32;
+
+fn secret(
+    get: &impl Fn(&str) -> Option<String>,
+    name: &'static str,
+) -> Result<Vec<u8>, ConfigError> {
+    let value = get(name).filter(|v| !v.is_empty()).ok_or_else(|| {
+        err(
+            name,
+            "is not set: `npx wrangler secret put` it (locally: .dev.vars)",
+        )
+    })?;
+    if value.len() < MIN_SECRET_LEN {
+        return Err(err(
+            name,
+            format!("must be at least {MIN_SECRET_LEN} bytes"),
+        ));
+    }
+    Ok(value.into_bytes())
+}
+
+impl EdgeConfig {
+    /// Reads the configuration through `get` (vars and secrets by name).
+    pub fn from_lookup(get: impl Fn(&str) -> Option<String>) -> Result<EdgeConfig, ConfigError> {
+        let text = |name: &str, default: &str| {
+            get(name)
+                .map(|v| v.trim().to_string())
+                .filter(|v| !v.is_empty())
+                .unwrap_or_else(|| default.to_string())
+        };
+        let default_queue =
+            QueueId::new(&text("QUEUE_ID", "main")).map_err(|e| err("QUEUE_ID", e.to_string()))?;
+        let mut queues = Vec::new();
+        for id in text("QUEUES", default_queue.as_str()).split(',') {
+            queues.push(QueueId::new(id.trim()).map_err(|e| err("QUEUES", e.to_string()))?);
+        }
+        if !queues.contains(&default_queue) {
+            return Err(err(
+                "QUEUES",
+                format!("must include QUEUE_ID {default_queue}"),
+            ));
+        }
+        let prefix = Prefix::new(&text("KEY_PREFIX", queuegate_shared::keys::DEFAULT_PREFIX))
+            .map_err(|e| err("KEY_PREFIX", e.to_string()))?;
+        let origin = get("ORIGIN_URL")
+            .map(|v| v.trim().trim_end_matches('/').to_string())
+            .filter(|v| !v.is_empty());
+        if let Some(o) = &origin {
+            if !(o.starts_with("http://") || o.starts_with("https://")) {
+                return Err(err("ORIGIN_URL", "must start with http:// or https://"));
+            }
+        }
+        let identity = match text("IDENTITY_MODE", "anonymous").as_str() {
+            "anonymous" => IdentityMode::Anonymous {
+                secret: secret(&get, "IDENTITY_SECRET")?,
+            },
+            "jwt" => IdentityMode::Jwt {
+                secret: secret(&get, "JWT_SECRET")?,
+                cookie: get("JWT_COOKIE").filter(|c| !c.is_empty()),
+            },
+            other => {
+                return Err(err(
+                    "IDENTITY_MODE",
+                    format!("{other:?}: use \"anonymous\" or \"jwt\""),
+                ))
+            }
+        };
+        let protected = text("PROTECTED_ROUTES", "POST /orders")
+            .split(',')
+            .filter(|r| !r.trim().is_empty())
+            .map(RouteRule::parse)
+            .collect::<Result<Vec<_>, _>>()?;
+        let redis = match (
+            get("UPSTASH_REDIS_REST_URL"),
+            get("UPSTASH_REDIS_REST_TOKEN"),
+        ) {
+            (Some(url), Some(token)) if !url.is_empty() && !token.is_empty() => Some(RedisRest {
+                url: url.trim_end_matches('/').to_string(),
+                token,
+            }),
+            _ => None,
+        };
+        let redis_timeout_ms = text("REDIS_TIMEOUT_MS", "2000")
+            .parse::<u64>()
+            .ok()
+            .filter(|ms| (50..=30_000).contains(ms))
+            .ok_or_else(|| {
+                err(
+                    "REDIS_TIMEOUT_MS",
+                    "must be a number of ms from 50 to 30000",
+                )
+            })?;
+        let cookie_secure = match text("COOKIE_SECURE", "true").as_str() {
+            "true" => true,
+            "false" => false,
+            _ => return Err(err("COOKIE_SECURE", "must be true or false")),
+        };
+        Ok(EdgeConfig {
+            default_queue,
+            queues,
+            prefix,
+            origin,
+            identity,
+            protected,
+            origin_secret: secret(&get, "ORIGIN_SIGNING_SECRET")?,
+            redis,
+            redis_timeout_ms,
+            cookie_secure,
+        })
+    }
+
+    /// Resolves `?queue=`: the default when absent.
+    pub fn queue(&self, requested: Option<&str>) -> Result<&QueueId, QueueChoiceError> {
+        let Some(text) = requested else {
+            return Ok(&self.default_queue);
+        };
+        let id = QueueId::new(text).map_err(|e| QueueChoiceError::Invalid(e.to_string()))?;
+        self.queues
+            .iter()
+            .find(|q| **q == id)
+            .ok_or(QueueChoiceError::Unknown)
+    }
+
+    /// True when `method path` needs an entry token.
+    pub fn is_protected(&self, method: &str, path: &str) -> bool {
+        self.protected.iter().any(|r| r.matches(method, path))
+    }
+}
+
+/// Why `?queue=` was refused.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum QueueChoiceError {
+    /// Not a valid queue id.
+    Invalid(String),
+    /// Valid, but not one of ours.
+    Unknown,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::HashMap;
+
+    const S: &str = "0123456789abcdef0123456789abcdef";
+
+    fn config(pairs: &[(&str, &str)]) -> Result<EdgeConfig, ConfigError> {
+        let mut map: HashMap<String, String> =
+            [("IDENTITY_SECRET", S), ("ORIGIN_SIGNING_SECRET", S)]
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect();
+        for (k, v) in pairs {
+            map.insert(k.to_string(), v.to_string());
+        }
+        EdgeConfig::from_lookup(|k| map.get(k).cloned())
+    }
+
+    #[test]
+    fn defaults_need_only_the_secrets() {
+        let c = config(&[]).unwrap();
+        assert_eq!(c.default_queue.as_str(), "main");
+        assert!(c.is_protected("POST", "/orders"));
+        assert!(!c.is_protected("GET", "/orders"));
+        assert!(c.redis.is_none());
+        assert!(c.cookie_secure);
+    }
+
+    #[test]
+    fn queue_choice_is_checked_against_the_allow_list() {
+        let c = config(&[("QUEUES", "main, drop-2")]).unwrap();
+        assert_eq!(c.queue(None).unwrap().as_str(), "main");
+        assert_eq!(c.queue(Some("drop-2")).unwrap().as_str(), "drop-2");
+        assert_eq!(c.queue(Some("other")), Err(QueueChoiceError::Unknown));
+        assert!(matches!(
+            c.queue(Some("Bad Id")),
+            Err(QueueChoiceError::Invalid(_))
+        ));
+    }
+
+    #[test]
+    fn protected_routes_parse_and_match() {
+        let c = config(&[("PROTECTED_ROUTES", "POST /orders, put /checkout/*")]).unwrap();
+        assert!(c.is_protected("PUT", "/checkout/42"));
+        assert!(!c.is_protected("PUT", "/checkoutx"));
+        assert!(config(&[("PROTECTED_ROUTES", "/orders")]).is_err());
+        assert!(config(&[("PROTECTED_ROUTES", "POST /queue/enter")]).is_err());
+    }
+
+    #[test]
+    fn bad_values_name_their_variable() {
+        for (pairs, name) in [
+            (vec![("QUEUE_ID", "Main")], "QUEUE_ID"),
+            (vec![("QUEUES", "other")], "QUEUES"),
+            (vec![("IDENTITY_MODE", "oauth")], "IDENTITY_MODE"),
+            (vec![("IDENTITY_SECRET", "short")], "IDENTITY_SECRET"),
+            (vec![("IDENTITY_MODE", "jwt")], "JWT_SECRET"),
+            (vec![("ORIGIN_URL", "ftp://x")], "ORIGIN_URL"),
+            (vec![("REDIS_TIMEOUT_MS", "0")], "REDIS_TIMEOUT_MS"),
+            (vec![("COOKIE_SECURE", "yes")], "COOKIE_SECURE"),
+        ] {
+            assert_eq!(config(&pairs).unwrap_err().name, name, "{pairs:?}");
+        }
+    }
+
+    #[test]
+    fn debug_output_hides_secrets() {
+        let c = config(&[
+            ("UPSTASH_REDIS_REST_URL", "http://127.0.0.1:1"),
+            ("UPSTASH_REDIS_REST_TOKEN", "tok-secret"),
+        ])
+        .unwrap();
+        let text = format!("{c:?}");
+        assert!(!text.contains(S) && !text.contains("tok-secret"), "{text}");
+    }
+}

@@ -1,0 +1,202 @@
+//! Every way a request can fail, mapped to a status and a public
+//! `{"error","message"}` body in one place. Causes are logged once, never
+//! sent: a reply never carries internals.
+
+use queuegate_shared::policy::retry_after_header_seconds;
+
+/// An edge failure.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum EdgeError {
+    /// Malformed input.
+    #[error("bad request: {0}")]
+    BadRequest(String),
+    /// `?queue=` is not a queue id.
+    #[error("invalid queue id: {0}")]
+    InvalidQueue(String),
+    /// `?queue=` names a queue this edge does not serve.
+    #[error("unknown queue")]
+    UnknownQueue,
+    /// No such route under /queue.
+    #[error("not found")]
+    NotFound,
+    /// Known route, wrong method.
+    #[error("method not allowed")]
+    MethodNotAllowed,
+    /// No identity where one is needed.
+    #[error("identity required")]
+    IdentityRequired,
+    /// Forged, tampered or expired identity.
+    #[error("identity invalid: {0}")]
+    IdentityInvalid(crate::identity::IdentityError),
+    /// The line is at its maximum.
+    #[error("queue full")]
+    QueueFull,
+    /// The queue takes no entries (closed, draining or not configured).
+    #[error("queue closed")]
+    QueueClosed,
+    /// No entry token on a protected route.
+    #[error("no entry token")]
+    TokenMissing,
+    /// Wrong, unknown or lapsed token.
+    #[error("token invalid")]
+    TokenInvalid,
+    /// The token was already used.
+    #[error("token used")]
+    TokenUsed,
+    /// The token activates later.
+    #[error("token not active for {wait_ms} ms")]
+    NotYetActive {
+        /// Milliseconds to wait.
+        wait_ms: u64,
+    },
+    /// Redis (over REST) cannot be reached or refused us: fail closed.
+    #[error("redis unavailable: {0}")]
+    RedisUnavailable(String),
+    /// The worker's own configuration is wrong.
+    #[error("misconfigured: {0}")]
+    Misconfigured(String),
+    /// The origin could not be reached.
+    #[error("origin unreachable: {0}")]
+    OriginUnreachable(String),
+    /// A bug: a script reply we cannot decode, a JS call that failed.
+    #[error("internal: {0}")]
+    Internal(String),
+}
+
+/// Retry-After for a full queue, seconds.
+pub const FULL_RETRY_AFTER_S: u64 = 30;
+/// Retry-After for a closed queue, seconds.
+pub const CLOSED_RETRY_AFTER_S: u64 = 60;
+/// Retry-After while Redis is unreachable, seconds.
+pub const UNAVAILABLE_RETRY_AFTER_S: u64 = 5;
+
+impl EdgeError {
+    /// HTTP status.
+    pub fn status(&self) -> u16 {
+        match self {
+            EdgeError::BadRequest(_) | EdgeError::InvalidQueue(_) => 400,
+            EdgeError::IdentityRequired | EdgeError::IdentityInvalid(_) => 401,
+            EdgeError::TokenMissing | EdgeError::TokenInvalid => 403,
+            EdgeError::UnknownQueue | EdgeError::NotFound => 404,
+            EdgeError::MethodNotAllowed => 405,
+            EdgeError::TokenUsed => 409,
+            EdgeError::QueueFull | EdgeError::NotYetActive { .. } => 429,
+            EdgeError::Misconfigured(_) | EdgeError::Internal(_) => 500,
+            EdgeError::OriginUnreachable(_) => 502,
+            EdgeError::QueueClosed | EdgeError::RedisUnavailable(_) => 503,
+        }
+    }
+
+    /// The machine-readable `error` code.
+    pub fn code(&self) -> &'static str {
+        match self {
+            EdgeError::BadRequest(_) => "bad_request",
+            EdgeError::InvalidQueue(_) => "invalid_queue",
+            EdgeError::UnknownQueue => "unknown_queue",
+            EdgeError::NotFound => "not_found",
+            EdgeError::MethodNotAllowed => "method_not_allowed",
+            EdgeError::IdentityRequired => "identity_required",
+            EdgeError::IdentityInvalid(_) => "identity_invalid",
+            EdgeError::QueueFull => "queue_full",
+            EdgeError::QueueClosed => "queue_closed",
+            EdgeError::TokenMissing | EdgeError::TokenInvalid => "token_invalid",
+            EdgeError::TokenUsed => "token_used",
+            EdgeError::NotYetActive { .. } => "not_yet_active",
+            EdgeError::RedisUnavailable(_) => "unavailable",
+            EdgeError::Misconfigured(_) => "misconfigured",
+            EdgeError::OriginUnreachable(_) => "origin_unreachable",
+            EdgeError::Internal(_) => "internal",
+        }
+    }
+
+    /// Human text for the reply: safe to show, no internals.
+    pub fn public_message(&self) -> String {
+        match self {
+            EdgeError::BadRequest(why) => format!("Bad request: {why}."),
+            EdgeError::InvalidQueue(why) => format!("The queue id is not valid: {why}."),
+            EdgeError::UnknownQueue => "There is no such queue here.".into(),
+            EdgeError::NotFound => "There is nothing at this address.".into(),
+            EdgeError::MethodNotAllowed => "This address does not take that method.".into(),
+            EdgeError::IdentityRequired => {
+                "Join the queue first (POST /queue/enter), or sign in.".into()
+            }
+            EdgeError::IdentityInvalid(e) => format!("We could not verify who you are: {e}."),
+            EdgeError::QueueFull => "The queue is full. Please try again shortly.".into(),
+            EdgeError::QueueClosed => "The queue is not taking new visitors right now.".into(),
+            EdgeError::TokenMissing => "An entry token is required (X-Entry-Token).".into(),
+            EdgeError::TokenInvalid => "The entry token is not valid.".into(),
+            EdgeError::TokenUsed => "The entry token has already been used.".into(),
+            EdgeError::NotYetActive { wait_ms } => format!(
+                "Your entry token becomes active in {} s.",
+                retry_after_header_seconds(*wait_ms)
+            ),
+            EdgeError::RedisUnavailable(_) => {
+                "The waiting room is briefly unavailable. Please retry.".into()
+            }
+            EdgeError::Misconfigured(_) => "The waiting room is not configured correctly.".into(),
+            EdgeError::OriginUnreachable(_) => {
+                "The shop could not be reached. Please retry.".into()
+            }
+            EdgeError::Internal(_) => "Something went wrong on our side.".into(),
+        }
+    }
+
+    /// Seconds for a `Retry-After` header, where one fits.
+    pub fn retry_after_s(&self) -> Option<u64> {
+        match self {
+            EdgeError::QueueFull => Some(FULL_RETRY_AFTER_S),
+            EdgeError::QueueClosed => Some(CLOSED_RETRY_AFTER_S),
+            EdgeError::NotYetActive { wait_ms } => Some(retry_after_header_seconds(*wait_ms)),
+            EdgeError::RedisUnavailable(_) | EdgeError::OriginUnreachable(_) => {
+                Some(UNAVAILABLE_RETRY_AFTER_S)
+            }
+            _ => None,
+        }
+    }
+
+    /// Whether the cause belongs in the log (server-side faults).
+    pub fn is_server_fault(&self) -> bool {
+        self.status() >= 500
+    }
+
+    /// The JSON body.
+    pub fn body(&self) -> serde_json::Value {
+        serde_json::json!({ "error": self.code(), "message": self.public_message() })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn replies_never_carry_causes() {
+        let e = EdgeError::RedisUnavailable("connect ECONNREFUSED 127.0.0.1:6390 token=abc".into());
+        let body = e.body().to_string();
+        assert!(
+            !body.contains("ECONNREFUSED") && !body.contains("abc"),
+            "{body}"
+        );
+        assert_eq!(
+            (e.status(), e.code(), e.retry_after_s()),
+            (503, "unavailable", Some(5))
+        );
+        let e = EdgeError::Internal("decode: field 3".into());
+        assert!(!e.body().to_string().contains("field 3"));
+    }
+
+    #[test]
+    fn contract_statuses_and_codes() {
+        assert_eq!(
+            (EdgeError::QueueFull.status(), EdgeError::QueueFull.code()),
+            (429, "queue_full")
+        );
+        assert_eq!(EdgeError::QueueClosed.status(), 503);
+        assert_eq!(EdgeError::TokenInvalid.status(), 403);
+        assert_eq!(EdgeError::TokenUsed.status(), 409);
+        let early = EdgeError::NotYetActive { wait_ms: 1_200 };
+        assert_eq!((early.status(), early.retry_after_s()), (429, Some(2)));
+        assert_eq!(EdgeError::UnknownQueue.status(), 404);
+        assert_eq!(EdgeError::IdentityRequired.status(), 401);
+    }
+}

@@ -1,0 +1,240 @@
+//! The Upstash REST protocol over `worker::Fetch`: one POST per script
+//! call, EVALSHA first and EVAL once on NOSCRIPT, bounded by a timeout.
+//! Request bodies and reply parsing are plain functions, tested on the host.
+
+use queuegate_shared::{Invocation, Operation, Value};
+use serde_json::json;
+
+use crate::config::RedisRest;
+use crate::error::EdgeError;
+
+/// A failed REST call, classified.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum RestError {
+    /// No answer: network error or timeout.
+    Unreachable(String),
+    /// 401/403: the REST token is wrong.
+    Auth(u16),
+    /// The script is not cached (retry with EVAL).
+    NoScript,
+    /// Redis answered with an error.
+    Redis(String),
+    /// Not the Upstash reply shape.
+    Protocol(String),
+}
+
+impl From<RestError> for EdgeError {
+    fn from(e: RestError) -> Self {
+        match e {
+            RestError::Unreachable(why) => EdgeError::RedisUnavailable(why),
+            RestError::Auth(status) => EdgeError::RedisUnavailable(format!(
+                "REST auth refused ({status}): check UPSTASH_REDIS_REST_TOKEN"
+            )),
+            RestError::NoScript => EdgeError::Internal("NOSCRIPT after EVAL".into()),
+            RestError::Redis(msg) => EdgeError::Internal(format!("redis error: {msg}")),
+            RestError::Protocol(msg) => EdgeError::Internal(format!("REST protocol: {msg}")),
+        }
+    }
+}
+
+/// `["EVALSHA", sha, numkeys, keys..., args...]`.
+pub fn evalsha_body(inv: &Invocation) -> serde_json::Value {
+    script_body("EVALSHA", inv.script.sha1(), inv)
+}
+
+/// `["EVAL", source, numkeys, keys..., args...]`.
+pub fn eval_body(inv: &Invocation) -> serde_json::Value {
+    script_body("EVAL", inv.script.source(), inv)
+}
+
+fn script_body(cmd: &str, script: &str, inv: &Invocation) -> serde_json::Value {
+    let mut parts: Vec<serde_json::Value> =
+        vec![cmd.into(), script.into(), inv.keys.len().to_string().into()];
+    parts.extend(inv.keys.iter().map(|k| json!(k)));
+    parts.extend(inv.args.iter().map(|a| json!(a)));
+    serde_json::Value::Array(parts)
+}
+
+/// Parses an Upstash reply (`{"result": …}` or `{"error": "…"}`).
+pub fn parse_reply(status: u16, body: &str) -> Result<Value, RestError> {
+    if status == 401 || status == 403 {
+        return Err(RestError::Auth(status));
+    }
+    // 5xx is the endpoint's own trouble (Redis down behind it, overload):
+    // unreachable, whatever the body says. Redis errors come as 400.
+    if status >= 500 {
+        return Err(RestError::Unreachable(format!(
+            "REST endpoint answered {status}"
+        )));
+    }
+    let json: serde_json::Value = serde_json::from_str(body)
+        .map_err(|_| RestError::Protocol(format!("status {status}, body is not JSON")))?;
+    if let Some(msg) = json.get("error").and_then(|e| e.as_str()) {
+        if msg.starts_with("NOSCRIPT") {
+            return Err(RestError::NoScript);
+        }
+        return Err(RestError::Redis(msg.to_string()));
+    }
+    match json.get("result") {
+        Some(result) => Ok(to_value(result)),
+        None => Err(RestError::Protocol(format!(
+            "status {status}, no result field"
+        ))),
+    }
+}
+
+/// JSON result → shared value (strings stay text: we never ask for base64).
+pub fn to_value(json: &serde_json::Value) -> Value {
+    match json {
+        serde_json::Value::Null => Value::Nil,
+        serde_json::Value::Bool(b) => Value::Int(i64::from(*b)),
+        serde_json::Value::Number(n) => match n.as_i64() {
+            Some(i) => Value::Int(i),
+            None => Value::Data(n.to_string().into_bytes()),
+        },
+        serde_json::Value::String(s) => Value::Data(s.as_bytes().to_vec()),
+        serde_json::Value::Array(items) => Value::Array(items.iter().map(to_value).collect()),
+        serde_json::Value::Object(_) => Value::Nil,
+    }
+}
+
+/// A client for one REST endpoint.
+#[derive(Debug, Clone)]
+pub struct RestClient {
+    endpoint: RedisRest,
+    timeout_ms: u64,
+}
+
+impl RestClient {
+    /// A client for `endpoint` with a per-call timeout.
+    pub fn new(endpoint: RedisRest, timeout_ms: u64) -> Self {
+        RestClient {
+            endpoint,
+            timeout_ms,
+        }
+    }
+
+    /// Runs a script operation: one HTTP request (two on NOSCRIPT).
+    pub async fn run<O: Operation>(&self, op: &O) -> Result<O::Reply, EdgeError> {
+        let inv = op.invocation();
+        let value = match self.post(&evalsha_body(&inv)).await {
+            Err(RestError::NoScript) => self.post(&eval_body(&inv)).await?,
+            other => other?,
+        };
+        op.decode(value)
+            .map_err(|e| EdgeError::Internal(e.to_string()))
+    }
+
+    /// `PING`, for health.
+    pub async fn ping(&self) -> Result<(), RestError> {
+        match self.post(&json!(["PING"])).await? {
+            Value::Data(d) if d == b"PONG" => Ok(()),
+            other => Err(RestError::Protocol(format!("PING answered {other:?}"))),
+        }
+    }
+
+    async fn post(&self, body: &serde_json::Value) -> Result<Value, RestError> {
+        use futures_util::future::{select, Either};
+        use worker::{Delay, Fetch, Headers, Method, Request, RequestInit};
+
+        let headers = Headers::new();
+        let set = |k: &str, v: &str| {
+            headers
+                .set(k, v)
+                .map_err(|e| RestError::Protocol(format!("header: {e}")))
+        };
+        set("Authorization", &format!("Bearer {}", self.endpoint.token))?;
+        set("Content-Type", "application/json")?;
+        let mut init = RequestInit::new();
+        init.with_method(Method::Post)
+            .with_headers(headers)
+            .with_body(Some(body.to_string().into()));
+        let request = Request::new_with_init(&format!("{}/", self.endpoint.url), &init)
+            .map_err(|e| RestError::Protocol(format!("request: {e}")))?;
+        let call = async move {
+            let mut resp = Fetch::Request(request)
+                .send()
+                .await
+                .map_err(|e| RestError::Unreachable(e.to_string()))?;
+            let text = resp
+                .text()
+                .await
+                .map_err(|e| RestError::Unreachable(e.to_string()))?;
+            parse_reply(resp.status_code(), &text)
+        };
+        let timeout = Delay::from(std::time::Duration::from_millis(self.timeout_ms));
+        match select(Box::pin(call), timeout).await {
+            Either::Left((result, _)) => result,
+            Either::Right(_) => Err(RestError::Unreachable(format!(
+                "no answer within {} ms",
+                self.timeout_ms
+            ))),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use queuegate_shared::ops::Position;
+    use queuegate_shared::{Prefix, QueueId, QueueKeys, UserId};
+
+    #[test]
+    fn bodies_carry_sha_or_source_keys_and_args() {
+        let keys = QueueKeys::new(&Prefix::default(), &QueueId::new("main").unwrap());
+        let user = UserId::new("u1").unwrap();
+        let inv = Position {
+            keys: &keys,
+            user: &user,
+        }
+        .invocation();
+        let body = evalsha_body(&inv);
+        let arr = body.as_array().unwrap();
+        assert_eq!(arr[0], "EVALSHA");
+        assert_eq!(arr[1], inv.script.sha1());
+        assert_eq!(arr[2], inv.keys.len().to_string());
+        assert_eq!(arr.len(), 3 + inv.keys.len() + inv.args.len());
+        assert_eq!(eval_body(&inv)[1], inv.script.source());
+    }
+
+    #[test]
+    fn replies_are_classified() {
+        assert_eq!(
+            parse_reply(200, r#"{"result":["waiting",3,"open","",null]}"#),
+            Ok(Value::Array(vec![
+                Value::Data(b"waiting".to_vec()),
+                Value::Int(3),
+                Value::Data(b"open".to_vec()),
+                Value::Data(Vec::new()),
+                Value::Nil,
+            ]))
+        );
+        assert_eq!(
+            parse_reply(
+                400,
+                r#"{"error":"NOSCRIPT No matching script. Please use EVAL."}"#
+            ),
+            Err(RestError::NoScript)
+        );
+        assert!(matches!(
+            parse_reply(400, r#"{"error":"ERR x"}"#),
+            Err(RestError::Redis(_))
+        ));
+        assert_eq!(
+            parse_reply(401, r#"{"error":"Unauthorized"}"#),
+            Err(RestError::Auth(401))
+        );
+        assert!(matches!(
+            parse_reply(502, "<html>"),
+            Err(RestError::Unreachable(_))
+        ));
+        assert!(matches!(
+            parse_reply(503, "{}"),
+            Err(RestError::Unreachable(_))
+        ));
+        assert!(matches!(
+            parse_reply(200, "{}"),
+            Err(RestError::Protocol(_))
+        ));
+    }
+}
