@@ -1,6 +1,10 @@
 //! Shared helpers for the system tests: a queue driven through the shared
 //! crate's operations over a real redis-server (redis-rs), exactly as the
-//! scheduler runs them. The tests themselves live in `tests/`.
+//! scheduler runs them; the edge stack and a test origin. The tests
+//! themselves live in `tests/`.
+
+pub mod edge;
+pub mod origin;
 
 use queuegate_scheduler::engine::{self, EngineError};
 use queuegate_shared::ops::{

@@ -1,0 +1,224 @@
+//! The whole edge path for tests: redis-server → redis-rest gateway → the
+//! built worker under workerd → a test origin, plus a visitor client that
+//! keeps its own cookies.
+
+use std::collections::BTreeMap;
+
+use queuegate_shared::Settings;
+use queuegate_testkit::gateway::Gateway;
+use queuegate_testkit::{RedisServer, Wrangler};
+
+use crate::origin::TestOrigin;
+use crate::TestQueue;
+
+/// Secrets the test worker runs with.
+pub const IDENTITY_SECRET: &str = "test-identity-secret-0123456789abcdef";
+/// See [`IDENTITY_SECRET`].
+pub const ORIGIN_SECRET: &str = "test-origin-secret-0123456789abcdefgh";
+/// See [`IDENTITY_SECRET`].
+pub const JWT_SECRET: &str = "test-jwt-secret-0123456789abcdefghijkl";
+
+/// A running edge stack.
+#[derive(Debug)]
+pub struct EdgeStack {
+    /// The Redis behind everything.
+    pub redis: RedisServer,
+    /// The REST gateway the worker talks to.
+    pub gateway: Gateway,
+    /// The origin behind the gate.
+    pub origin: TestOrigin,
+    /// The worker under workerd.
+    pub worker: Wrangler,
+    /// Direct access to the queue `main` (admit ticks, assertions).
+    pub queue: TestQueue,
+}
+
+impl EdgeStack {
+    /// Starts everything with `settings` published for queue `main` (and
+    /// `other`), in identity mode `mode` ("anonymous" or "jwt").
+    pub async fn start(settings: Settings, mode: &str, redis: RedisServer) -> EdgeStack {
+        let queue = TestQueue::open(&redis.url(), "main", settings.clone()).await;
+        TestQueue::open(&redis.url(), "other", settings).await;
+        let gateway = Gateway::start(&redis.url());
+        let origin = TestOrigin::start().await;
+        let (gw_url, gw_token, origin_url, mode) = (
+            gateway.url(),
+            gateway.token().to_string(),
+            origin.url().to_string(),
+            mode.to_string(),
+        );
+        let worker = tokio::task::spawn_blocking(move || {
+            Wrangler::builder()
+                .var("QUEUE_ID", "main")
+                .var("QUEUES", "main,other")
+                .var("ORIGIN_URL", &origin_url)
+                .var("IDENTITY_MODE", &mode)
+                .var("JWT_COOKIE", "shop_session")
+                .secret("UPSTASH_REDIS_REST_URL", &gw_url)
+                .secret("UPSTASH_REDIS_REST_TOKEN", &gw_token)
+                .secret("IDENTITY_SECRET", IDENTITY_SECRET)
+                .secret("ORIGIN_SIGNING_SECRET", ORIGIN_SECRET)
+                .secret("JWT_SECRET", JWT_SECRET)
+                .start()
+        })
+        .await
+        .expect("start wrangler");
+        EdgeStack {
+            redis,
+            gateway,
+            origin,
+            worker,
+            queue,
+        }
+    }
+
+    /// A new visitor with no cookies.
+    pub fn visitor(&self) -> Visitor {
+        Visitor {
+            base: self.worker.url(),
+            http: reqwest::Client::new(),
+            cookies: BTreeMap::new(),
+            bearer: None,
+        }
+    }
+
+    /// Every key and its DUMP: equal snapshots mean Redis did not change.
+    pub async fn snapshot(&self) -> BTreeMap<String, Vec<u8>> {
+        let mut conn = self.queue.conn.clone();
+        let keys: Vec<String> = redis::cmd("KEYS")
+            .arg("*")
+            .query_async(&mut conn)
+            .await
+            .expect("KEYS");
+        let mut out = BTreeMap::new();
+        for k in keys {
+            let dump: Vec<u8> = redis::cmd("DUMP")
+                .arg(&k)
+                .query_async(&mut conn)
+                .await
+                .expect("DUMP");
+            out.insert(k, dump);
+        }
+        out
+    }
+}
+
+/// One reply as a test sees it.
+#[derive(Debug)]
+pub struct Reply {
+    /// HTTP status.
+    pub status: u16,
+    /// Retry-After, if any.
+    pub retry_after: Option<u64>,
+    /// Set-Cookie values.
+    pub set_cookies: Vec<String>,
+    /// The JSON body (Null if not JSON).
+    pub json: serde_json::Value,
+}
+
+impl Reply {
+    /// `json["state"]` as text.
+    pub fn state(&self) -> &str {
+        self.json["state"].as_str().unwrap_or_default()
+    }
+
+    /// `json["error"]` as text.
+    pub fn error(&self) -> &str {
+        self.json["error"].as_str().unwrap_or_default()
+    }
+}
+
+/// A browser-like visitor: keeps the cookies the worker sets.
+#[derive(Debug, Clone)]
+pub struct Visitor {
+    base: String,
+    http: reqwest::Client,
+    /// Cookie name → value.
+    pub cookies: BTreeMap<String, String>,
+    /// A bearer token for JWT mode.
+    pub bearer: Option<String>,
+}
+
+impl Visitor {
+    /// The visitor id inside the signed cookie.
+    pub fn id(&self) -> Option<String> {
+        let v = self.cookies.get("qg_visitor")?;
+        Some(v.split('.').next()?.to_string())
+    }
+
+    /// Sends a request and records the cookies set.
+    pub async fn send(
+        &mut self,
+        method: &str,
+        path: &str,
+        token: Option<&str>,
+        body: Option<&str>,
+    ) -> Reply {
+        let url = format!("{}{path}", self.base);
+        let mut req = self
+            .http
+            .request(method.parse().expect("method"), url)
+            .timeout(std::time::Duration::from_secs(20));
+        if !self.cookies.is_empty() {
+            let header: Vec<String> = self
+                .cookies
+                .iter()
+                .filter(|(k, _)| k.as_str() != "qg_token")
+                .map(|(k, v)| format!("{k}={v}"))
+                .collect();
+            req = req.header("cookie", header.join("; "));
+        }
+        if let Some(b) = &self.bearer {
+            req = req.header("authorization", format!("Bearer {b}"));
+        }
+        if let Some(t) = token {
+            req = req.header("x-entry-token", t);
+        }
+        if let Some(b) = body {
+            req = req
+                .header("content-type", "application/json")
+                .body(b.to_string());
+        }
+        let resp = req.send().await.expect("request to the worker");
+        let status = resp.status().as_u16();
+        let retry_after = resp
+            .headers()
+            .get("retry-after")
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.parse().ok());
+        let set_cookies: Vec<String> = resp
+            .headers()
+            .get_all("set-cookie")
+            .iter()
+            .filter_map(|v| v.to_str().ok().map(String::from))
+            .collect();
+        for c in &set_cookies {
+            if let Some((k, v)) = c.split(';').next().and_then(|kv| kv.split_once('=')) {
+                self.cookies.insert(k.to_string(), v.to_string());
+            }
+        }
+        let text = resp.text().await.unwrap_or_default();
+        Reply {
+            status,
+            retry_after,
+            set_cookies,
+            json: serde_json::from_str(&text).unwrap_or(serde_json::Value::Null),
+        }
+    }
+
+    /// `POST /queue/enter`.
+    pub async fn enter(&mut self) -> Reply {
+        self.send("POST", "/queue/enter", None, None).await
+    }
+
+    /// `GET /queue/position`.
+    pub async fn position(&mut self) -> Reply {
+        self.send("GET", "/queue/position", None, None).await
+    }
+
+    /// `POST /orders` with an entry token.
+    pub async fn order(&mut self, token: Option<&str>) -> Reply {
+        self.send("POST", "/orders", token, Some(r#"{"item":"ticket"}"#))
+            .await
+    }
+}
