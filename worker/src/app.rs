@@ -74,7 +74,11 @@ impl App {
                 Method::Get => self.position(&req).await,
                 _ => Err(EdgeError::MethodNotAllowed),
             },
-            p if p == "/queue" || p.starts_with("/queue/") => Err(EdgeError::NotFound),
+            "/queue" => match method {
+                Method::Get | Method::Head => self.page(&req),
+                _ => Err(EdgeError::MethodNotAllowed),
+            },
+            p if p.starts_with("/queue/") => Err(EdgeError::NotFound),
             p if self.config.is_protected(method.as_ref(), p) => self.gate(req, ctx).await,
             _ => self.forward(req, None).await,
         }
@@ -86,6 +90,22 @@ impl App {
                 "UPSTASH_REDIS_REST_URL / UPSTASH_REDIS_REST_TOKEN are not set".into(),
             )
         })
+    }
+
+    fn page(&self, req: &Request) -> Result<Response, EdgeError> {
+        let (queue, _) = self.queue(req)?;
+        let html = crate::page::render(&self.config.page, queue.as_str());
+        let resp = Response::from_html(html).map_err(js_err)?;
+        let h = resp.headers();
+        http::set(h, "cache-control", "no-store")?;
+        http::set(
+            h,
+            "content-security-policy",
+            crate::page::content_security_policy(),
+        )?;
+        http::set(h, "x-content-type-options", "nosniff")?;
+        http::set(h, "referrer-policy", "no-referrer")?;
+        Ok(resp)
     }
 
     async fn health(&self) -> Result<Response, EdgeError> {

@@ -131,6 +131,8 @@ pub struct EdgeConfig {
     pub redis_timeout_ms: u64,
     /// Whether cookies carry `Secure` (turn off only for plain-http dev).
     pub cookie_secure: bool,
+    /// The waiting-room page's operator settings.
+    pub page: crate::page::PageConfig,
 }
 
 impl std::fmt::Debug for EdgeConfig {
@@ -255,6 +257,7 @@ impl EdgeConfig {
             redis,
             redis_timeout_ms,
             cookie_secure,
+            page: crate::page::PageConfig::from_lookup(&get)?,
         })
     }
 

@@ -49,6 +49,14 @@ pub fn error_response(e: &EdgeError) -> worker::Result<Response> {
         if let Some(s) = e.retry_after_s() {
             set(resp.headers(), "retry-after", &s.to_string())?;
         }
+        if matches!(e, EdgeError::IdentityInvalid(_)) {
+            // Drop the bad visitor cookie, so the next enter mints a new one.
+            let clear = format!(
+                "{}=; Path=/; Max-Age=0; HttpOnly; SameSite=Lax",
+                crate::identity::VISITOR_COOKIE
+            );
+            append(resp.headers(), "set-cookie", &clear)?;
+        }
         Ok(resp)
     };
     build().map_err(|inner| worker::Error::RustError(inner.to_string()))

@@ -4,6 +4,7 @@
 //! * [`rest`] — the Upstash REST client over `worker::Fetch`.
 //! * [`identity`] — signed visitor cookies and HS256 JWTs.
 //! * [`signing`] — the signed headers the origin can verify.
+//! * [`page`] — the waiting-room page.
 //! * [`config`] / [`error`] / [`http`] — vars and secrets, the one error
 //!   enum and its mapping to replies, reply helpers.
 //!
@@ -15,6 +16,7 @@ pub mod config;
 pub mod error;
 pub mod http;
 pub mod identity;
+pub mod page;
 pub mod rest;
 pub mod signing;
 
