@@ -11,16 +11,19 @@ pub fn repo_root() -> PathBuf {
         .expect("repo root exists")
 }
 
-/// A binary of the workspace built into the same profile folder as the test
-/// executable (`target/debug/<name>`). The test script builds every binary
-/// before it runs the tests; a missing one is a clear panic, not a hang.
+/// A binary of the workspace built into the same profile folder as the
+/// running executable (`target/debug/<name>`), whether that is a test in
+/// `target/debug/deps/` or a tool in `target/debug/`. The test script builds
+/// every binary before it runs the tests; a missing one is a clear panic,
+/// not a hang.
 pub fn target_bin(name: &str) -> PathBuf {
-    let exe = std::env::current_exe().expect("current test executable");
-    // target/debug/deps/<test> -> target/debug
-    let profile_dir = exe
-        .parent()
-        .and_then(|deps| deps.parent())
-        .expect("test executable lives in <target>/<profile>/deps");
+    let exe = std::env::current_exe().expect("current executable");
+    let dir = exe.parent().expect("the executable lives in a folder");
+    let profile_dir = if dir.file_name().is_some_and(|n| n == "deps") {
+        dir.parent().expect("deps/ has a parent")
+    } else {
+        dir
+    };
     let path = profile_dir.join(name);
     assert!(
         path.exists(),

@@ -20,6 +20,7 @@ pub const COMPATIBILITY_DATE: &str = "2026-05-01";
 pub struct WranglerBuilder {
     vars: BTreeMap<String, String>,
     secrets: BTreeMap<String, String>,
+    port: Option<u16>,
 }
 
 impl WranglerBuilder {
@@ -33,6 +34,12 @@ impl WranglerBuilder {
     /// way a developer keeps them locally.
     pub fn secret(mut self, key: &str, value: &str) -> Self {
         self.secrets.insert(key.into(), value.into());
+        self
+    }
+
+    /// Serve on this port instead of a free one (the local demo uses 8787).
+    pub fn port(mut self, port: u16) -> Self {
+        self.port = Some(port);
         self
     }
 
@@ -59,7 +66,7 @@ impl WranglerBuilder {
             .collect();
         std::fs::write(dir.path().join(".dev.vars"), dev_vars).expect("write .dev.vars");
 
-        let port = free_port();
+        let port = self.port.unwrap_or_else(free_port);
         let inspector = free_port();
         let root = repo_root();
         let mut cmd = Command::new("node");

@@ -1,0 +1,94 @@
+//! `queuegate-dev`: the whole waiting room locally, optionally with a
+//! synthetic crowd. Ctrl-C stops everything it started.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use clap::Parser;
+use queuegate_tools::crowd::{self, CrowdStats};
+use queuegate_tools::stack::{Stack, StackOptions};
+
+/// Runs redis-server, the gateway, the scheduler, a demo shop and the worker
+/// under `wrangler dev`, all on loopback.
+#[derive(Debug, Parser)]
+#[command(version, about)]
+struct Args {
+    /// Port of the worker (what you open in the browser); 0 picks a free one.
+    #[arg(long, default_value_t = 8787)]
+    port: u16,
+    /// Synthetic visitors to send through the queue.
+    #[arg(long, default_value_t = 0)]
+    crowd: u64,
+    /// Seconds over which the crowd arrives.
+    #[arg(long, default_value_t = 20)]
+    crowd_ramp: u64,
+    /// Share of the crowd that gives up while waiting (0 to 1).
+    #[arg(long, default_value_t = 0.1)]
+    leave_share: f64,
+    /// Admissions per second (low, so you can watch the line move).
+    #[arg(long, default_value_t = 20.0)]
+    admit_rate: f64,
+    /// Order slots at the shop.
+    #[arg(long, default_value_t = 100)]
+    max_active: u64,
+    /// Stop by itself after this many seconds (0: run until Ctrl-C).
+    #[arg(long, default_value_t = 0)]
+    exit_after: u64,
+}
+
+#[tokio::main]
+async fn main() -> anyhow::Result<()> {
+    let args = Args::parse();
+    if !(0.0..=1.0).contains(&args.leave_share) {
+        anyhow::bail!("--leave-share must be between 0 and 1");
+    }
+    eprintln!("starting redis-server, redis-rest, queuegate-scheduler, the demo shop and wrangler dev…");
+    let stack = Stack::start(&StackOptions {
+        port: args.port,
+        admit_rate: args.admit_rate,
+        max_active: args.max_active,
+    })
+    .await?;
+    let url = stack.worker.url();
+    println!("queuegate is running: open {url}/queue");
+    println!("  shop (behind the worker): {url}/   checkout: {url}/checkout");
+    println!("  scheduler metrics: http://127.0.0.1:{}/metrics", stack.scheduler.port());
+    println!("  redis: {}   gateway: {}", stack.redis.url(), stack.gateway.url());
+    println!("press Ctrl-C to stop");
+
+    let stats = Arc::new(CrowdStats::default());
+    if args.crowd > 0 {
+        let (base, stats, n) = (url.clone(), stats.clone(), args.crowd);
+        let ramp = Duration::from_secs(args.crowd_ramp);
+        tokio::spawn(crowd::run(base, n, ramp, args.leave_share, Duration::from_secs(3_600), stats));
+    }
+    let ticker = {
+        let stats = stats.clone();
+        let crowd = args.crowd > 0;
+        tokio::spawn(async move {
+            loop {
+                tokio::time::sleep(Duration::from_secs(2)).await;
+                if crowd {
+                    eprintln!("{}", stats.line());
+                }
+            }
+        })
+    };
+    let stop = async {
+        if args.exit_after > 0 {
+            tokio::time::sleep(Duration::from_secs(args.exit_after)).await;
+        } else {
+            std::future::pending::<()>().await;
+        }
+    };
+    let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
+    tokio::select! {
+        _ = tokio::signal::ctrl_c() => {}
+        _ = term.recv() => {}
+        _ = stop => {}
+    }
+    ticker.abort();
+    eprintln!("stopping…");
+    drop(stack);
+    Ok(())
+}

@@ -1,0 +1,86 @@
+//! The whole waiting room on one machine: a private redis-server, the
+//! redis-rest gateway, the scheduler, the demo shop and the worker under
+//! `wrangler dev`. Every process stops when the [`Stack`] is dropped.
+
+use queuegate_testkit::gateway::Gateway;
+use queuegate_testkit::scheduler::Scheduler;
+use queuegate_testkit::{RedisServer, Wrangler};
+
+/// Settings of the local demo.
+#[derive(Debug, Clone)]
+pub struct StackOptions {
+    /// The worker's port (0: any free one).
+    pub port: u16,
+    /// Admissions per second.
+    pub admit_rate: f64,
+    /// Order slots.
+    pub max_active: u64,
+}
+
+/// Local-only secrets: this stack never leaves loopback.
+const IDENTITY_SECRET: &str = "local-demo-identity-secret-0123456789";
+const ORIGIN_SECRET: &str = "local-demo-origin-secret-0123456789ab";
+
+/// A running stack.
+#[derive(Debug)]
+pub struct Stack {
+    /// The worker (what visitors open).
+    pub worker: Wrangler,
+    /// The scheduler.
+    pub scheduler: Scheduler,
+    /// The gateway.
+    pub gateway: Gateway,
+    /// Redis.
+    pub redis: RedisServer,
+    /// The demo shop's own URL (behind the worker).
+    pub shop_url: String,
+}
+
+impl Stack {
+    /// Starts everything and waits until the worker answers.
+    pub async fn start(opts: &StackOptions) -> anyhow::Result<Stack> {
+        let redis = RedisServer::start();
+        let gateway = Gateway::start(&redis.url());
+        let shop_url = crate::demo_origin::start(ORIGIN_SECRET).await?;
+        let rate = opts.admit_rate.to_string();
+        let max_active = opts.max_active.to_string();
+        let scheduler = Scheduler::builder(&redis.url())
+            .queue(
+                "main",
+                &[
+                    ("admit_rate_per_second", rate.as_str()),
+                    ("max_active", max_active.as_str()),
+                ],
+            )
+            .start();
+        let (gw_url, gw_token, origin, port) =
+            (gateway.url(), gateway.token().to_string(), shop_url.clone(), opts.port);
+        let worker = tokio::task::spawn_blocking(move || {
+            let mut b = Wrangler::builder()
+                .var("QUEUE_ID", "main")
+                .var("QUEUES", "main")
+                .var("ORIGIN_URL", &origin)
+                .var("CONTINUE_URL", "/checkout")
+                .var("PAGE_TITLE", "Demo shop — waiting room")
+                // Plain http on loopback: browsers accept Secure cookies on
+                // localhost, but curl users would not see them.
+                .var("COOKIE_SECURE", "false")
+                .secret("UPSTASH_REDIS_REST_URL", &gw_url)
+                .secret("UPSTASH_REDIS_REST_TOKEN", &gw_token)
+                .secret("IDENTITY_SECRET", IDENTITY_SECRET)
+                .secret("ORIGIN_SIGNING_SECRET", ORIGIN_SECRET);
+            if port != 0 {
+                b = b.port(port);
+            }
+            b.start()
+        })
+        .await?;
+        Ok(Stack {
+            worker,
+            scheduler,
+            gateway,
+            redis,
+            shop_url,
+        })
+    }
+}
