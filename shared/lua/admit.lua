@@ -26,9 +26,12 @@ local limit = tonumber(ARGV[8])
 local scan = tonumber(ARGV[9])
 local FIRST_GRANT = 11
 local now = now_ms()
+local alive = seen_checker(base, now, abandon_after)
+local token_base, status_base = base .. 'token:', base .. 'status:'
+local abandoned_rec, issued_rec = 'ABANDONED|' .. now, 'ISSUED|' .. now
 
 local function abandon(uid)
-  redis.call('SET', base .. 'status:' .. uid, 'ABANDONED|' .. now, 'PX', status_ttl)
+  redis.call('SET', status_base .. uid, abandoned_rec, 'PX', status_ttl)
 end
 
 -- 1. Free the slots whose time is up. An unused token is expired; a consume
@@ -56,7 +59,7 @@ if scan > 0 then
   local batch = redis.call('ZRANGEBYSCORE', KEYS[1], '(' .. cursor, '+inf', 'WITHSCORES', 'LIMIT', 0, scan)
   local dead = {}
   for i = 1, #batch, 2 do
-    if not seen_recently(base, now, tonumber(batch[i + 1]), abandon_after) then
+    if not alive(tonumber(batch[i + 1])) then
       dead[#dead + 1] = batch[i]
       abandon(batch[i])
     end
@@ -82,13 +85,13 @@ if state == 'open' or state == 'draining' then
     for i = 1, #batch, 2 do
       local uid, ticket = batch[i], tonumber(batch[i + 1])
       popped = popped + 1
-      if seen_recently(base, now, ticket, abandon_after) then
+      if alive(ticket) then
         local k = FIRST_GRANT + 2 * admitted -- ARGV index of the next grant
         local activate = now + tonumber(ARGV[k + 1])
         local expires = activate + token_ttl
-        redis.call('SET', base .. 'token:' .. uid,
+        redis.call('SET', token_base .. uid,
           ARGV[k] .. '|' .. activate .. '|' .. expires .. '|0', 'PX', expires - now)
-        redis.call('SET', base .. 'status:' .. uid, 'ISSUED|' .. now, 'PX', status_ttl)
+        redis.call('SET', status_base .. uid, issued_rec, 'PX', status_ttl)
         redis.call('ZADD', KEYS[2], expires, uid)
         admitted = admitted + 1
       else

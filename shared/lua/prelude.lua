@@ -49,15 +49,25 @@ local function mark_seen(base, now, ticket, abandon_after)
   end
 end
 
-local function seen_recently(base, now, ticket, abandon_after)
-  local width = seen_width(abandon_after)
-  local bucket = math.floor(now / width)
-  for b = bucket, bucket - SEEN_BUCKETS, -1 do
-    if redis.call('GETBIT', seen_key(base, b, ticket), ticket % BLOCK) == 1 then
-      return true
+-- A liveness test for many tickets at one moment (admit scans hundreds per
+-- tick), with the bitmap key names built once per block, newest first.
+local function seen_checker(base, now, abandon_after)
+  local bucket = math.floor(now / seen_width(abandon_after))
+  local names = {}
+  return function(ticket)
+    local block = math.floor(ticket / BLOCK)
+    local keys = names[block]
+    if not keys then
+      keys = {}
+      for i = 0, SEEN_BUCKETS do keys[i + 1] = seen_key(base, bucket - i, ticket) end
+      names[block] = keys
     end
+    local bit = ticket % BLOCK
+    for i = 1, #keys do
+      if redis.call('GETBIT', keys[i], bit) == 1 then return true end
+    end
+    return false
   end
-  return false
 end
 
 -- The state of a user who is not in the waiting set:

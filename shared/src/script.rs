@@ -152,11 +152,11 @@ mod tests {
     }
 
     const PINNED: &[(&str, &str)] = &[
-        ("enter", "a3f8fecabff1b0e065723a63a5b18558e94a9726"),
-        ("position", "5ccf6adbb18cd026d56cf559b064e33e1a84717e"),
-        ("admit", "f415f38126c15dff3d8f47dd8088fa1a11f02caa"),
-        ("consume", "0f5193d456ca2e053e3b47cf2273a7d7c1d6a3e2"),
-        ("settle", "8c8198fac5405c7331054a631d1942b9256ad93c"),
+        ("enter", "6496f8088967ab480723eed52434eb39d5eec44d"),
+        ("position", "53c3c6e9ae47b499c7e5b53279d3112c65fc30f5"),
+        ("admit", "ebfc0f9872bc98075f32d59592c713211810e12e"),
+        ("consume", "bfef58cfa2cf79089b5218c1b65e2d30e3445d51"),
+        ("settle", "a7bd92c10396aa890075c170d40844097efe9eb5"),
         ("lease_acquire", "6142fd947fbfecb64ea39aaa44341a9db68f13ca"),
         ("lease_renew", "17ea0368b83201fff1c7036adc35c519f8b81727"),
         ("lease_release", "e6e4e2b540e4715548f389149c65670d65a970f4"),

@@ -68,6 +68,12 @@ impl Bench {
             max_waiting: 10_000_000,
             max_active: 10_000_000,
             activation_jitter_ms: 0,
+            // QG_BENCH_SCAN overrides the rolling leaver scan per tick, to
+            // split admit's cost between admission and the scan.
+            leaver_scan_per_tick: std::env::var("QG_BENCH_SCAN")
+                .ok()
+                .and_then(|s| s.parse().ok())
+                .unwrap_or(Settings::default().leaver_scan_per_tick),
             ..Settings::default()
         };
         engine::run(
