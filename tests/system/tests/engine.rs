@@ -638,3 +638,38 @@ async fn randomized_run_conserves_every_user() {
         "the run reached few states: {by_state:?}"
     );
 }
+
+#[tokio::test]
+async fn published_settings_read_back_from_the_config_hash() {
+    let redis = RedisServer::start();
+    let settings = Settings {
+        admit_rate_per_second: 17.5,
+        max_active: 7,
+        ..fast_settings()
+    };
+    let q = TestQueue::open(&redis.url(), "cfg", settings.clone()).await;
+    let mut conn = q.conn.clone();
+    let fields: BTreeMap<String, String> = redis::cmd("HGETALL")
+        .arg(q.keys.config())
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    assert_eq!(fields["state"], "open");
+    assert_eq!(Settings::from_fields(&fields).unwrap(), settings);
+    // Publishing again never reopens a queue the operator closed.
+    q.run(&SetState {
+        keys: &q.keys,
+        state: QueueState::Closed,
+    })
+    .await
+    .unwrap();
+    let state = q
+        .run(&queuegate_shared::ops::Configure {
+            keys: &q.keys,
+            settings: &Settings::default(),
+            initial_state: QueueState::Open,
+        })
+        .await
+        .unwrap();
+    assert_eq!(state, QueueState::Closed);
+}
