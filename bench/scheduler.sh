@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Scheduler benchmark: builds the scheduler and its bench example with the
 # release-native profile, prints the machine, then runs the bench (which
-# starts its own redis-server on a free port). Pass --quick for a smoke run.
-#   bench/scheduler.sh [--quick]
+# starts its own redis-server on a free port). Pass --quick for a smoke run,
+# --part rate|admit|failover for one part. Results: docs/benchmarks/scheduler.md.
+#   bench/scheduler.sh [--quick] [--part NAME]
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 target="${CARGO_TARGET_DIR:-target}"

@@ -1,5 +1,20 @@
 //! queuegate's scheduler: admission for many queues under per-queue leases.
 //!
-//! `engine` runs the shared crate's scripts over redis-rs.
+//! * [`config`] — the TOML config, env overrides and their validation.
+//! * [`service`] — `run(config, shutdown)`: the HTTP listener and one task per queue.
+//! * [`queue`] — one queue's loop: lease (acquire, renew, release) and admit.
+//! * [`admission`] — the token bucket, rate estimate and backoff (pure).
+//! * [`connect`] — one Redis handle for a server or a cluster.
+//! * [`engine`] — runs the shared crate's scripts over redis-rs.
+//! * [`metrics`] and [`http`] — Prometheus metrics, `/healthz`, `/metrics`.
+//! * [`cli`] — `run` and the operator commands, with their exit codes.
 
+pub mod admission;
+pub mod cli;
+pub mod config;
+pub mod connect;
 pub mod engine;
+pub mod http;
+pub mod metrics;
+pub mod queue;
+pub mod service;

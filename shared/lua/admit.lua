@@ -72,7 +72,8 @@ if scan > 0 then
 end
 
 -- 3. Admit from the head up to the free slots and the allowance, one token
---    per user; leavers met at the head are dropped, never admitted.
+--    per user; leavers met at the head are dropped, never admitted. A tick
+--    pops at most sweep_limit + allowance users.
 local code, admitted = 1, 0
 local state = redis.call('HGET', KEYS[4], 'state')
 if state == 'open' or state == 'draining' then

@@ -154,7 +154,7 @@ mod tests {
     const PINNED: &[(&str, &str)] = &[
         ("enter", "6496f8088967ab480723eed52434eb39d5eec44d"),
         ("position", "53c3c6e9ae47b499c7e5b53279d3112c65fc30f5"),
-        ("admit", "ebfc0f9872bc98075f32d59592c713211810e12e"),
+        ("admit", "500df7eb9db67d16343921b96d0a2ea2aac26589"),
         ("consume", "bfef58cfa2cf79089b5218c1b65e2d30e3445d51"),
         ("settle", "a7bd92c10396aa890075c170d40844097efe9eb5"),
         ("lease_acquire", "6142fd947fbfecb64ea39aaa44341a9db68f13ca"),

@@ -19,8 +19,11 @@ pub fn repo_root() -> PathBuf {
 pub fn target_bin(name: &str) -> PathBuf {
     let exe = std::env::current_exe().expect("current executable");
     let dir = exe.parent().expect("the executable lives in a folder");
-    let profile_dir = if dir.file_name().is_some_and(|n| n == "deps") {
-        dir.parent().expect("deps/ has a parent")
+    let profile_dir = if dir
+        .file_name()
+        .is_some_and(|n| n == "deps" || n == "examples")
+    {
+        dir.parent().expect("deps/ and examples/ have a parent")
     } else {
         dir
     };

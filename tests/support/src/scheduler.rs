@@ -1,1 +1,225 @@
-//! The `queuegate-scheduler` as a real process (filled in with the scheduler).
+//! The `queuegate-scheduler` as a real process: a temp TOML config, a free
+//! port for `/healthz` and `/metrics`, readiness polled, and kill / SIGTERM
+//! helpers for fault tests.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use std::time::Duration;
+
+use tempfile::TempDir;
+
+use crate::paths::target_bin;
+use crate::process::{free_port, http_get, wait_until, Process};
+use crate::LOOPBACK;
+
+/// The binary's name in the target folder.
+pub const BIN: &str = "queuegate-scheduler";
+
+/// Options for [`Scheduler`]: Redis, queues and their settings.
+#[derive(Debug, Clone)]
+pub struct SchedulerBuilder {
+    redis: Vec<(String, String)>,
+    queues: Vec<(String, Vec<(String, String)>)>,
+    env: Vec<(String, String)>,
+}
+
+impl SchedulerBuilder {
+    /// A scheduler for the server at `url` (`redis://127.0.0.1:PORT`).
+    pub fn new(url: &str) -> Self {
+        SchedulerBuilder {
+            redis: vec![("url".into(), format!("{url:?}"))],
+            queues: Vec::new(),
+            env: vec![("RUST_LOG".into(), "info".into())],
+        }
+    }
+
+    /// A scheduler for a Redis Cluster with these seed nodes.
+    pub fn cluster(nodes: &[String]) -> Self {
+        let list: Vec<String> = nodes.iter().map(|n| format!("{n:?}")).collect();
+        SchedulerBuilder {
+            redis: vec![("nodes".into(), format!("[{}]", list.join(", ")))],
+            queues: Vec::new(),
+            env: vec![("RUST_LOG".into(), "info".into())],
+        }
+    }
+
+    /// A `[redis]` key with its TOML value, e.g. `("response_timeout_ms", "200")`.
+    pub fn redis_option(mut self, key: &str, toml_value: &str) -> Self {
+        self.redis.push((key.into(), toml_value.into()));
+        self
+    }
+
+    /// A `[[queue]]` with settings as TOML values, e.g. `[("max_active", "10")]`.
+    pub fn queue(mut self, id: &str, settings: &[(&str, &str)]) -> Self {
+        self.queues.push((
+            id.into(),
+            settings
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect(),
+        ));
+        self
+    }
+
+    /// An environment variable for the process.
+    pub fn env(mut self, key: &str, value: &str) -> Self {
+        self.env.push((key.into(), value.into()));
+        self
+    }
+
+    /// The config file text, listening on `port`.
+    pub fn config_text(&self, port: u16) -> String {
+        let mut t = String::from("[redis]\n");
+        for (k, v) in &self.redis {
+            t.push_str(&format!("{k} = {v}\n"));
+        }
+        t.push_str(&format!("\n[http]\nlisten = \"{LOOPBACK}:{port}\"\n"));
+        for (id, settings) in &self.queues {
+            t.push_str(&format!("\n[[queue]]\nid = {id:?}\n"));
+            for (k, v) in settings {
+                t.push_str(&format!("{k} = {v}\n"));
+            }
+        }
+        t
+    }
+
+    /// Starts the scheduler and waits until `/healthz` answers 200 (every
+    /// queue reached Redis).
+    pub fn start(self) -> Scheduler {
+        self.launch(true)
+    }
+
+    /// Starts the scheduler and waits only until its HTTP listener answers
+    /// (Redis may be down).
+    pub fn spawn(self) -> Scheduler {
+        self.launch(false)
+    }
+
+    fn launch(self, healthy: bool) -> Scheduler {
+        let dir = tempfile::Builder::new()
+            .prefix("qg-scheduler-")
+            .tempdir()
+            .expect("temp dir for the scheduler");
+        // Another process may take the port between probe and bind: retry.
+        for attempt in 0..5 {
+            let port = free_port();
+            let config = dir.path().join("scheduler.toml");
+            std::fs::write(&config, self.config_text(port)).expect("write scheduler.toml");
+            let mut cmd = Command::new(target_bin(BIN));
+            cmd.arg("--config").arg(&config).arg("run");
+            for (k, v) in &self.env {
+                cmd.env(k, v);
+            }
+            let log = dir.path().join(format!("scheduler-{attempt}.log"));
+            let mut process = Process::spawn(BIN, cmd, &log);
+            let up = wait_until(Duration::from_secs(15), || {
+                if !process.is_running() {
+                    return true;
+                }
+                match http_get(port, "/healthz") {
+                    Some((status, _)) => !healthy || status == 200,
+                    None => false,
+                }
+            });
+            if up && process.is_running() {
+                return Scheduler {
+                    port,
+                    process,
+                    config,
+                    _dir: dir,
+                };
+            }
+            if !process.log().contains("cannot listen") {
+                process.fail("did not become ready within 15 s");
+            }
+        }
+        panic!("{BIN} did not start on any of 5 free ports");
+    }
+}
+
+/// A running scheduler, killed on drop (its log is printed if the test fails).
+#[derive(Debug)]
+pub struct Scheduler {
+    port: u16,
+    process: Process,
+    config: PathBuf,
+    _dir: TempDir,
+}
+
+impl Scheduler {
+    /// Builder for a single Redis server.
+    pub fn builder(redis_url: &str) -> SchedulerBuilder {
+        SchedulerBuilder::new(redis_url)
+    }
+
+    /// Port of `/healthz` and `/metrics`.
+    pub fn port(&self) -> u16 {
+        self.port
+    }
+
+    /// The process id while it runs (part of its lease owner id).
+    pub fn pid(&self) -> Option<u32> {
+        self.process.pid()
+    }
+
+    /// The config file it runs with (for CLI commands against the same queues).
+    pub fn config_path(&self) -> &Path {
+        &self.config
+    }
+
+    /// `/healthz`: status code and body, or None when nothing answers.
+    pub fn health(&self) -> Option<(u16, String)> {
+        http_get(self.port, "/healthz")
+    }
+
+    /// `/metrics` text (empty when nothing answers).
+    pub fn metrics(&self) -> String {
+        http_get(self.port, "/metrics")
+            .map(|(_, body)| body)
+            .unwrap_or_default()
+    }
+
+    /// One sample of `/metrics`, e.g. `queuegate_lease_held{queue="main"}`.
+    pub fn metric(&self, series: &str) -> Option<f64> {
+        self.metrics().lines().find_map(|line| {
+            let value = line.strip_prefix(series)?.strip_prefix(' ')?;
+            value.trim().parse().ok()
+        })
+    }
+
+    /// Sends SIGTERM (a graceful stop), without waiting.
+    pub fn sigterm(&self) {
+        self.process.signal(15);
+    }
+
+    /// SIGKILL, like a crash.
+    pub fn kill(&mut self) {
+        self.process.kill();
+    }
+
+    /// Waits for the process to exit; its exit code (None if still running
+    /// or killed by a signal).
+    pub fn wait_exit(&mut self, timeout: Duration) -> Option<i32> {
+        self.process.wait_exit(timeout)
+    }
+
+    /// True while the process runs.
+    pub fn is_running(&mut self) -> bool {
+        self.process.is_running()
+    }
+
+    /// The log so far.
+    pub fn log(&self) -> String {
+        self.process.log()
+    }
+}
+
+/// Runs a one-shot command: `queuegate-scheduler --config CONFIG ARGS…`.
+pub fn command(config: &Path, args: &[&str]) -> Output {
+    Command::new(target_bin(BIN))
+        .arg("--config")
+        .arg(config)
+        .args(args)
+        .output()
+        .expect("run queuegate-scheduler")
+}

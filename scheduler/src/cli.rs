@@ -1,0 +1,368 @@
+//! The command line: `run` the service, or an operator command that reads
+//! or switches one queue. Each error maps to an exit code: 2 for usage and
+//! config mistakes, 1 for runtime failures such as Redis being unreachable.
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+
+use clap::{Parser, Subcommand};
+use queuegate_shared::ops::SetState;
+use queuegate_shared::{QueueKeys, QueueState};
+
+use crate::config::{self, Config, ConfigError, QueueConfig};
+use crate::connect::{self, ConnectError, Patience, RedisConn};
+use crate::engine::{self, EngineError};
+use crate::service::{self, RunError};
+
+/// queuegate's admission scheduler and its operator commands.
+#[derive(Debug, Parser)]
+#[command(name = "queuegate-scheduler", version, about, long_about = None)]
+pub struct Cli {
+    /// The TOML config file.
+    #[arg(long, short, global = true, env = config::env::CONFIG, default_value = config::DEFAULT_PATH)]
+    pub config: PathBuf,
+    /// What to do.
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// The subcommands.
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Run the scheduler until SIGTERM or ctrl-c.
+    Run,
+    /// Show waiting, active slots, admitted/s and the lease holder.
+    Status {
+        /// One queue (default: every configured queue).
+        queue: Option<String>,
+        /// Print JSON instead of text.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Stop admitting; visitors can still enter.
+    Pause {
+        /// The queue (may be left out when only one is configured).
+        queue: Option<String>,
+    },
+    /// Admit again after `pause` (refused unless the queue is paused).
+    Resume {
+        /// The queue (may be left out when only one is configured).
+        queue: Option<String>,
+    },
+    /// Refuse new visitors and stop admitting.
+    Close {
+        /// The queue (may be left out when only one is configured).
+        queue: Option<String>,
+    },
+    /// Accept visitors and admit, whatever the queue's state was.
+    Open {
+        /// The queue (may be left out when only one is configured).
+        queue: Option<String>,
+    },
+    /// Refuse new visitors but admit the line until it is empty.
+    Drain {
+        /// The queue (may be left out when only one is configured).
+        queue: Option<String>,
+    },
+    /// Validate the config and print each queue's effective settings.
+    Check,
+}
+
+/// A failed command.
+#[derive(Debug, thiserror::Error)]
+pub enum CliError {
+    /// The config file is missing or invalid.
+    #[error(transparent)]
+    Config(#[from] ConfigError),
+    /// The command line names something the config does not have.
+    #[error("{0}")]
+    Usage(String),
+    /// Redis could not be reached.
+    #[error(transparent)]
+    Connect(#[from] ConnectError),
+    /// Redis answered with an error.
+    #[error("redis: {0}")]
+    Redis(#[from] EngineError),
+    /// The service stopped on its own.
+    #[error(transparent)]
+    Run(#[from] RunError),
+    /// The queue is not in a state the command applies to.
+    #[error("{0}")]
+    Refused(String),
+}
+
+impl CliError {
+    /// The process exit code for this error.
+    pub fn exit_code(&self) -> u8 {
+        match self {
+            CliError::Config(_) | CliError::Usage(_) => 2,
+            _ => 1,
+        }
+    }
+}
+
+impl From<redis::RedisError> for CliError {
+    fn from(e: redis::RedisError) -> Self {
+        CliError::Redis(EngineError::Redis(e))
+    }
+}
+
+/// Runs the parsed command; `shutdown` stops `run`.
+pub async fn execute(
+    cli: Cli,
+    shutdown: impl std::future::Future<Output = ()>,
+) -> Result<(), CliError> {
+    let config = Config::load(&cli.config)?;
+    let state = |queue: Option<String>, state| (queue, state);
+    let (queue, target) = match cli.command {
+        Command::Run => return Ok(service::run(config, shutdown).await?),
+        Command::Check => {
+            print!("{}", check_report(&config));
+            return Ok(());
+        }
+        Command::Status { queue, json } => return status(&config, queue.as_deref(), json).await,
+        Command::Pause { queue } => state(queue, QueueState::Paused),
+        Command::Close { queue } => state(queue, QueueState::Closed),
+        Command::Open { queue } => state(queue, QueueState::Open),
+        Command::Drain { queue } => state(queue, QueueState::Draining),
+        Command::Resume { queue } => {
+            let q = pick(&config, queue.as_deref())?;
+            let mut conn = connect::open(&config.redis, Patience::Once).await?;
+            let keys = QueueKeys::new(&config.prefix, &q.id);
+            let now: Option<String> = redis::cmd("HGET")
+                .arg(keys.config())
+                .arg("state")
+                .query_async(&mut conn)
+                .await?;
+            return match now.as_deref().and_then(QueueState::parse) {
+                Some(QueueState::Paused) => set_state(&mut conn, &keys, QueueState::Open).await,
+                Some(QueueState::Open) => {
+                    println!("queue {}: already open", q.id);
+                    Ok(())
+                }
+                other => Err(CliError::Refused(format!(
+                    "queue {} is {}, not paused; use `open` to reopen it",
+                    q.id,
+                    other.map_or("unconfigured", QueueState::as_str)
+                ))),
+            };
+        }
+    };
+    let q = pick(&config, queue.as_deref())?;
+    let mut conn = connect::open(&config.redis, Patience::Once).await?;
+    let keys = QueueKeys::new(&config.prefix, &q.id);
+    set_state(&mut conn, &keys, target).await
+}
+
+async fn set_state(
+    conn: &mut RedisConn,
+    keys: &QueueKeys,
+    state: QueueState,
+) -> Result<(), CliError> {
+    let previous = engine::run(conn, &SetState { keys, state }).await?;
+    println!(
+        "queue {}: {} (was {})",
+        keys.queue(),
+        state.as_str(),
+        previous.map_or("unconfigured", QueueState::as_str)
+    );
+    Ok(())
+}
+
+/// The named queue, or the only one.
+fn pick<'a>(config: &'a Config, queue: Option<&str>) -> Result<&'a QueueConfig, CliError> {
+    let ids = || {
+        config
+            .queues
+            .iter()
+            .map(|q| q.id.as_str())
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    match queue {
+        Some(id) => config.queue(id).ok_or_else(|| {
+            CliError::Usage(format!(
+                "queue {id:?} is not in {}; configured: {}",
+                config.origin,
+                ids()
+            ))
+        }),
+        None if config.queues.len() == 1 => Ok(&config.queues[0]),
+        None => Err(CliError::Usage(format!(
+            "name a queue; configured: {}",
+            ids()
+        ))),
+    }
+}
+
+fn check_report(config: &Config) -> String {
+    let mut out = format!(
+        "{}: ok\nredis   {}\nlisten  {}\n",
+        config.origin,
+        connect::describe(&config.redis.endpoint),
+        config.listen
+    );
+    for q in &config.queues {
+        out.push_str(&format!("\n[[queue]] id = \"{}\"\n", q.id));
+        for (name, value) in q.settings.to_fields() {
+            out.push_str(&format!("{name} = {value}\n"));
+        }
+    }
+    out
+}
+
+/// What `status` reads for one queue.
+#[derive(Debug, serde::Serialize)]
+struct QueueStatus {
+    queue: String,
+    state: Option<String>,
+    waiting: u64,
+    active: u64,
+    max_active: Option<u64>,
+    admitted_per_second: Option<f64>,
+    lease_holder: Option<String>,
+    lease_ttl_ms: Option<i64>,
+    stats: HashMap<String, i64>,
+}
+
+/// config, |waiting|, |active|, stats, lock holder, lock PTTL.
+type RawStatus = (
+    HashMap<String, String>,
+    u64,
+    u64,
+    HashMap<String, String>,
+    Option<String>,
+    i64,
+);
+
+async fn read_status(conn: &mut RedisConn, keys: &QueueKeys) -> Result<QueueStatus, CliError> {
+    // One slot per queue, so the pipeline works on a cluster too.
+    let (config, waiting, active, stats, holder, ttl): RawStatus = redis::pipe()
+        .hgetall(keys.config())
+        .zcard(keys.waiting())
+        .zcard(keys.active())
+        .hgetall(keys.stats())
+        .get(keys.lock())
+        .pttl(keys.lock())
+        .query_async(conn)
+        .await?;
+    Ok(QueueStatus {
+        queue: keys.queue().to_string(),
+        state: config.get("state").cloned(),
+        waiting,
+        active,
+        max_active: config.get("max_active").and_then(|v| v.parse().ok()),
+        admitted_per_second: stats.get("rate").and_then(|v| v.parse().ok()),
+        lease_ttl_ms: holder.as_ref().map(|_| ttl),
+        lease_holder: holder,
+        stats: stats
+            .iter()
+            .filter_map(|(k, v)| Some((k.clone(), v.parse().ok()?)))
+            .collect(),
+    })
+}
+
+async fn status(config: &Config, queue: Option<&str>, json: bool) -> Result<(), CliError> {
+    let queues: Vec<&QueueConfig> = match queue {
+        Some(_) => vec![pick(config, queue)?],
+        None => config.queues.iter().collect(),
+    };
+    let mut conn = connect::open(&config.redis, Patience::Once).await?;
+    let mut all = Vec::new();
+    for q in queues {
+        all.push(read_status(&mut conn, &QueueKeys::new(&config.prefix, &q.id)).await?);
+    }
+    if json {
+        let text = serde_json::to_string_pretty(&all).unwrap_or_default();
+        println!("{text}");
+        return Ok(());
+    }
+    for s in &all {
+        print!("{}", render(s));
+    }
+    Ok(())
+}
+
+fn render(s: &QueueStatus) -> String {
+    let stat = |k: &str| s.stats.get(k).copied().unwrap_or(0);
+    let max = s.max_active.map_or("?".to_string(), |m| m.to_string());
+    let rate = s
+        .admitted_per_second
+        .map_or("no measurement yet".to_string(), |r| format!("{r:.1}"));
+    let lease = match (&s.lease_holder, s.lease_ttl_ms) {
+        (Some(h), Some(ttl)) => format!("{h} (expires in {:.1} s)", ttl as f64 / 1000.0),
+        _ => "none: no scheduler holds this queue".to_string(),
+    };
+    format!(
+        "queue {}\n  state       {}\n  waiting     {}\n  active      {} / {max}\n  admitted/s  {rate}\n  lease       {lease}\n  totals      entered {} · admitted {} · abandoned {} · expired {} · ordered {} · lapsed {}\n",
+        s.queue,
+        s.state.as_deref().unwrap_or("unconfigured (no scheduler has published settings)"),
+        s.waiting,
+        s.active,
+        stat("entered"),
+        stat("admitted"),
+        stat("abandoned"),
+        stat("expired"),
+        stat("ordered"),
+        stat("lapsed"),
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::CommandFactory;
+
+    #[test]
+    fn the_cli_is_well_formed() {
+        Cli::command().debug_assert();
+        let cli = Cli::try_parse_from(["qs", "--config", "x.toml", "status", "main"]).unwrap();
+        assert!(matches!(
+            cli.command,
+            Command::Status {
+                queue: Some(_),
+                json: false
+            }
+        ));
+        assert!(Cli::try_parse_from(["qs", "frobnicate"]).is_err());
+    }
+
+    #[test]
+    fn queue_is_optional_only_with_one_configured() {
+        let one = Config::parse("[[queue]]\nid = \"main\"\n", "t", |_| None).unwrap();
+        assert_eq!(pick(&one, None).unwrap().id.as_str(), "main");
+        let err = pick(&one, Some("other")).unwrap_err();
+        assert_eq!(err.exit_code(), 2);
+        assert!(err.to_string().contains("configured: main"), "{err}");
+        let two = Config::parse(
+            "[[queue]]\nid = \"a\"\n[[queue]]\nid = \"b\"\n",
+            "t",
+            |_| None,
+        )
+        .unwrap();
+        assert!(pick(&two, None).is_err());
+    }
+
+    #[test]
+    fn status_reads_like_a_report() {
+        let s = QueueStatus {
+            queue: "main".into(),
+            state: Some("open".into()),
+            waiting: 1204,
+            active: 56,
+            max_active: Some(1000),
+            admitted_per_second: Some(174.96),
+            lease_holder: Some("vm1/42/ab12cd34".into()),
+            lease_ttl_ms: Some(1800),
+            stats: HashMap::from([("entered".into(), 5000), ("admitted".into(), 3796)]),
+        };
+        let text = render(&s);
+        assert!(text.contains("active      56 / 1000"), "{text}");
+        assert!(text.contains("admitted/s  175.0"), "{text}");
+        assert!(
+            text.contains("vm1/42/ab12cd34 (expires in 1.8 s)"),
+            "{text}"
+        );
+        assert!(text.contains("entered 5000 · admitted 3796"), "{text}");
+    }
+}

@@ -1,0 +1,137 @@
+//! `run(config, shutdown)`: the HTTP listener, one Redis handle and one task
+//! per queue; when `shutdown` resolves every task finishes its tick and
+//! releases its lease before `run` returns.
+
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Duration;
+
+use queuegate_shared::QueueKeys;
+use tokio::task::JoinSet;
+use tokio_util::sync::CancellationToken;
+
+use crate::config::Config;
+use crate::connect::{self, ConnectError, Patience, RedisConn};
+use crate::metrics::Metrics;
+use crate::queue::QueueWorker;
+
+/// Why the service stopped on its own.
+#[derive(Debug, thiserror::Error)]
+pub enum RunError {
+    /// The HTTP listener could not bind.
+    #[error("cannot listen on {addr}: {source}")]
+    Listen {
+        /// The configured address.
+        addr: std::net::SocketAddr,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// The Redis handle could not be set up.
+    #[error(transparent)]
+    Connect(#[from] ConnectError),
+}
+
+/// This process's lease owner id: `hostname/pid/random`, unique per start
+/// so a restarted process never mistakes an old lease for its own.
+pub fn owner_id() -> String {
+    let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .ok()
+        .or_else(|| std::env::var("HOSTNAME").ok())
+        .map(|h| h.trim().to_string())
+        .filter(|h| !h.is_empty())
+        .unwrap_or_else(|| "unknown-host".to_string());
+    let mut nonce = [0u8; 4];
+    // Without OS randomness the pid still separates local processes.
+    let _ = getrandom::getrandom(&mut nonce);
+    let nonce: String = nonce.iter().map(|b| format!("{b:02x}")).collect();
+    format!("{host}/{}/{nonce}", std::process::id())
+}
+
+/// Runs every configured queue until `shutdown` resolves.
+pub async fn run(config: Config, shutdown: impl Future<Output = ()>) -> Result<(), RunError> {
+    let owner: Arc<str> = Arc::from(owner_id());
+    let metrics = Arc::new(Metrics::new());
+    for q in &config.queues {
+        // Unhealthy after a few missed ticks, never sooner than a second.
+        let stale = Duration::from_millis((5 * q.settings.tick_ms).max(1_000));
+        metrics.add_queue(q.id.as_str(), stale);
+    }
+    let listener = tokio::net::TcpListener::bind(config.listen)
+        .await
+        .map_err(|source| RunError::Listen {
+            addr: config.listen,
+            source,
+        })?;
+    let cancel = CancellationToken::new();
+    let http = tokio::spawn({
+        let router = crate::http::router(metrics.clone(), owner.clone());
+        let stop = cancel.clone();
+        async move {
+            let served = axum::serve(listener, router)
+                .with_graceful_shutdown(stop.cancelled_owned())
+                .await;
+            if let Err(e) = served {
+                tracing::error!(error = %e, "http server stopped");
+            }
+        }
+    });
+    tracing::info!(
+        owner = %owner,
+        redis = %connect::describe(&config.redis.endpoint),
+        listen = %config.listen,
+        queues = config.queues.len(),
+        "scheduler starting"
+    );
+
+    tokio::pin!(shutdown);
+    let conn = tokio::select! {
+        conn = connect_with_retry(&config) => conn?,
+        () = &mut shutdown => {
+            cancel.cancel();
+            let _ = http.await;
+            return Ok(());
+        }
+    };
+
+    let mut tasks = JoinSet::new();
+    for q in &config.queues {
+        let worker = QueueWorker::new(
+            QueueKeys::new(&config.prefix, &q.id),
+            q.settings.clone(),
+            owner.clone(),
+            conn.clone(),
+            metrics.clone(),
+        );
+        tasks.spawn(worker.run(cancel.child_token()));
+    }
+    shutdown.await;
+    tracing::info!("shutting down: finishing ticks and releasing leases");
+    cancel.cancel();
+    while let Some(done) = tasks.join_next().await {
+        if let Err(e) = done {
+            tracing::error!(error = %e, "a queue task panicked");
+        }
+    }
+    let _ = http.await;
+    tracing::info!("stopped");
+    Ok(())
+}
+
+/// A single server's handle is lazy (never fails here); a cluster needs its
+/// slot map first, so it is retried until it comes.
+async fn connect_with_retry(config: &Config) -> Result<RedisConn, RunError> {
+    let mut wait = Duration::from_millis(100);
+    loop {
+        match connect::open(&config.redis, Patience::Service).await {
+            Ok(conn) => return Ok(conn),
+            Err(e @ (ConnectError::Setup { .. } | ConnectError::CaFile { .. })) => {
+                return Err(e.into())
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, retry_in_ms = wait.as_millis() as u64, "redis not reachable yet");
+                tokio::time::sleep(wait).await;
+                wait = (wait * 2).min(Duration::from_secs(2));
+            }
+        }
+    }
+}

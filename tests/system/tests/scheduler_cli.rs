@@ -1,0 +1,206 @@
+//! The scheduler's command line as an operator meets it: exit codes and
+//! messages for config mistakes and an unreachable Redis, the queue-state
+//! commands, `status`, `/healthz` and `/metrics` of a running scheduler.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use std::time::Duration;
+
+use queuegate_shared::ops::{EnterReply, Observed};
+use queuegate_shared::{Prefix, QueueId, QueueKeys, QueueState, Settings};
+use queuegate_system_tests::{user, TestQueue};
+use queuegate_testkit::scheduler::{self, Scheduler, BIN};
+use queuegate_testkit::{free_port, target_bin, wait_until, RedisServer};
+
+fn write_config(dir: &Path, text: &str) -> PathBuf {
+    let path = dir.join("scheduler.toml");
+    std::fs::write(&path, text).expect("write config");
+    path
+}
+
+fn text(out: &Output) -> String {
+    format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    )
+}
+
+#[test]
+fn config_mistakes_exit_2_naming_the_file_queue_and_field() {
+    let dir = tempfile::tempdir().unwrap();
+    let cases = [
+        (
+            "[[queue]]\nid = \"main\"\nmax_active = 0\n",
+            "queue \"main\": max_active = 0",
+        ),
+        (
+            "[[queue]]\nid = \"main\"\nmax_activ = 5\n",
+            "unknown setting `max_activ`",
+        ),
+        ("[[queue]]\nid = \"Main\"\n", "[[queue]] #1: id = \"Main\""),
+        (
+            "[redis]\nurl = \"http://x\"\n[[queue]]\nid = \"a\"\n",
+            "[redis] url",
+        ),
+    ];
+    for (body, want) in cases {
+        let config = write_config(dir.path(), body);
+        for args in [&["run"][..], &["status"][..]] {
+            let out = scheduler::command(&config, args);
+            let all = text(&out);
+            assert_eq!(out.status.code(), Some(2), "{args:?} {body:?}: {all}");
+            assert!(all.contains(&config.display().to_string()), "{all}");
+            assert!(all.contains(want), "{all}\nwant {want}");
+        }
+    }
+    let missing = dir.path().join("nope.toml");
+    let out = scheduler::command(&missing, &["status"]);
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+    assert!(text(&out).contains("cannot read"), "{}", text(&out));
+
+    let out = Command::new(target_bin(BIN))
+        .arg("frobnicate")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+}
+
+#[test]
+fn an_unreachable_redis_exits_1_and_env_overrides_the_url() {
+    let dir = tempfile::tempdir().unwrap();
+    let dead = format!("redis://127.0.0.1:{}", free_port());
+    let config = write_config(
+        dir.path(),
+        &format!("[redis]\nurl = {dead:?}\n[[queue]]\nid = \"main\"\n"),
+    );
+    let out = scheduler::command(&config, &["status"]);
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+    assert!(text(&out).contains("cannot reach redis"), "{}", text(&out));
+
+    let redis = RedisServer::start();
+    let out = Command::new(target_bin(BIN))
+        .arg("--config")
+        .arg(&config)
+        .arg("status")
+        .env("QUEUEGATE_REDIS_URL", redis.url())
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    assert!(text(&out).contains("unconfigured"), "{}", text(&out));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn operators_pause_resume_close_drain_and_read_status() {
+    let redis = RedisServer::start();
+    let sched = Scheduler::builder(&redis.url())
+        .queue(
+            "main",
+            &[("admit_rate_per_second", "50"), ("max_active", "5")],
+        )
+        .start();
+    let settings = Settings {
+        admit_rate_per_second: 50.0,
+        max_active: 5,
+        ..Settings::default()
+    };
+    let q = TestQueue {
+        keys: QueueKeys::new(&Prefix::default(), &QueueId::new("main").unwrap()),
+        settings,
+        conn: redis::Client::open(redis.url())
+            .unwrap()
+            .get_multiplexed_async_connection()
+            .await
+            .unwrap(),
+    };
+    let cli = |args: &[&str]| scheduler::command(sched.config_path(), args);
+    let state = || async {
+        let mut conn = q.conn.clone();
+        let s: Option<String> = redis::cmd("HGET")
+            .arg(q.keys.config())
+            .arg("state")
+            .query_async(&mut conn)
+            .await
+            .unwrap();
+        s.and_then(|s| QueueState::parse(&s))
+    };
+
+    let out = cli(&["pause"]);
+    assert!(out.status.success(), "{}", text(&out));
+    assert!(
+        text(&out).contains("queue main: paused (was open)"),
+        "{}",
+        text(&out)
+    );
+    assert_eq!(state().await, Some(QueueState::Paused));
+    for i in 0..8 {
+        assert!(matches!(q.enter(&user(i)).await, EnterReply::Entered(_)));
+    }
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert_eq!(q.stat("admitted").await, 0, "a paused queue admits nobody");
+
+    let out = cli(&["resume", "main"]);
+    assert!(out.status.success(), "{}", text(&out));
+    let admitted_five = tokio::task::block_in_place(|| {
+        let rt = tokio::runtime::Handle::current();
+        wait_until(Duration::from_secs(5), || {
+            rt.block_on(q.stat("admitted")) == 5
+        })
+    });
+    assert!(admitted_five, "resume admits up to the 5 slots");
+
+    let out = cli(&["status"]);
+    let status = text(&out);
+    assert!(out.status.success(), "{status}");
+    let pid = sched.pid().unwrap().to_string();
+    for want in [
+        "queue main",
+        "state       open",
+        "waiting     3",
+        "active      5 / 5",
+        &format!("/{pid}/"),
+    ] {
+        assert!(status.contains(want), "{want:?} missing:\n{status}");
+    }
+    let out = cli(&["status", "--json"]);
+    let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(json[0]["waiting"], 3, "{json}");
+
+    let out = cli(&["close", "main"]);
+    assert!(out.status.success(), "{}", text(&out));
+    assert!(matches!(
+        q.enter(&user(100)).await,
+        EnterReply::Closed(Some(QueueState::Closed))
+    ));
+    let out = cli(&["resume", "main"]);
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+    assert!(text(&out).contains("use `open`"), "{}", text(&out));
+    let out = cli(&["drain", "main"]);
+    assert!(out.status.success(), "{}", text(&out));
+    assert!(matches!(
+        q.enter(&user(101)).await,
+        EnterReply::Closed(Some(QueueState::Draining))
+    ));
+    let out = cli(&["open", "main"]);
+    assert!(text(&out).contains("open (was draining)"), "{}", text(&out));
+    assert!(matches!(q.enter(&user(102)).await, EnterReply::Entered(_)));
+    let out = cli(&["pause", "other"]);
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+
+    // What the service exports.
+    let (code, body) = sched.health().unwrap();
+    assert_eq!(code, 200, "{body}");
+    assert!(body.contains("\"lease\":\"held\""), "{body}");
+    let metrics = sched.metrics();
+    for want in [
+        "queuegate_admitted_total{queue=\"main\"} 5",
+        "queuegate_active_slots{queue=\"main\"} 5",
+        "queuegate_lease_held{queue=\"main\"} 1",
+        "queuegate_tick_duration_seconds_count{queue=\"main\"}",
+        "queuegate_waiting{queue=\"main\"}",
+    ] {
+        assert!(metrics.contains(want), "{want:?} missing:\n{metrics}");
+    }
+    assert!(matches!(q.position(&user(7)).await, Observed::Waiting(_)));
+    q.assert_conserved().await;
+}
