@@ -27,6 +27,23 @@ pub const TOKEN_COOKIE: &str = "qg_token";
 /// Lifetime of the visitor cookie: a day covers any sale.
 const VISITOR_COOKIE_MAX_AGE_S: u64 = 86_400;
 
+/// The methods a path takes, for `Allow` (paths passed through to the
+/// origin take the standard ones).
+fn allowed_methods(path: &str) -> &'static str {
+    match path {
+        "/queue/health" | "/queue" => "GET, HEAD",
+        "/queue/enter" => "POST",
+        "/queue/position" => "GET",
+        _ => "GET, HEAD, POST, PUT, PATCH, DELETE, OPTIONS",
+    }
+}
+
+fn not_allowed(path: &str) -> EdgeError {
+    EdgeError::MethodNotAllowed {
+        allow: allowed_methods(path),
+    }
+}
+
 /// The worker for one request: configuration and the Redis client.
 #[derive(Debug)]
 pub struct App {
@@ -61,22 +78,29 @@ impl App {
     pub async fn handle(&self, req: Request, ctx: &Context) -> Result<Response, EdgeError> {
         let path = req.path();
         let method = req.method();
+        // workers-rs maps a method it does not know (QUERY, TRACE…) to GET;
+        // acting on that would answer or forward the wrong thing.
+        if !req.inner().method().eq_ignore_ascii_case(method.as_ref()) {
+            return Err(EdgeError::MethodNotAllowed {
+                allow: allowed_methods(&path),
+            });
+        }
         match path.as_str() {
             "/queue/health" => match method {
                 Method::Get | Method::Head => self.health().await,
-                _ => Err(EdgeError::MethodNotAllowed),
+                _ => Err(not_allowed(&path)),
             },
             "/queue/enter" => match method {
                 Method::Post => self.enter(&req).await,
-                _ => Err(EdgeError::MethodNotAllowed),
+                _ => Err(not_allowed(&path)),
             },
             "/queue/position" => match method {
                 Method::Get => self.position(&req).await,
-                _ => Err(EdgeError::MethodNotAllowed),
+                _ => Err(not_allowed(&path)),
             },
             "/queue" => match method {
                 Method::Get | Method::Head => self.page(&req),
-                _ => Err(EdgeError::MethodNotAllowed),
+                _ => Err(not_allowed(&path)),
             },
             p if p.starts_with("/queue/") => Err(EdgeError::NotFound),
             p if self.config.is_protected(method.as_ref(), p) => self.gate(req, ctx).await,

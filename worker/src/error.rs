@@ -21,7 +21,10 @@ pub enum EdgeError {
     NotFound,
     /// Known route, wrong method.
     #[error("method not allowed")]
-    MethodNotAllowed,
+    MethodNotAllowed {
+        /// The `Allow` header: the methods the route takes.
+        allow: &'static str,
+    },
     /// No identity where one is needed.
     #[error("identity required")]
     IdentityRequired,
@@ -78,7 +81,7 @@ impl EdgeError {
             EdgeError::IdentityRequired | EdgeError::IdentityInvalid(_) => 401,
             EdgeError::TokenMissing | EdgeError::TokenInvalid => 403,
             EdgeError::UnknownQueue | EdgeError::NotFound => 404,
-            EdgeError::MethodNotAllowed => 405,
+            EdgeError::MethodNotAllowed { .. } => 405,
             EdgeError::TokenUsed => 409,
             EdgeError::QueueFull | EdgeError::NotYetActive { .. } => 429,
             EdgeError::Misconfigured(_) | EdgeError::Internal(_) => 500,
@@ -94,7 +97,7 @@ impl EdgeError {
             EdgeError::InvalidQueue(_) => "invalid_queue",
             EdgeError::UnknownQueue => "unknown_queue",
             EdgeError::NotFound => "not_found",
-            EdgeError::MethodNotAllowed => "method_not_allowed",
+            EdgeError::MethodNotAllowed { .. } => "method_not_allowed",
             EdgeError::IdentityRequired => "identity_required",
             EdgeError::IdentityInvalid(_) => "identity_invalid",
             EdgeError::QueueFull => "queue_full",
@@ -116,7 +119,9 @@ impl EdgeError {
             EdgeError::InvalidQueue(why) => format!("The queue id is not valid: {why}."),
             EdgeError::UnknownQueue => "There is no such queue here.".into(),
             EdgeError::NotFound => "There is nothing at this address.".into(),
-            EdgeError::MethodNotAllowed => "This address does not take that method.".into(),
+            EdgeError::MethodNotAllowed { allow } => {
+                format!("This address takes only {allow}.")
+            }
             EdgeError::IdentityRequired => {
                 "Join the queue first (POST /queue/enter), or sign in.".into()
             }

@@ -49,6 +49,9 @@ pub fn error_response(e: &EdgeError) -> worker::Result<Response> {
         if let Some(s) = e.retry_after_s() {
             set(resp.headers(), "retry-after", &s.to_string())?;
         }
+        if let EdgeError::MethodNotAllowed { allow } = e {
+            set(resp.headers(), "allow", allow)?;
+        }
         if matches!(e, EdgeError::IdentityInvalid(_)) {
             // Drop the bad visitor cookie, so the next enter mints a new one.
             let clear = format!(

@@ -112,6 +112,8 @@ pub struct Reply {
     pub retry_after: Option<u64>,
     /// Set-Cookie values.
     pub set_cookies: Vec<String>,
+    /// The Allow header, if any.
+    pub allow: Option<String>,
     /// The JSON body (Null if not JSON).
     pub json: serde_json::Value,
 }
@@ -186,6 +188,11 @@ impl Visitor {
             .get("retry-after")
             .and_then(|v| v.to_str().ok())
             .and_then(|v| v.parse().ok());
+        let allow = resp
+            .headers()
+            .get("allow")
+            .and_then(|v| v.to_str().ok())
+            .map(String::from);
         let set_cookies: Vec<String> = resp
             .headers()
             .get_all("set-cookie")
@@ -202,6 +209,7 @@ impl Visitor {
             status,
             retry_after,
             set_cookies,
+            allow,
             json: serde_json::from_str(&text).unwrap_or(serde_json::Value::Null),
         }
     }

@@ -127,6 +127,16 @@ async fn enter_refresh_position_and_admission() {
         (wrong_method.status, wrong_method.error()),
         (405, "method_not_allowed")
     );
+    assert_eq!(wrong_method.allow.as_deref(), Some("POST"));
+    // A method workers-rs does not know must not be taken for GET.
+    let unknown_method = stack
+        .visitor()
+        .send("QUERY", "/queue/health", None, None)
+        .await;
+    assert_eq!(
+        (unknown_method.status, unknown_method.allow.as_deref()),
+        (405, Some("GET, HEAD"))
+    );
     let missing = stack
         .visitor()
         .send("GET", "/queue/nothing", None, None)

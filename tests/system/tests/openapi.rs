@@ -1,0 +1,657 @@
+//! docs/openapi.yaml is the edge contract: every documented operation is
+//! driven into every documented status against the running worker, and
+//! each reply's status, required headers, header values, content type and
+//! body are checked against the document (JSON Schema 2020-12, `$ref`s
+//! resolved). A documented status that no request reached fails the test.
+
+use std::collections::BTreeSet;
+use std::time::{Duration, Instant};
+
+use queuegate_shared::ops::{Consume, ConsumeReply, SetState};
+use queuegate_shared::token::EntryToken;
+use queuegate_shared::{Prefix, QueueId, QueueKeys, QueueState, Settings, UserId};
+use queuegate_system_tests::edge::{EdgeStack, IDENTITY_SECRET};
+use queuegate_system_tests::origin::TestOrigin;
+use queuegate_system_tests::{fast_settings, grants};
+use queuegate_testkit::{repo_root, RedisServer};
+use queuegate_worker::identity;
+use serde_json::{json, Value};
+
+/// The OpenAPI document as JSON.
+struct Spec {
+    doc: Value,
+}
+
+fn yaml_to_json(y: &yaml_rust2::Yaml) -> Value {
+    use yaml_rust2::Yaml;
+    match y {
+        Yaml::Real(r) => json!(r.parse::<f64>().expect("YAML real")),
+        Yaml::Integer(i) => json!(i),
+        Yaml::String(s) => json!(s),
+        Yaml::Boolean(b) => json!(b),
+        Yaml::Array(a) => Value::Array(a.iter().map(yaml_to_json).collect()),
+        Yaml::Hash(h) => Value::Object(
+            h.iter()
+                .map(|(k, v)| {
+                    let key = match yaml_to_json(k) {
+                        Value::String(s) => s,
+                        other => other.to_string(),
+                    };
+                    (key, yaml_to_json(v))
+                })
+                .collect(),
+        ),
+        Yaml::Null => Value::Null,
+        other => panic!("unsupported YAML node in docs/openapi.yaml: {other:?}"),
+    }
+}
+
+impl Spec {
+    fn load() -> Spec {
+        let path = repo_root().join("docs/openapi.yaml");
+        let text = std::fs::read_to_string(&path).expect("read docs/openapi.yaml");
+        let docs = yaml_rust2::YamlLoader::load_from_str(&text).expect("docs/openapi.yaml parses");
+        let doc = yaml_to_json(&docs[0]);
+        assert_eq!(
+            doc["openapi"].as_str().map(|v| v.starts_with("3.1")),
+            Some(true)
+        );
+        Spec { doc }
+    }
+
+    /// Follows a local `$ref` (`#/components/...`) until a non-reference.
+    fn resolve<'a>(&'a self, mut v: &'a Value) -> &'a Value {
+        while let Some(r) = v.get("$ref").and_then(Value::as_str) {
+            let pointer = r.strip_prefix('#').expect("only local $refs");
+            v = self
+                .doc
+                .pointer(pointer)
+                .unwrap_or_else(|| panic!("dangling $ref {r}"));
+        }
+        v
+    }
+
+    /// Why `instance` does not match `schema` (empty: it does). The
+    /// schema's `$ref`s point into the document's `components`.
+    fn errors(&self, schema: &Value, instance: &Value) -> Vec<String> {
+        let mut root = schema.clone();
+        if let Value::Object(map) = &mut root {
+            map.insert("components".into(), self.doc["components"].clone());
+        }
+        let validator = jsonschema::options()
+            .with_draft(jsonschema::Draft::Draft202012)
+            .build(&root)
+            .unwrap_or_else(|e| panic!("schema {schema} does not compile: {e}"));
+        validator
+            .iter_errors(instance)
+            .map(|e| format!("{} at {}", e, e.instance_path()))
+            .collect()
+    }
+
+    fn validate(&self, schema: &Value, instance: &Value, what: &str) {
+        let errors = self.errors(schema, instance);
+        assert!(
+            errors.is_empty(),
+            "{what}: {instance} violates the schema:\n  {}",
+            errors.join("\n  ")
+        );
+    }
+
+    fn component(&self, name: &str) -> Value {
+        json!({ "$ref": format!("#/components/schemas/{name}") })
+    }
+
+    /// The response object for `status` of an operation, and its key.
+    fn response(&self, path: &str, method: &str, status: u16) -> (&Value, String) {
+        let op = &self.doc["paths"][path][method];
+        assert!(op.is_object(), "{method} {path} is not in the document");
+        let responses = &op["responses"];
+        let key = status.to_string();
+        if responses.get(&key).is_some() {
+            return (self.resolve(&responses[&key]), key);
+        }
+        match responses.get("default") {
+            Some(d) => (self.resolve(d), "default".into()),
+            None => panic!("status {status} is not documented for {method} {path}"),
+        }
+    }
+
+    /// Checks headers and body of `reply` against a response object.
+    fn check_response(&self, response: &Value, reply: &Reply, what: &str) {
+        if let Some(headers) = response.get("headers").and_then(Value::as_object) {
+            for (name, header) in headers {
+                let header = self.resolve(header);
+                let values = reply.header_values(name);
+                if header["required"] == json!(true) {
+                    assert!(!values.is_empty(), "{what}: required header {name} missing");
+                }
+                for v in values {
+                    let instance = match header["schema"]["type"].as_str() {
+                        Some("integer") => v
+                            .parse::<i64>()
+                            .map(Value::from)
+                            .unwrap_or(Value::String(v.clone())),
+                        _ => Value::String(v.clone()),
+                    };
+                    self.validate(
+                        &header["schema"],
+                        &instance,
+                        &format!("{what} header {name}"),
+                    );
+                }
+            }
+        }
+        let Some(content) = response.get("content").and_then(Value::as_object) else {
+            return;
+        };
+        if reply.method == "HEAD" {
+            return;
+        }
+        let media = reply.media_type();
+        let (_, entry) = content
+            .iter()
+            .find(|(m, _)| m.as_str() == media || m.as_str() == "*/*")
+            .unwrap_or_else(|| panic!("{what}: content type {media:?} is not documented"));
+        if media == "application/json" {
+            let body: Value = serde_json::from_str(&reply.body)
+                .unwrap_or_else(|e| panic!("{what}: body is not JSON ({e}): {}", reply.body));
+            self.validate(&entry["schema"], &body, what);
+        } else if entry["schema"]["type"] == json!("string") {
+            assert!(!reply.body.is_empty(), "{what}: empty body");
+        }
+    }
+
+    /// Every (path, method, response key) the document lists.
+    fn documented(&self) -> BTreeSet<(String, String, String)> {
+        let mut out = BTreeSet::new();
+        for (path, item) in self.doc["paths"].as_object().expect("paths") {
+            for (method, op) in item.as_object().expect("path item") {
+                if let Some(responses) = op.get("responses").and_then(Value::as_object) {
+                    for key in responses.keys() {
+                        out.insert((path.clone(), method.to_ascii_uppercase(), key.clone()));
+                    }
+                }
+            }
+        }
+        out
+    }
+}
+
+/// A reply as the document describes it.
+#[derive(Debug)]
+struct Reply {
+    method: String,
+    status: u16,
+    headers: Vec<(String, String)>,
+    body: String,
+}
+
+impl Reply {
+    fn header_values(&self, name: &str) -> Vec<String> {
+        self.headers
+            .iter()
+            .filter(|(k, _)| k.eq_ignore_ascii_case(name))
+            .map(|(_, v)| v.clone())
+            .collect()
+    }
+
+    fn media_type(&self) -> String {
+        let ct = self.header_values("content-type").pop().unwrap_or_default();
+        ct.split(';').next().unwrap_or_default().trim().to_string()
+    }
+
+    fn json(&self) -> Value {
+        serde_json::from_str(&self.body).unwrap_or(Value::Null)
+    }
+
+    fn set_cookie(&self, name: &str) -> Option<String> {
+        self.header_values("set-cookie").into_iter().find_map(|c| {
+            let (k, v) = c.split(';').next()?.split_once('=')?;
+            (k == name).then(|| v.to_string())
+        })
+    }
+}
+
+/// Sends requests to the worker and checks each reply against the spec.
+struct Checker {
+    spec: Spec,
+    base: String,
+    http: reqwest::Client,
+    seen: BTreeSet<(String, String, String)>,
+}
+
+/// One request: method, path (with query), cookie and other headers.
+#[derive(Default, Clone)]
+struct Call<'a> {
+    method: &'a str,
+    path: &'a str,
+    cookie: Option<String>,
+    token: Option<String>,
+    body: Option<&'a str>,
+}
+
+fn call<'a>(method: &'a str, path: &'a str) -> Call<'a> {
+    Call {
+        method,
+        path,
+        ..Call::default()
+    }
+}
+
+impl<'a> Call<'a> {
+    fn cookie(mut self, c: &str) -> Self {
+        self.cookie = Some(c.to_string());
+        self
+    }
+    fn visitor(self, v: &Visitor) -> Self {
+        self.cookie(&format!("qg_visitor={}", v.cookie))
+    }
+    fn token(mut self, t: &str) -> Self {
+        self.token = Some(t.to_string());
+        self
+    }
+    fn body(mut self, b: &'a str) -> Self {
+        self.body = Some(b);
+        self
+    }
+}
+
+impl Checker {
+    async fn send(&self, c: &Call<'_>) -> Reply {
+        let mut req = self
+            .http
+            .request(
+                c.method.parse().expect("method"),
+                format!("{}{}", self.base, c.path),
+            )
+            .timeout(Duration::from_secs(20));
+        if let Some(cookie) = &c.cookie {
+            req = req.header("cookie", cookie);
+        }
+        if let Some(t) = &c.token {
+            req = req.header("x-entry-token", t);
+        }
+        if let Some(b) = c.body {
+            req = req
+                .header("content-type", "application/json")
+                .body(b.to_string());
+        }
+        let resp = req.send().await.expect("request to the worker");
+        let status = resp.status().as_u16();
+        let headers = resp
+            .headers()
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_str().unwrap_or_default().to_string()))
+            .collect();
+        Reply {
+            method: c.method.to_string(),
+            status,
+            headers,
+            body: resp.text().await.unwrap_or_default(),
+        }
+    }
+
+    /// Sends `c`, expects `status`, and checks the reply against the
+    /// documented operation (`path` is the document's path key).
+    async fn expect(&mut self, c: Call<'_>, status: u16) -> Reply {
+        let reply = self.send(&c).await;
+        let what = format!("{} {} -> {}", c.method, c.path, reply.status);
+        assert_eq!(reply.status, status, "{what}: {}", reply.body);
+        let path = c.path.split('?').next().unwrap_or_default();
+        let method = c.method.to_ascii_lowercase();
+        let (response, key) = self.spec.response(path, &method, status);
+        self.spec.check_response(response, &reply, &what);
+        self.seen
+            .insert((path.to_string(), c.method.to_string(), key));
+        reply
+    }
+
+    /// Like [`Checker::expect`] for a reply the document describes in
+    /// `components/responses` (405, 404 not_found), not per operation.
+    async fn expect_component(&mut self, c: Call<'_>, status: u16, component: &str) {
+        let reply = self.send(&c).await;
+        let what = format!("{} {} -> {}", c.method, c.path, reply.status);
+        assert_eq!(reply.status, status, "{what}: {}", reply.body);
+        let response = &self.spec.doc["components"]["responses"][component];
+        assert!(response.is_object(), "components/responses/{component}");
+        self.spec.check_response(response, &reply, &what);
+    }
+}
+
+/// A visitor with a signed identity cookie (as the worker mints them).
+struct Visitor {
+    user: UserId,
+    cookie: String,
+}
+
+fn visitor(n: u8) -> Visitor {
+    let (user, cookie) = identity::mint_visitor(IDENTITY_SECRET.as_bytes(), [n; 16]);
+    Visitor { user, cookie }
+}
+
+async fn admit(stack: &EdgeStack, n: usize, jitter_ms: u64) {
+    stack.queue.set_lock("test").await;
+    stack
+        .queue
+        .admit("test", n as u64, &grants(n, jitter_ms))
+        .await;
+}
+
+fn now_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_millis() as u64)
+        .unwrap_or_default()
+}
+
+#[test]
+fn the_document_refuses_what_the_contract_forbids() {
+    let spec = Spec::load();
+    let state = spec.component("StateReply");
+    let ok = |v: Value| assert!(spec.errors(&state, &v).is_empty(), "{v} should pass");
+    let bad = |v: Value| assert!(!spec.errors(&state, &v).is_empty(), "{v} should fail");
+    ok(
+        json!({"state":"waiting","queue":"main","position":1204,"etaSeconds":7,"retryAfterMs":5000}),
+    );
+    ok(json!({"state":"waiting","queue":"main","position":1,"retryAfterMs":1000}));
+    ok(
+        json!({"state":"admitted","queue":"main","token":"0123456789abcdef0123456789abcdef","activateAt":1,"expiresAt":2}),
+    );
+    ok(json!({"state":"in_flight","queue":"q"}));
+    ok(json!({"state":"not_in_queue","queue":"q"}));
+    bad(json!({"state":"waiting","queue":"main","position":0,"retryAfterMs":1000}));
+    bad(json!({"state":"waiting","queue":"main","position":1,"retry_after_ms":1000}));
+    bad(json!({"state":"waiting","queue":"main","position":1,"retryAfterMs":1000,"x":1}));
+    bad(json!({"state":"admitted","queue":"main","token":"t","activateAt":1,"expiresAt":2}));
+    bad(
+        json!({"state":"admitted","queue":"main","token":"0123456789abcdef0123456789abcdef","activateAt":1}),
+    );
+    bad(json!({"state":"ordered","queue":"main","position":1}));
+    bad(json!({"state":"paused","queue":"main"}));
+    bad(json!({"state":"ordered","queue":"Main"}));
+    let error = spec.component("Error");
+    assert!(spec
+        .errors(&error, &json!({"error":"queue_full","message":"m"}))
+        .is_empty());
+    for v in [
+        json!({"error":"oops","message":"m"}),
+        json!({"error":"queue_full"}),
+        json!({"error":"queue_full","message":"m","cause":"redis down"}),
+    ] {
+        assert!(!spec.errors(&error, &v).is_empty(), "{v} should fail");
+    }
+    let full = spec.component("QueueFullError");
+    assert!(!spec
+        .errors(&full, &json!({"error":"queue_closed","message":"m"}))
+        .is_empty());
+}
+
+const ORDER: &str = r#"{"item":"ticket"}"#;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_documented_status_matches_the_openapi_document() {
+    // max_waiting 1 makes "full" reachable; fast settings make expiry and
+    // abandonment happen within the test; statuses outlive Ann's late token.
+    let settings = Settings {
+        max_waiting: 1,
+        status_ttl_ms: 10_000,
+        ..fast_settings()
+    };
+    let mut stack = EdgeStack::start(settings, "anonymous", RedisServer::start()).await;
+    let mut ck = Checker {
+        spec: Spec::load(),
+        base: stack.worker.url(),
+        http: reqwest::Client::new(),
+        seen: BTreeSet::new(),
+    };
+
+    // Health, the page, and the replies every /queue path shares.
+    let h = ck.expect(call("GET", "/queue/health"), 200).await;
+    assert_eq!(h.json(), json!({"redis": "ok"}));
+    ck.expect(call("HEAD", "/queue/health"), 200).await;
+    let page = ck.expect(call("GET", "/queue"), 200).await;
+    assert!(page.body.contains("<html") || page.body.contains("<!doctype"));
+    ck.expect(call("GET", "/queue?queue=other"), 200).await;
+    ck.expect(call("HEAD", "/queue"), 200).await;
+    for method in ["GET", "HEAD"] {
+        ck.expect(call(method, "/queue?queue=Bad%20Id"), 400).await;
+        ck.expect(call(method, "/queue?queue=nope"), 404).await;
+    }
+    for (method, path) in [
+        ("POST", "/queue/health"),
+        ("GET", "/queue/enter"),
+        ("DELETE", "/queue/position"),
+        ("POST", "/queue"),
+    ] {
+        ck.expect_component(call(method, path), 405, "MethodNotAllowed")
+            .await;
+    }
+    ck.expect_component(call("GET", "/queue/nothing"), 404, "NotFound")
+        .await;
+
+    // Enter: a newcomer gets a cookie and a place; the line is then full.
+    let first = ck.expect(call("POST", "/queue/enter"), 200).await;
+    let ann_cookie = first.set_cookie("qg_visitor").expect("identity cookie");
+    let ann_user = UserId::new(ann_cookie.split('.').next().unwrap()).unwrap();
+    let ann = Visitor {
+        user: ann_user,
+        cookie: ann_cookie,
+    };
+    assert_eq!(first.json()["state"], "waiting");
+    assert!(!first.header_values("retry-after").is_empty());
+    let full = ck.expect(call("POST", "/queue/enter"), 429).await;
+    assert_eq!(full.json()["error"], "queue_full");
+    for path in ["/queue/enter", "/queue/position"] {
+        let method = if path.ends_with("enter") {
+            "POST"
+        } else {
+            "GET"
+        };
+        ck.expect(
+            call(method, &format!("{path}?queue=Bad%20Id")).visitor(&ann),
+            400,
+        )
+        .await;
+        ck.expect(
+            call(method, &format!("{path}?queue=nope")).visitor(&ann),
+            404,
+        )
+        .await;
+        let forged = format!("{}.{}", visitor(200).user, "AAAA");
+        let bad = ck
+            .expect(
+                call(method, path).cookie(&format!("qg_visitor={forged}")),
+                401,
+            )
+            .await;
+        assert_eq!(bad.json()["error"], "identity_invalid");
+        assert_eq!(bad.set_cookie("qg_visitor").as_deref(), Some(""), "cleared");
+    }
+    let anonymous = ck.expect(call("GET", "/queue/position"), 401).await;
+    assert_eq!(anonymous.json()["error"], "identity_required");
+    let waiting = ck
+        .expect(call("GET", "/queue/position").visitor(&ann), 200)
+        .await;
+    assert_eq!(waiting.json()["position"], 1);
+    let stranger = ck
+        .expect(call("GET", "/queue/position").visitor(&visitor(1)), 200)
+        .await;
+    assert_eq!(stranger.json()["state"], "not_in_queue");
+
+    // Admitted, but the token activates in 3 s: too early.
+    admit(&stack, 1, 3_000).await;
+    let admitted = ck
+        .expect(call("GET", "/queue/position").visitor(&ann), 200)
+        .await;
+    let a = admitted.json();
+    assert_eq!(a["state"], "admitted", "{a}");
+    assert!(admitted.set_cookie("qg_token").is_some());
+    let ann_token = a["token"].as_str().unwrap().to_string();
+    let ann_expires = a["expiresAt"].as_u64().unwrap();
+    let again = ck
+        .expect(call("POST", "/queue/enter").visitor(&ann), 200)
+        .await;
+    assert_eq!(again.json()["token"], ann_token.as_str());
+    let early = ck
+        .expect(
+            call("POST", "/orders")
+                .visitor(&ann)
+                .token(&ann_token)
+                .body(ORDER),
+            429,
+        )
+        .await;
+    assert_eq!(early.json()["error"], "not_yet_active");
+
+    // Bob: admitted at once, orders, replays.
+    let bob = visitor(2);
+    ck.expect(call("POST", "/queue/enter").visitor(&bob), 200)
+        .await;
+    admit(&stack, 1, 0).await;
+    let b = ck
+        .expect(call("GET", "/queue/position").visitor(&bob), 200)
+        .await
+        .json();
+    let bob_token = b["token"].as_str().expect("bob admitted").to_string();
+    ck.expect(call("POST", "/orders?queue=Bad%20Id").visitor(&bob), 400)
+        .await;
+    ck.expect(call("POST", "/orders?queue=nope").visitor(&bob), 404)
+        .await;
+    ck.expect(call("POST", "/orders").token(&bob_token), 401)
+        .await;
+    ck.expect(call("POST", "/orders").visitor(&bob), 403).await;
+    ck.expect(call("POST", "/orders").visitor(&bob).token(&ann_token), 403)
+        .await;
+    ck.expect(
+        call("POST", "/orders").visitor(&bob).token("not-a-token"),
+        403,
+    )
+    .await;
+    let ok = ck
+        .expect(
+            call("POST", "/orders")
+                .visitor(&bob)
+                .token(&bob_token)
+                .body(ORDER),
+            200,
+        )
+        .await;
+    assert_eq!(ok.json()["origin"], true, "the origin's reply");
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let r = ck
+            .expect(call("GET", "/queue/position").visitor(&bob), 200)
+            .await;
+        if r.json()["state"] == "ordered" {
+            break;
+        }
+        assert!(Instant::now() < deadline, "bob never ordered: {}", r.body);
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let replay = ck
+        .expect(call("POST", "/orders").visitor(&bob).token(&bob_token), 409)
+        .await;
+    assert_eq!(replay.json()["error"], "token_used");
+
+    // Carol: her token is spent directly, with no settle: in flight.
+    let carol = visitor(3);
+    ck.expect(call("POST", "/queue/enter").visitor(&carol), 200)
+        .await;
+    admit(&stack, 1, 0).await;
+    let c = ck
+        .expect(call("GET", "/queue/position").visitor(&carol), 200)
+        .await
+        .json();
+    let carol_token = EntryToken::parse(c["token"].as_str().expect("carol admitted")).unwrap();
+    let spent = stack
+        .queue
+        .run(&Consume {
+            keys: &stack.queue.keys,
+            user: &carol.user,
+            token: &carol_token,
+        })
+        .await
+        .unwrap();
+    assert_eq!(spent, ConsumeReply::Accepted);
+    let f = ck
+        .expect(call("GET", "/queue/position").visitor(&carol), 200)
+        .await;
+    assert_eq!(f.json()["state"], "in_flight");
+
+    // Dave enters and stops polling: dropped as a leaver. Ann's token
+    // lapses meanwhile: expired.
+    let dave = visitor(4);
+    ck.expect(call("POST", "/queue/enter").visitor(&dave), 200)
+        .await;
+    let until = (ann_expires + 200).max(now_ms() + 1_300);
+    tokio::time::sleep(Duration::from_millis(until.saturating_sub(now_ms()))).await;
+    admit(&stack, 0, 0).await;
+    let d = ck
+        .expect(call("GET", "/queue/position").visitor(&dave), 200)
+        .await;
+    assert_eq!(d.json()["state"], "abandoned", "{}", d.body);
+    let e = ck
+        .expect(call("GET", "/queue/position").visitor(&ann), 200)
+        .await;
+    assert_eq!(e.json()["state"], "expired", "{}", e.body);
+
+    // A closed queue refuses entries.
+    let other = QueueKeys::new(&Prefix::default(), &QueueId::new("other").unwrap());
+    stack
+        .queue
+        .run(&SetState {
+            keys: &other,
+            state: QueueState::Closed,
+        })
+        .await
+        .unwrap();
+    let closed = ck
+        .expect(call("POST", "/queue/enter?queue=other").visitor(&ann), 503)
+        .await;
+    assert_eq!(closed.json()["error"], "queue_closed");
+
+    // The origin goes away: 502, and the token survives.
+    let eve = visitor(5);
+    ck.expect(call("POST", "/queue/enter").visitor(&eve), 200)
+        .await;
+    admit(&stack, 1, 0).await;
+    let e = ck
+        .expect(call("GET", "/queue/position").visitor(&eve), 200)
+        .await
+        .json();
+    let eve_token = e["token"].as_str().expect("eve admitted").to_string();
+    drop(std::mem::replace(
+        &mut stack.origin,
+        TestOrigin::start().await,
+    ));
+    let gone = ck
+        .expect(
+            call("POST", "/orders")
+                .visitor(&eve)
+                .token(&eve_token)
+                .body(ORDER),
+            502,
+        )
+        .await;
+    assert_eq!(gone.json()["error"], "origin_unreachable");
+
+    // Redis goes away: everything that needs it fails closed.
+    stack.redis.stop();
+    let down = ck.expect(call("GET", "/queue/health"), 503).await;
+    assert_eq!(down.json()["redis"], "unreachable");
+    ck.expect(call("HEAD", "/queue/health"), 503).await;
+    for c in [
+        call("POST", "/queue/enter").visitor(&ann),
+        call("GET", "/queue/position").visitor(&ann),
+        call("POST", "/orders").visitor(&eve).token(&eve_token),
+    ] {
+        let r = ck.expect(c, 503).await;
+        assert_eq!(r.json()["error"], "unavailable");
+    }
+
+    let missing: Vec<_> = ck.spec.documented().difference(&ck.seen).cloned().collect();
+    assert!(
+        missing.is_empty(),
+        "documented but never reached: {missing:?}"
+    );
+}
