@@ -20,30 +20,15 @@ pub struct WaitingFacts {
     pub policy: Option<PollPolicy>,
 }
 
-/// A user's state as the enter and position scripts report it.
+/// A user's state as the enter and position scripts report it: the facts
+/// for a waiting user (policy turns them into position, ETA and
+/// retryAfter), or any other state as the edge reports it.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Observed {
     /// In line.
     Waiting(WaitingFacts),
-    /// Holds a token.
-    Admitted {
-        /// The token text.
-        token: String,
-        /// Epoch ms.
-        activate_at: u64,
-        /// Epoch ms.
-        expires_at: u64,
-    },
-    /// Token consumed, origin not answered yet.
-    InFlight,
-    /// Ordered.
-    Ordered,
-    /// Token lapsed unused.
-    Expired,
-    /// Dropped for not polling.
-    Abandoned,
-    /// Unknown to the queue.
-    NotInQueue,
+    /// Every other state; never [`UserState::Waiting`].
+    Settled(UserState),
 }
 
 impl Observed {
@@ -60,20 +45,7 @@ impl Observed {
                     retry_after_ms: policy.retry_after_ms(w.position, w.measured_rate, admitting),
                 }
             }
-            Observed::Admitted {
-                token,
-                activate_at,
-                expires_at,
-            } => UserState::Admitted {
-                token,
-                activate_at,
-                expires_at,
-            },
-            Observed::InFlight => UserState::InFlight,
-            Observed::Ordered => UserState::Ordered,
-            Observed::Expired => UserState::Expired,
-            Observed::Abandoned => UserState::Abandoned,
-            Observed::NotInQueue => UserState::NotInQueue,
+            Observed::Settled(state) => state,
         }
     }
 
@@ -99,16 +71,16 @@ impl Observed {
                     policy,
                 })
             }
-            "admitted" => Observed::Admitted {
+            "admitted" => Observed::Settled(UserState::Admitted {
                 token: f.text(1)?.to_string(),
                 activate_at: f.uint(2)?,
                 expires_at: f.uint(3)?,
-            },
-            "in_flight" => Observed::InFlight,
-            "ordered" => Observed::Ordered,
-            "expired" => Observed::Expired,
-            "abandoned" => Observed::Abandoned,
-            "not_in_queue" => Observed::NotInQueue,
+            }),
+            "in_flight" => Observed::Settled(UserState::InFlight),
+            "ordered" => Observed::Settled(UserState::Ordered),
+            "expired" => Observed::Settled(UserState::Expired),
+            "abandoned" => Observed::Settled(UserState::Abandoned),
+            "not_in_queue" => Observed::Settled(UserState::NotInQueue),
             _ => return Ok(None),
         }))
     }

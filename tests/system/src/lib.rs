@@ -11,6 +11,7 @@ use queuegate_shared::ops::{
     Admit, AdmitReply, Configure, Consume, ConsumeReply, Enter, EnterReply, Observed, Outcome,
     Position, Settle, SettleReply,
 };
+use queuegate_shared::state::UserState;
 use queuegate_shared::token::{EntryToken, Grant};
 use queuegate_shared::{Operation, Prefix, QueueId, QueueKeys, QueueState, Settings, UserId};
 use redis::aio::MultiplexedConnection;
@@ -189,7 +190,7 @@ impl TestQueue {
     /// The admitted token of `u`, if position reports one.
     pub async fn token_of(&self, u: &UserId) -> Option<EntryToken> {
         match self.position(u).await {
-            Observed::Admitted { token, .. } => EntryToken::parse(&token),
+            Observed::Settled(UserState::Admitted { token, .. }) => EntryToken::parse(&token),
             _ => None,
         }
     }

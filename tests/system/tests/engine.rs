@@ -9,6 +9,7 @@ use queuegate_shared::ops::{
     AdmitReply, ConsumeReply, EnterReply, LeaseAcquire, LeaseRelease, LeaseRenew, Observed,
     Outcome, SetState, SettleReply,
 };
+use queuegate_shared::state::UserState;
 use queuegate_shared::token::EntryToken;
 use queuegate_shared::{QueueState, Settings};
 use queuegate_system_tests::{fast_settings, grants, user, TestQueue};
@@ -179,7 +180,10 @@ async fn every_user_state_is_reachable_and_told_apart() {
     let (orderer, expirer, leaver, waiter, stranger) =
         (user(1), user(2), user(3), user(4), user(9));
 
-    assert_eq!(q.position(&stranger).await, Observed::NotInQueue);
+    assert_eq!(
+        q.position(&stranger).await,
+        Observed::Settled(UserState::NotInQueue)
+    );
     for u in [&orderer, &expirer, &leaver] {
         q.enter(u).await;
     }
@@ -193,12 +197,18 @@ async fn every_user_state_is_reachable_and_told_apart() {
     let token = q.token_of(&orderer).await.expect("admitted");
     assert!(q.token_of(&expirer).await.is_some());
     assert_eq!(q.consume(&orderer, &token).await, ConsumeReply::Accepted);
-    assert_eq!(q.position(&orderer).await, Observed::InFlight);
+    assert_eq!(
+        q.position(&orderer).await,
+        Observed::Settled(UserState::InFlight)
+    );
     assert_eq!(
         q.settle(&orderer, &token, Outcome::Success).await,
         SettleReply::Ordered
     );
-    assert_eq!(q.position(&orderer).await, Observed::Ordered);
+    assert_eq!(
+        q.position(&orderer).await,
+        Observed::Settled(UserState::Ordered)
+    );
 
     // The leaver stops polling, the expirer never uses the token; a new
     // waiter keeps polling through it all.
@@ -212,10 +222,19 @@ async fn every_user_state_is_reachable_and_told_apart() {
         AdmitReply::Ran(c) => assert_eq!((c.expired, c.abandoned), (1, 1), "{c:?}"),
         other => panic!("{other:?}"),
     }
-    assert_eq!(q.position(&expirer).await, Observed::Expired);
-    assert_eq!(q.position(&leaver).await, Observed::Abandoned);
+    assert_eq!(
+        q.position(&expirer).await,
+        Observed::Settled(UserState::Expired)
+    );
+    assert_eq!(
+        q.position(&leaver).await,
+        Observed::Settled(UserState::Abandoned)
+    );
     assert_eq!(waiting_position(&q.position(&waiter).await), Some(1));
-    assert_eq!(q.position(&stranger).await, Observed::NotInQueue);
+    assert_eq!(
+        q.position(&stranger).await,
+        Observed::Settled(UserState::NotInQueue)
+    );
     q.assert_conserved().await;
 
     // Expired and abandoned visitors may re-enter at the back.
@@ -372,9 +391,12 @@ async fn leavers_are_dropped_counted_and_never_admitted() {
     for i in 0..20 {
         let state = q.position(&user(i)).await;
         if i % 2 == 0 {
-            assert!(matches!(state, Observed::Admitted { .. }), "{i}: {state:?}");
+            assert!(
+                matches!(state, Observed::Settled(UserState::Admitted { .. })),
+                "{i}: {state:?}"
+            );
         } else {
-            assert_eq!(state, Observed::Abandoned, "{i}");
+            assert_eq!(state, Observed::Settled(UserState::Abandoned), "{i}");
         }
     }
     assert_eq!(q.stat("abandoned").await, 10);
@@ -420,7 +442,10 @@ async fn a_rolling_scan_drops_leavers_mid_line_so_positions_count_live_visitors(
         let pos = waiting_position(&q.position(&user(i)).await);
         assert_eq!(pos, Some(expected as u64 + 1), "user {i}");
     }
-    assert_eq!(q.position(&user(0)).await, Observed::Abandoned);
+    assert_eq!(
+        q.position(&user(0)).await,
+        Observed::Settled(UserState::Abandoned)
+    );
     q.assert_conserved().await;
 }
 
@@ -541,7 +566,8 @@ async fn randomized_run_conserves_every_user() {
                 q.enter(&id).await;
             }
             30..=54 => {
-                if let Observed::Admitted { token, .. } = q.position(&id).await {
+                if let Observed::Settled(UserState::Admitted { token, .. }) = q.position(&id).await
+                {
                     tokens[u] = EntryToken::parse(&token);
                 }
             }
@@ -611,12 +637,7 @@ async fn randomized_run_conserves_every_user() {
         let state = q.position(&id).await;
         let name = match &state {
             Observed::Waiting(_) => "waiting",
-            Observed::Admitted { .. } => "admitted",
-            Observed::InFlight => "in_flight",
-            Observed::Ordered => "ordered",
-            Observed::Expired => "expired",
-            Observed::Abandoned => "abandoned",
-            Observed::NotInQueue => "not_in_queue",
+            Observed::Settled(s) => s.name(),
         };
         *by_state.entry(name).or_default() += 1;
         assert_eq!(

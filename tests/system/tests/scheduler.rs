@@ -9,6 +9,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use queuegate_shared::ops::{EnterReply, Observed};
+use queuegate_shared::state::UserState;
 use queuegate_shared::{Prefix, QueueId, QueueKeys, Settings};
 use queuegate_system_tests::{user, TestQueue};
 use queuegate_testkit::scheduler::{Scheduler, SchedulerBuilder};
@@ -124,9 +125,9 @@ async fn assert_every_user_accounted(q: &TestQueue, users: usize) {
         let u = user(i);
         let state = match q.position(&u).await {
             Observed::Waiting(_) => "waiting",
-            Observed::Admitted { .. } => "admitted",
-            Observed::Expired => "expired",
-            Observed::Abandoned => "abandoned",
+            Observed::Settled(UserState::Admitted { .. }) => "admitted",
+            Observed::Settled(UserState::Expired) => "expired",
+            Observed::Settled(UserState::Abandoned) => "abandoned",
             other => panic!("user {i} is lost or in an impossible state: {other:?}"),
         };
         *by_state.entry(state).or_default() += 1;
