@@ -16,6 +16,7 @@
 //!   connection must refuse.
 //! * [`backend`] — the one multiplexed Redis connection, reconnecting, every
 //!   call bounded by a timeout.
+//! * [`stats`] — request and round-trip counters behind `GET /_stats`.
 //! * [`error`] — one error enum and the one place that maps it to a status.
 
 pub mod auth;
@@ -25,6 +26,7 @@ pub mod error;
 pub mod protocol;
 pub mod routes;
 pub mod server;
+pub mod stats;
 
 pub use config::Config;
 pub use error::{GatewayError, StartError};

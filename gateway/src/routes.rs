@@ -20,6 +20,7 @@ use crate::auth::Token;
 use crate::backend::{Backend, Transaction};
 use crate::error::GatewayError;
 use crate::protocol::{self, policy, Command, Encoding, Outcome};
+use crate::stats::{Stats, STATS_PATH};
 
 /// The response header @upstash/redis reads for `readYourWrites` and sends
 /// back on its next request. One Redis has no replicas to wait for, so the
@@ -33,6 +34,7 @@ pub struct AppState {
     token: Token,
     max_body_bytes: usize,
     sync_counter: Arc<AtomicU64>,
+    stats: Stats,
 }
 
 impl AppState {
@@ -43,6 +45,7 @@ impl AppState {
             token: Token::new(token),
             max_body_bytes,
             sync_counter: Arc::new(AtomicU64::new(0)),
+            stats: Stats::default(),
         }
     }
 }
@@ -54,6 +57,7 @@ pub fn router(state: AppState) -> Router {
         .route("/", post(single))
         .route("/pipeline", post(pipeline))
         .route("/multi-exec", post(multi_exec))
+        .route(STATS_PATH, get(stats))
         .route("/pipeline/{*rest}", any(not_found))
         .route("/multi-exec/{*rest}", any(not_found))
         .route("/{*command}", get(path_form).post(path_form).put(path_form))
@@ -72,7 +76,12 @@ async fn guard(State(state): State<AppState>, request: Request, next: Next) -> R
     let method = request.method().clone();
     let label = log_label(request.uri().path()).to_string();
     let mut response = match state.token.check(request.headers(), request.uri()) {
-        Ok(()) => next.run(request).await,
+        Ok(()) => {
+            if request.uri().path() != STATS_PATH {
+                state.stats.request();
+            }
+            next.run(request).await
+        }
         Err(denied) => denied.into_response(),
     };
     let sync = state.sync_counter.fetch_add(1, Ordering::Relaxed) + 1;
@@ -125,6 +134,7 @@ async fn run_single(
     if let Some(why) = policy::refusal(command) {
         return Err(GatewayError::BadRequest(why));
     }
+    state.stats.round_trip([command]);
     match Outcome::from_reply(state.backend.command(command).await?, encoding) {
         Outcome::Error(text) => Err(GatewayError::Redis(text)),
         ok => Ok(Json(ok.into_json()).into_response()),
@@ -151,6 +161,7 @@ async fn pipeline(
     let mut replies = if runnable.is_empty() {
         Vec::new()
     } else {
+        state.stats.round_trip(&runnable);
         state.backend.pipeline(&runnable).await?
     }
     .into_iter();
@@ -179,6 +190,7 @@ async fn multi_exec(
     if let Some(why) = commands.iter().find_map(policy::refusal) {
         return Err(GatewayError::BadRequest(why));
     }
+    state.stats.round_trip(&commands);
     match state.backend.transaction(&commands).await? {
         Transaction::Ran(replies) => {
             let outcomes = replies
@@ -192,6 +204,11 @@ async fn multi_exec(
             Outcome::Result(_) => Err(GatewayError::Internal("transaction rejected".into())),
         },
     }
+}
+
+/// `GET /_stats`: the request and round-trip counters (see [`Stats`]).
+async fn stats(State(state): State<AppState>) -> Json<JsonValue> {
+    Json(state.stats.snapshot())
 }
 
 async fn not_found() -> GatewayError {

@@ -41,7 +41,14 @@ impl CrowdStats {
 /// Sends `n` visitors to the worker at `base` over `ramp`; `leave_share` of
 /// them stop polling at some point. Returns when all are done or `deadline`
 /// passes.
-pub async fn run(base: String, n: u64, ramp: Duration, leave_share: f64, deadline: Duration, stats: Arc<CrowdStats>) {
+pub async fn run(
+    base: String,
+    n: u64,
+    ramp: Duration,
+    leave_share: f64,
+    deadline: Duration,
+    stats: Arc<CrowdStats>,
+) {
     let http = reqwest::Client::builder()
         .pool_max_idle_per_host(64)
         .build()
@@ -64,7 +71,13 @@ pub async fn run(base: String, n: u64, ramp: Duration, leave_share: f64, deadlin
     }
 }
 
-async fn visitor(http: &reqwest::Client, base: &str, leaves: bool, end: Instant, stats: &CrowdStats) {
+async fn visitor(
+    http: &reqwest::Client,
+    base: &str,
+    leaves: bool,
+    end: Instant,
+    stats: &CrowdStats,
+) {
     let mut cookie = String::new();
     let mut path = "/queue/enter";
     let mut method = reqwest::Method::POST;
@@ -79,13 +92,24 @@ async fn visitor(http: &reqwest::Client, base: &str, leaves: bool, end: Instant,
             tokio::time::sleep(Duration::from_secs(2)).await;
             continue;
         };
-        if let Some(c) = resp.headers().get("set-cookie").and_then(|v| v.to_str().ok()) {
-            if let Some(kv) = c.split(';').next().filter(|kv| kv.starts_with("qg_visitor=")) {
+        if let Some(c) = resp
+            .headers()
+            .get("set-cookie")
+            .and_then(|v| v.to_str().ok())
+        {
+            if let Some(kv) = c
+                .split(';')
+                .next()
+                .filter(|kv| kv.starts_with("qg_visitor="))
+            {
                 cookie = kv.to_string();
                 stats.entered.fetch_add(1, Ordering::Relaxed);
             }
         }
-        let retry = resp.headers().get("retry-after").and_then(|v| v.to_str().ok()?.parse::<u64>().ok());
+        let retry = resp
+            .headers()
+            .get("retry-after")
+            .and_then(|v| v.to_str().ok()?.parse::<u64>().ok());
         let body: serde_json::Value = resp.json().await.unwrap_or_default();
         match body["state"].as_str() {
             Some("waiting") => {
@@ -106,7 +130,10 @@ async fn visitor(http: &reqwest::Client, base: &str, leaves: bool, end: Instant,
                     .duration_since(std::time::UNIX_EPOCH)
                     .map(|d| d.as_millis() as u64)
                     .unwrap_or_default();
-                let wait = body["activateAt"].as_u64().unwrap_or(now_ms).saturating_sub(now_ms);
+                let wait = body["activateAt"]
+                    .as_u64()
+                    .unwrap_or(now_ms)
+                    .saturating_sub(now_ms);
                 tokio::time::sleep(Duration::from_millis(wait.min(10_000))).await;
                 order(http, base, &cookie, &token, end, stats).await;
                 return;
@@ -120,7 +147,14 @@ async fn visitor(http: &reqwest::Client, base: &str, leaves: bool, end: Instant,
     }
 }
 
-async fn order(http: &reqwest::Client, base: &str, cookie: &str, token: &str, end: Instant, stats: &CrowdStats) {
+async fn order(
+    http: &reqwest::Client,
+    base: &str,
+    cookie: &str,
+    token: &str,
+    end: Instant,
+    stats: &CrowdStats,
+) {
     while Instant::now() < end {
         let resp = http
             .post(format!("{base}/orders"))

@@ -74,18 +74,36 @@ document.getElementById("order").addEventListener("click", async () => {
     )
 }
 
-async fn order(State(shop): State<Arc<Shop>>, headers: HeaderMap) -> (StatusCode, Json<serde_json::Value>) {
-    let h = |name: &str| headers.get(name).and_then(|v| v.to_str().ok()).unwrap_or_default();
-    let (user, queue, time) = (h("x-queuegate-user"), h("x-queuegate-queue"), h("x-queuegate-time"));
-    let expected = time.parse::<u64>().ok().map(|t| {
-        queuegate_worker::signing::sign(&shop.secret, queue, user, t, "POST", "/orders")
-    });
+async fn order(
+    State(shop): State<Arc<Shop>>,
+    headers: HeaderMap,
+) -> (StatusCode, Json<serde_json::Value>) {
+    let h = |name: &str| {
+        headers
+            .get(name)
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or_default()
+    };
+    let (user, queue, time) = (
+        h("x-queuegate-user"),
+        h("x-queuegate-queue"),
+        h("x-queuegate-time"),
+    );
+    let expected = time
+        .parse::<u64>()
+        .ok()
+        .map(|t| queuegate_worker::signing::sign(&shop.secret, queue, user, t, "POST", "/orders"));
     if user.is_empty() || expected.as_deref() != Some(h("x-queuegate-signature")) {
         return (
             StatusCode::UNAUTHORIZED,
-            Json(serde_json::json!({ "error": "unsigned", "message": "not sent through the waiting room" })),
+            Json(
+                serde_json::json!({ "error": "unsigned", "message": "not sent through the waiting room" }),
+            ),
         );
     }
     let n = shop.orders.fetch_add(1, Ordering::SeqCst) + 1;
-    (StatusCode::CREATED, Json(serde_json::json!({ "order": n, "user": user })))
+    (
+        StatusCode::CREATED,
+        Json(serde_json::json!({ "order": n, "user": user })),
+    )
 }

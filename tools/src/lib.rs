@@ -1,7 +1,9 @@
-//! The local demo: [`stack`] starts the whole waiting room (redis-server,
-//! gateway, scheduler, the worker under `wrangler dev`, a demo shop), and
-//! [`crowd`] sends synthetic visitors through it.
+//! The local demo and its measurements: [`stack`] starts the whole waiting
+//! room (redis-server, gateway, scheduler, the worker under `wrangler dev`,
+//! a demo shop), [`crowd`] sends synthetic visitors through it, and [`load`]
+//! drives a measured flash-sale crowd and reports figures (`queuegate-load`).
 
 pub mod crowd;
 pub mod demo_origin;
+pub mod load;
 pub mod stack;

@@ -15,6 +15,25 @@ pub struct StackOptions {
     pub admit_rate: f64,
     /// Order slots.
     pub max_active: u64,
+    /// Further queue settings for the scheduler, as TOML values, e.g.
+    /// `("poll_max_ms", "10000")` (names as in `queuegate_shared::Settings`).
+    pub settings: Vec<(String, String)>,
+    /// The gateway's one-line-per-request debug log; off for measurements,
+    /// where writing it would compete for the CPU being measured.
+    pub gateway_request_log: bool,
+}
+
+impl Default for StackOptions {
+    /// The local demo's settings (`queuegate-dev` without flags).
+    fn default() -> Self {
+        StackOptions {
+            port: 8787,
+            admit_rate: 20.0,
+            max_active: 100,
+            settings: Vec::new(),
+            gateway_request_log: true,
+        }
+    }
 }
 
 /// Local-only secrets: this stack never leaves loopback.
@@ -40,21 +59,29 @@ impl Stack {
     /// Starts everything and waits until the worker answers.
     pub async fn start(opts: &StackOptions) -> anyhow::Result<Stack> {
         let redis = RedisServer::start();
-        let gateway = Gateway::start(&redis.url());
+        let log = if opts.gateway_request_log {
+            "redis_rest=debug"
+        } else {
+            "redis_rest=info"
+        };
+        let gateway = Gateway::builder(&redis.url()).env("RUST_LOG", log).start();
         let shop_url = crate::demo_origin::start(ORIGIN_SECRET).await?;
         let rate = opts.admit_rate.to_string();
         let max_active = opts.max_active.to_string();
+        let mut settings = vec![
+            ("admit_rate_per_second", rate.as_str()),
+            ("max_active", max_active.as_str()),
+        ];
+        settings.extend(opts.settings.iter().map(|(k, v)| (k.as_str(), v.as_str())));
         let scheduler = Scheduler::builder(&redis.url())
-            .queue(
-                "main",
-                &[
-                    ("admit_rate_per_second", rate.as_str()),
-                    ("max_active", max_active.as_str()),
-                ],
-            )
+            .queue("main", &settings)
             .start();
-        let (gw_url, gw_token, origin, port) =
-            (gateway.url(), gateway.token().to_string(), shop_url.clone(), opts.port);
+        let (gw_url, gw_token, origin, port) = (
+            gateway.url(),
+            gateway.token().to_string(),
+            shop_url.clone(),
+            opts.port,
+        );
         let worker = tokio::task::spawn_blocking(move || {
             let mut b = Wrangler::builder()
                 .var("QUEUE_ID", "main")

@@ -136,3 +136,26 @@ async fn down_redis_is_a_fast_5xx_json() {
     assert!(json["error"].as_str().unwrap().contains("Redis"), "{json}");
     assert!(started.elapsed() < Duration::from_secs(3));
 }
+
+#[tokio::test]
+async fn stats_count_requests_and_round_trips_behind_the_token() {
+    let app = app(1024);
+    let request = Request::builder()
+        .uri("/_stats")
+        .body(Body::empty())
+        .unwrap();
+    assert_eq!(send(app.clone(), request).await.0, StatusCode::UNAUTHORIZED);
+    // Redis is down: the round trip is still attempted, and counted.
+    send(app.clone(), authed("GET", "/ping", "")).await;
+    let (status, _, json) = send(app.clone(), authed("POST", "/", "[\"MULTI\"]")).await;
+    assert_eq!(status, StatusCode::BAD_REQUEST);
+    let (status, _, stats) = send(app.clone(), authed("GET", "/_stats", "")).await;
+    assert_eq!(status, StatusCode::OK, "{json}");
+    assert_eq!(stats["requests"], 2, "{stats}");
+    assert_eq!(stats["roundTrips"], 1, "{stats}");
+    assert_eq!(stats["commands"]["PING"], 1, "{stats}");
+    assert!(
+        stats["commands"].get("MULTI").is_none(),
+        "refused: never sent"
+    );
+}

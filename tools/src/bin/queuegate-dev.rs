@@ -42,25 +42,42 @@ async fn main() -> anyhow::Result<()> {
     if !(0.0..=1.0).contains(&args.leave_share) {
         anyhow::bail!("--leave-share must be between 0 and 1");
     }
-    eprintln!("starting redis-server, redis-rest, queuegate-scheduler, the demo shop and wrangler dev…");
+    eprintln!(
+        "starting redis-server, redis-rest, queuegate-scheduler, the demo shop and wrangler dev…"
+    );
     let stack = Stack::start(&StackOptions {
         port: args.port,
         admit_rate: args.admit_rate,
         max_active: args.max_active,
+        ..StackOptions::default()
     })
     .await?;
     let url = stack.worker.url();
     println!("queuegate is running: open {url}/queue");
     println!("  shop (behind the worker): {url}/   checkout: {url}/checkout");
-    println!("  scheduler metrics: http://127.0.0.1:{}/metrics", stack.scheduler.port());
-    println!("  redis: {}   gateway: {}", stack.redis.url(), stack.gateway.url());
+    println!(
+        "  scheduler metrics: http://127.0.0.1:{}/metrics",
+        stack.scheduler.port()
+    );
+    println!(
+        "  redis: {}   gateway: {}",
+        stack.redis.url(),
+        stack.gateway.url()
+    );
     println!("press Ctrl-C to stop");
 
     let stats = Arc::new(CrowdStats::default());
     if args.crowd > 0 {
         let (base, stats, n) = (url.clone(), stats.clone(), args.crowd);
         let ramp = Duration::from_secs(args.crowd_ramp);
-        tokio::spawn(crowd::run(base, n, ramp, args.leave_share, Duration::from_secs(3_600), stats));
+        tokio::spawn(crowd::run(
+            base,
+            n,
+            ramp,
+            args.leave_share,
+            Duration::from_secs(3_600),
+            stats,
+        ));
     }
     let ticker = {
         let stats = stats.clone();

@@ -1,0 +1,131 @@
+//! `queuegate-load`: starts the whole room on loopback, sends a flash-sale
+//! crowd through it, measures position throughput, prints the figures and
+//! writes the charts. Bounded in time and count; stops everything it started.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use clap::Parser;
+use queuegate_tools::load::{self, Options, ThroughputOptions};
+
+/// Figures for the whole waiting room: round trips per operation, position
+/// throughput beside Redis, polls and notice lag adaptive vs fixed, ETA
+/// error, realized admission rate (docs/benchmarks/load.md).
+#[derive(Debug, Parser)]
+#[command(version, about)]
+struct Args {
+    /// Simulated visitors.
+    #[arg(long, default_value_t = 3_000)]
+    visitors: u64,
+    /// Seconds over which they arrive (most at the start).
+    #[arg(long, default_value_t = 6)]
+    spike_secs: u64,
+    /// Admissions per second.
+    #[arg(long, default_value_t = 50.0)]
+    admit_rate: f64,
+    /// Order slots.
+    #[arg(long, default_value_t = 200)]
+    max_active: u64,
+    /// Share of visitors who give up while waiting (0 to 1).
+    #[arg(long, default_value_t = 0.1)]
+    leave_share: f64,
+    /// Share of visitors polling every --fixed-interval-ms instead of obeying
+    /// retryAfter (0: all adaptive, 1: all fixed, 0.5: both in one run).
+    #[arg(long, default_value_t = 0.5)]
+    fixed_share: f64,
+    /// The fixed visitors' poll interval.
+    #[arg(long, default_value_t = 2_000)]
+    fixed_interval_ms: u64,
+    /// Shortest poll interval the queue tells visitors.
+    #[arg(long, default_value_t = 1_000)]
+    poll_min_ms: u64,
+    /// Longest poll interval (scaled down with the crowd; production default 30 s).
+    #[arg(long, default_value_t = 10_000)]
+    poll_max_ms: u64,
+    /// A visitor silent this long has left (at least 2 × --poll-max-ms).
+    #[arg(long, default_value_t = 20_000)]
+    abandon_after_ms: u64,
+    /// Entry token lifetime.
+    #[arg(long, default_value_t = 60_000)]
+    token_ttl_ms: u64,
+    /// Spread of token activation.
+    #[arg(long, default_value_t = 1_000)]
+    activation_jitter_ms: u64,
+    /// The crowd stops by then whatever happens.
+    #[arg(long, default_value_t = 110)]
+    deadline_secs: u64,
+    /// Concurrent position requests in the throughput measurement (0 skips it).
+    #[arg(long, default_value_t = 32)]
+    concurrency: usize,
+    /// Seconds of position load through the worker.
+    #[arg(long, default_value_t = 10)]
+    throughput_secs: u64,
+    /// Requests redis-benchmark sends straight to Redis.
+    #[arg(long, default_value_t = 200_000)]
+    redis_requests: u64,
+    /// Where the SVG charts go (default docs/benchmarks/ of the repository).
+    #[arg(long)]
+    charts: Option<PathBuf>,
+    /// No charts.
+    #[arg(long)]
+    no_charts: bool,
+    /// A tiny crowd in a few seconds, no charts unless --charts: checks the
+    /// tool end to end.
+    #[arg(long)]
+    smoke: bool,
+}
+
+impl Args {
+    fn options(&self) -> Options {
+        if self.smoke {
+            return Options::smoke();
+        }
+        Options {
+            visitors: self.visitors,
+            spike: Duration::from_secs(self.spike_secs),
+            admit_rate: self.admit_rate,
+            max_active: self.max_active,
+            leave_share: self.leave_share,
+            fixed_share: self.fixed_share,
+            fixed_interval: Duration::from_millis(self.fixed_interval_ms),
+            poll_min_ms: self.poll_min_ms,
+            poll_max_ms: self.poll_max_ms,
+            abandon_after_ms: self.abandon_after_ms,
+            token_ttl_ms: self.token_ttl_ms,
+            activation_jitter_ms: self.activation_jitter_ms,
+            deadline: Duration::from_secs(self.deadline_secs),
+            sample_every: Duration::from_millis(250),
+            throughput: (self.concurrency > 0).then(|| ThroughputOptions {
+                visitors: 500,
+                concurrency: self.concurrency,
+                duration: Duration::from_secs(self.throughput_secs),
+                redis_requests: self.redis_requests,
+            }),
+            progress: true,
+        }
+    }
+
+    fn charts_dir(&self) -> Option<PathBuf> {
+        match (&self.charts, self.no_charts, self.smoke) {
+            (_, true, _) => None,
+            (Some(dir), false, _) => Some(dir.clone()),
+            (None, false, true) => None,
+            (None, false, false) => Some(queuegate_testkit::repo_root().join("docs/benchmarks")),
+        }
+    }
+}
+
+#[tokio::main]
+async fn main() -> anyhow::Result<()> {
+    let args = Args::parse();
+    let opts = args.options();
+    eprintln!("starting the stack (redis-server, redis-rest, queuegate-scheduler, demo shop, wrangler dev)…");
+    let report = load::run(&opts).await?;
+    println!("{report}");
+    if let Some(dir) = args.charts_dir() {
+        for path in load::charts::write(&report, &dir)? {
+            println!("chart: {}", path.display());
+        }
+    }
+    Ok(())
+}

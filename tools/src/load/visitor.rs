@@ -1,0 +1,374 @@
+//! One simulated visitor: arrives on the spike's schedule, enters, polls
+//! (obeying `retryAfterMs`, or every 2 s for comparison), may leave, and
+//! orders once admitted. Everything it saw is kept in a [`Record`].
+
+use std::time::{Duration, Instant};
+
+use queuegate_shared::{QueueKeys, UserId};
+use redis::aio::MultiplexedConnection;
+use reqwest::{Client, Method, StatusCode};
+use serde_json::Value as Json;
+
+/// How a visitor paces its polls.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Polling {
+    /// Waits `retryAfterMs` (±10 % jitter, as the waiting-room page does).
+    Adaptive,
+    /// Waits a fixed interval whatever the server says.
+    Fixed,
+}
+
+impl Polling {
+    /// Label for figures and charts.
+    pub fn label(self) -> &'static str {
+        match self {
+            Polling::Adaptive => "adaptive (retryAfter)",
+            Polling::Fixed => "fixed 2 s",
+        }
+    }
+}
+
+/// What one visitor will do.
+#[derive(Debug, Clone)]
+pub struct Plan {
+    /// When it arrives, after the spike starts.
+    pub arrive_after: Duration,
+    /// Its polling.
+    pub polling: Polling,
+    /// `Some(n)`: it gives up after `n` polls while still waiting.
+    pub leave_after_polls: Option<u32>,
+    /// Seed of its poll jitter.
+    pub seed: u64,
+}
+
+/// Settings every visitor shares.
+#[derive(Debug, Clone)]
+pub struct Shared {
+    /// The worker's URL.
+    pub base: String,
+    /// Redis straight over TCP (not through the gateway), to read the tick
+    /// time that admitted a visitor: the status key says `ISSUED|<ms>` until
+    /// the token is consumed, and `activateAt` is that time plus jitter.
+    pub redis: MultiplexedConnection,
+    /// The queue's keys.
+    pub keys: QueueKeys,
+    /// Interval of [`Polling::Fixed`].
+    pub fixed_interval: Duration,
+    /// Nobody sends anything after this.
+    pub end: Instant,
+}
+
+/// Which edge route a request went to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Route {
+    /// `POST /queue/enter`.
+    Enter,
+    /// `GET /queue/position`.
+    Position,
+    /// `POST /orders`.
+    Order,
+}
+
+/// One request a visitor sent.
+#[derive(Debug, Clone, Copy)]
+pub struct Sent {
+    /// Seconds after the spike began.
+    pub at_s: f32,
+    /// Until the reply's body was read (ms); NaN when it failed.
+    pub latency_ms: f32,
+    /// The route.
+    pub route: Route,
+}
+
+/// How a visitor's run ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Outcome {
+    /// Still running at the deadline.
+    Deadline,
+    /// The origin accepted its order.
+    Ordered,
+    /// Gave up while waiting, on purpose.
+    Left,
+    /// Refused at entry (429 full or 503 closed).
+    Refused,
+    /// Ended in another state (expired, abandoned, …) or an order failed.
+    Other,
+}
+
+/// What one visitor saw.
+#[derive(Debug, Clone)]
+pub struct Record {
+    /// Its polling.
+    pub polling: Polling,
+    /// Whether it was planned to leave.
+    pub leaver: bool,
+    /// Epoch ms of the first enter reply.
+    pub entered_ms: Option<u64>,
+    /// Position in the first enter reply (when waiting).
+    pub position_at_entry: Option<u64>,
+    /// `etaSeconds` in the first enter reply.
+    pub eta_at_entry_s: Option<u64>,
+    /// `POST /queue/enter` requests answered.
+    pub enters: u32,
+    /// `GET /queue/position` requests answered while waiting for admission.
+    pub polls: u32,
+    /// Epoch ms of the tick that issued its token (from its status key).
+    pub issued_ms: Option<u64>,
+    /// Epoch ms when it first saw "admitted".
+    pub seen_admitted_ms: Option<u64>,
+    /// `POST /orders` requests answered.
+    pub order_requests: u32,
+    /// Requests that failed (network, 5xx, unreadable reply).
+    pub errors: u32,
+    /// Every request sent, in order.
+    pub sent: Vec<Sent>,
+    /// How it ended.
+    pub outcome: Outcome,
+}
+
+/// Epoch milliseconds (the host clock, which Redis `TIME` also reads here).
+pub fn now_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_millis() as u64)
+        .unwrap_or_default()
+}
+
+/// A small deterministic generator (splitmix64), so a run is repeatable
+/// without a dependency on `rand`.
+pub fn splitmix(seed: u64) -> u64 {
+    let mut z = seed.wrapping_add(0x9E37_79B9_7F4A_7C15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    z ^ (z >> 31)
+}
+
+/// A uniform number in `[0, 1)` from `seed`.
+pub fn unit(seed: u64) -> f64 {
+    (splitmix(seed) >> 11) as f64 / (1u64 << 53) as f64
+}
+
+/// Runs one visitor from its arrival to its end (or `shared.end`).
+pub async fn run(http: &Client, shared: &Shared, start: Instant, plan: Plan) -> Record {
+    let mut v = Visitor {
+        http,
+        shared,
+        cookie: String::new(),
+        record: Record {
+            polling: plan.polling,
+            leaver: plan.leave_after_polls.is_some(),
+            entered_ms: None,
+            position_at_entry: None,
+            eta_at_entry_s: None,
+            enters: 0,
+            polls: 0,
+            issued_ms: None,
+            seen_admitted_ms: None,
+            order_requests: 0,
+            errors: 0,
+            sent: Vec::new(),
+            outcome: Outcome::Deadline,
+        },
+        start,
+    };
+    let arrive = start + plan.arrive_after;
+    if arrive < shared.end {
+        tokio::time::sleep_until(arrive.into()).await;
+        v.record.outcome = v.wait_and_order(&plan).await;
+    }
+    v.record
+}
+
+struct Visitor<'a> {
+    http: &'a Client,
+    shared: &'a Shared,
+    cookie: String,
+    record: Record,
+    start: Instant,
+}
+
+/// A reply the visitor understood.
+struct Reply {
+    status: StatusCode,
+    retry_after_s: Option<u64>,
+    body: Json,
+}
+
+impl Visitor<'_> {
+    async fn wait_and_order(&mut self, plan: &Plan) -> Outcome {
+        let mut reply = loop {
+            match self.send(Route::Enter, None).await {
+                Some(r) if r.status.is_success() => break r,
+                Some(r) if matches!(r.status.as_u16(), 429 | 503) => {
+                    self.record.enters += 1;
+                    return Outcome::Refused;
+                }
+                Some(_) => self.record.errors += 1,
+                None => {}
+            }
+            if !self.pause(Duration::from_secs(1)).await {
+                return Outcome::Deadline;
+            }
+        };
+        self.record.enters += 1;
+        self.record.entered_ms = Some(now_ms());
+        self.record.position_at_entry = reply.body["position"].as_u64();
+        self.record.eta_at_entry_s = reply.body["etaSeconds"].as_u64();
+        let mut poll = 0u64;
+        loop {
+            match reply.body["state"].as_str() {
+                Some("waiting") => {
+                    if plan
+                        .leave_after_polls
+                        .is_some_and(|n| self.record.polls >= n)
+                    {
+                        return Outcome::Left;
+                    }
+                    poll += 1;
+                    let wait = match plan.polling {
+                        Polling::Fixed => self.shared.fixed_interval,
+                        Polling::Adaptive => {
+                            let ms = reply.body["retryAfterMs"].as_u64().unwrap_or(1_000) as f64;
+                            let jitter = 0.9 + 0.2 * unit(plan.seed ^ poll.rotate_left(32));
+                            Duration::from_millis((ms * jitter) as u64)
+                        }
+                    };
+                    if !self.pause(wait).await {
+                        return Outcome::Deadline;
+                    }
+                    reply = loop {
+                        match self.send(Route::Position, None).await {
+                            Some(r) if r.status.is_success() => break r,
+                            Some(_) => self.record.errors += 1,
+                            None => {}
+                        }
+                        if !self.pause(Duration::from_secs(1)).await {
+                            return Outcome::Deadline;
+                        }
+                    };
+                    self.record.polls += 1;
+                }
+                Some("admitted") => return self.order(&reply.body).await,
+                _ => return Outcome::Other,
+            }
+        }
+    }
+
+    async fn order(&mut self, admitted: &Json) -> Outcome {
+        self.record.seen_admitted_ms = Some(now_ms());
+        self.record.issued_ms = self.issued_at().await;
+        let token = admitted["token"].as_str().unwrap_or_default().to_string();
+        let activate = admitted["activateAt"].as_u64().unwrap_or_default();
+        let early = Duration::from_millis(activate.saturating_sub(now_ms()));
+        if !self.pause(early).await {
+            return Outcome::Deadline;
+        }
+        loop {
+            let Some(r) = self.send(Route::Order, Some(&token)).await else {
+                return Outcome::Other;
+            };
+            self.record.order_requests += 1;
+            match r.status.as_u16() {
+                200..=299 => return Outcome::Ordered,
+                429 => {
+                    let wait = Duration::from_secs(r.retry_after_s.unwrap_or(1));
+                    if !self.pause(wait).await {
+                        return Outcome::Deadline;
+                    }
+                }
+                _ => return Outcome::Other,
+            }
+        }
+    }
+
+    /// The admitting tick's time from `status:<uid>` (`ISSUED|<ms>`); the
+    /// user id is the visitor cookie's value before its signature.
+    async fn issued_at(&self) -> Option<u64> {
+        let value = self.cookie.strip_prefix("qg_visitor=")?;
+        let user = UserId::new(value.split('.').next()?).ok()?;
+        let mut conn = self.shared.redis.clone();
+        let status: Option<String> = redis::cmd("GET")
+            .arg(self.shared.keys.status(&user))
+            .query_async(&mut conn)
+            .await
+            .ok()?;
+        status?.strip_prefix("ISSUED|")?.parse().ok()
+    }
+
+    /// Sleeps unless that would pass the deadline; false when it would.
+    async fn pause(&self, d: Duration) -> bool {
+        let until = Instant::now() + d;
+        if until >= self.shared.end {
+            return false;
+        }
+        tokio::time::sleep_until(until.into()).await;
+        true
+    }
+
+    /// One request; `None` (counted as an error) unless a JSON reply came
+    /// back with a status below 500.
+    async fn send(&mut self, route: Route, token: Option<&str>) -> Option<Reply> {
+        let sent = Instant::now();
+        let reply = self.exchange(route, token).await;
+        self.record.sent.push(Sent {
+            at_s: (sent - self.start).as_secs_f32(),
+            latency_ms: match reply {
+                Some(_) => sent.elapsed().as_secs_f32() * 1e3,
+                None => f32::NAN,
+            },
+            route,
+        });
+        reply
+    }
+
+    async fn exchange(&mut self, route: Route, token: Option<&str>) -> Option<Reply> {
+        let (method, path) = match route {
+            Route::Enter => (Method::POST, "/queue/enter"),
+            Route::Position => (Method::GET, "/queue/position"),
+            Route::Order => (Method::POST, "/orders"),
+        };
+        let mut req = self
+            .http
+            .request(method, format!("{}{path}", self.shared.base))
+            .timeout(Duration::from_secs(10));
+        if !self.cookie.is_empty() {
+            req = req.header("cookie", &self.cookie);
+        }
+        if let Some(t) = token {
+            req = req
+                .header("x-entry-token", t)
+                .header("content-type", "application/json")
+                .body(r#"{"item":"ticket"}"#);
+        }
+        let Ok(resp) = req.send().await else {
+            self.record.errors += 1;
+            return None;
+        };
+        let visitor_cookie = resp
+            .headers()
+            .get_all("set-cookie")
+            .iter()
+            .filter_map(|v| v.to_str().ok()?.split(';').next())
+            .find(|kv| kv.starts_with("qg_visitor="))
+            .map(str::to_string);
+        if let Some(c) = visitor_cookie {
+            self.cookie = c;
+        }
+        let status = resp.status();
+        let retry_after_s = resp
+            .headers()
+            .get("retry-after")
+            .and_then(|v| v.to_str().ok()?.parse().ok());
+        match resp.json::<Json>().await {
+            Ok(body) if status.as_u16() < 500 => Some(Reply {
+                status,
+                retry_after_s,
+                body,
+            }),
+            _ => {
+                self.record.errors += 1;
+                None
+            }
+        }
+    }
+}

@@ -1,0 +1,47 @@
+//! `queuegate-load` end to end with a tiny crowd, so the tool cannot rot:
+//! the whole stack starts, every visitor path runs (enter, adaptive and
+//! fixed polls, leaving, ordering), the figures come out and the charts are
+//! written. Needs the built worker and `cargo build --bins` (scripts/test
+//! does both); takes about 10 s.
+
+use queuegate_tools::load::{self, visitor::Outcome, Options};
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tiny_crowd_runs_through_the_whole_room() {
+    let opts = Options::smoke();
+    let report = load::run(&opts).await.expect("the load run");
+    let text = report.to_string();
+
+    let leavers = report.records.iter().filter(|r| r.leaver).count();
+    assert_eq!(report.records.len(), opts.visitors as usize);
+    assert!(
+        report.count(Outcome::Ordered) >= report.records.len() - leavers,
+        "everyone who stayed should have ordered:\n{text}"
+    );
+    assert_eq!(report.count(Outcome::Deadline), 0, "{text}");
+
+    // One script round trip per edge call, plus at most a few NOSCRIPT
+    // fallbacks while Redis's script cache warms up.
+    let rt = &report.round_trips;
+    assert!((1.0..1.3).contains(&rt.per_enter()), "{text}");
+    assert!((1.0..1.3).contains(&rt.per_position()), "{text}");
+    assert!((2.0..2.5).contains(&rt.per_order()), "{text}");
+    assert_eq!(rt.counters.non_script_commands(), 0, "{text}");
+
+    let t = report.throughput.expect("throughput measured");
+    assert!(t.worker.ok > 0 && t.redis.rps > 0.0, "{text}");
+    for a in ["adaptive", "fixed 2 s"] {
+        assert!(text.contains(a), "{text}");
+    }
+    assert!(report.eta_error().is_some(), "{text}");
+
+    let dir = tempfile::tempdir().expect("temp dir");
+    for chart in load::charts::write(&report, dir.path()).expect("charts") {
+        let svg = std::fs::read_to_string(&chart).expect("chart written");
+        assert!(
+            svg.starts_with("<svg") && svg.contains("</svg>"),
+            "{}",
+            chart.display()
+        );
+    }
+}
