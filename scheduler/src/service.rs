@@ -47,6 +47,22 @@ pub fn owner_id() -> String {
     format!("{host}/{}/{nonce}", std::process::id())
 }
 
+/// Caches every script in Redis (on a cluster, on every primary). The edge
+/// calls EVALSHA first; without this the first visitors on a fresh Redis
+/// each pay an EVAL fallback round trip. A failure only costs that.
+async fn preload_scripts<C: redis::aio::ConnectionLike + Send>(conn: &mut C) {
+    for script in queuegate_shared::script::all() {
+        let loaded: Result<String, _> = redis::cmd("SCRIPT")
+            .arg("LOAD")
+            .arg(script.source())
+            .query_async(conn)
+            .await;
+        if let Err(e) = loaded {
+            tracing::warn!(script = script.name(), error = %e, "could not preload the script");
+        }
+    }
+}
+
 /// Runs every configured queue until `shutdown` resolves.
 pub async fn run(config: Config, shutdown: impl Future<Output = ()>) -> Result<(), RunError> {
     let owner: Arc<str> = Arc::from(owner_id());
@@ -92,6 +108,8 @@ pub async fn run(config: Config, shutdown: impl Future<Output = ()>) -> Result<(
             return Ok(());
         }
     };
+
+    preload_scripts(&mut conn.clone()).await;
 
     let mut tasks = JoinSet::new();
     for q in &config.queues {

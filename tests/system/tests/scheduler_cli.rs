@@ -204,3 +204,15 @@ async fn operators_pause_resume_close_drain_and_read_status() {
     assert!(matches!(q.position(&user(7)).await, Observed::Waiting(_)));
     q.assert_conserved().await;
 }
+
+#[test]
+fn a_starting_scheduler_caches_every_script_for_the_edge() {
+    let redis = RedisServer::start();
+    let _scheduler = Scheduler::builder(&redis.url()).queue("main", &[]).start();
+    for script in queuegate_shared::script::all() {
+        let reply = redis
+            .raw_command(&format!("SCRIPT EXISTS {}", script.sha1()))
+            .unwrap();
+        assert_eq!(reply, "*1\r\n:1\r\n", "{} is not cached", script.name());
+    }
+}
