@@ -72,6 +72,15 @@ impl EdgeStack {
         }
     }
 
+    /// One admit tick of up to `n` users whose tokens activate after
+    /// `jitter_ms` (the tests' stand-in for a scheduler tick).
+    pub async fn admit(&self, n: usize, jitter_ms: u64) {
+        self.queue.set_lock("test").await;
+        self.queue
+            .admit("test", n as u64, &crate::grants(n, jitter_ms))
+            .await;
+    }
+
     /// A new visitor with no cookies.
     pub fn visitor(&self) -> Visitor {
         Visitor {

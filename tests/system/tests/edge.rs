@@ -11,14 +11,6 @@ use queuegate_system_tests::{fast_settings, grants};
 use queuegate_testkit::RedisServer;
 use queuegate_worker::identity;
 
-async fn admit(stack: &EdgeStack, n: usize, jitter_ms: u64) {
-    stack.queue.set_lock("test").await;
-    stack
-        .queue
-        .admit("test", n as u64, &grants(n, jitter_ms))
-        .await;
-}
-
 async fn eventually_state(v: &mut Visitor, state: &str) -> serde_json::Value {
     for _ in 0..100 {
         let r = v.position().await;
@@ -83,7 +75,7 @@ async fn enter_refresh_position_and_admission() {
     assert!(p.retry_after.is_some());
 
     // The scheduler's admit step lets Ann in.
-    admit(&stack, 1, 0).await;
+    stack.admit(1, 0).await;
     let p = ann.position().await;
     assert_eq!(p.state(), "admitted", "{:?}", p.json);
     assert_eq!(p.json["token"].as_str().map(str::len), Some(32));
@@ -220,7 +212,7 @@ async fn the_gate_spends_each_token_once_and_signs_what_it_forwards() {
     // 100 parallel replays of one fresh token reach the origin once.
     let mut carol = stack.visitor();
     carol.enter().await;
-    admit(&stack, 1, 0).await;
+    stack.admit(1, 0).await;
     let carol_token = token_of(&carol.position().await.json);
     let before = stack.origin.hits().len();
     let tasks: Vec<_> = (0..100)
@@ -251,7 +243,7 @@ async fn origin_failure_restores_the_token_and_states_are_told_apart() {
     let (mut ann, mut idle) = (stack.visitor(), stack.visitor());
     ann.enter().await;
     idle.enter().await;
-    admit(&stack, 2, 0).await;
+    stack.admit(2, 0).await;
     let token = token_of(&ann.position().await.json);
 
     stack.origin.set_status(503);
@@ -266,7 +258,7 @@ async fn origin_failure_restores_the_token_and_states_are_told_apart() {
 
     // Idle never used the token: after its TTL and a sweep it is expired.
     tokio::time::sleep(Duration::from_millis(1_200)).await;
-    admit(&stack, 0, 0).await;
+    stack.admit(0, 0).await;
     assert_eq!(idle.position().await.state(), "expired");
     assert_eq!(ann.position().await.state(), "ordered");
     // A valid identity that never entered is not in the queue.
@@ -284,7 +276,7 @@ async fn forged_identities_and_foreign_tokens_change_nothing() {
     let stack = EdgeStack::start(Settings::default(), "anonymous", RedisServer::start()).await;
     let mut ann = stack.visitor();
     ann.enter().await;
-    admit(&stack, 1, 0).await;
+    stack.admit(1, 0).await;
     let token = token_of(&ann.position().await.json);
     let before = stack.snapshot().await;
 

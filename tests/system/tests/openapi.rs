@@ -11,8 +11,8 @@ use queuegate_shared::ops::{Consume, ConsumeReply, SetState};
 use queuegate_shared::token::EntryToken;
 use queuegate_shared::{Prefix, QueueId, QueueKeys, QueueState, Settings, UserId};
 use queuegate_system_tests::edge::{EdgeStack, IDENTITY_SECRET};
+use queuegate_system_tests::fast_settings;
 use queuegate_system_tests::origin::TestOrigin;
-use queuegate_system_tests::{fast_settings, grants};
 use queuegate_testkit::{repo_root, RedisServer};
 use queuegate_worker::identity;
 use serde_json::{json, Value};
@@ -329,14 +329,6 @@ fn visitor(n: u8) -> Visitor {
     Visitor { user, cookie }
 }
 
-async fn admit(stack: &EdgeStack, n: usize, jitter_ms: u64) {
-    stack.queue.set_lock("test").await;
-    stack
-        .queue
-        .admit("test", n as u64, &grants(n, jitter_ms))
-        .await;
-}
-
 fn now_ms() -> u64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
@@ -479,7 +471,7 @@ async fn every_documented_status_matches_the_openapi_document() {
     assert_eq!(stranger.json()["state"], "not_in_queue");
 
     // Admitted, but the token activates in 3 s: too early.
-    admit(&stack, 1, 3_000).await;
+    stack.admit(1, 3_000).await;
     let admitted = ck
         .expect(call("GET", "/queue/position").visitor(&ann), 200)
         .await;
@@ -507,7 +499,7 @@ async fn every_documented_status_matches_the_openapi_document() {
     let bob = visitor(2);
     ck.expect(call("POST", "/queue/enter").visitor(&bob), 200)
         .await;
-    admit(&stack, 1, 0).await;
+    stack.admit(1, 0).await;
     let b = ck
         .expect(call("GET", "/queue/position").visitor(&bob), 200)
         .await
@@ -557,7 +549,7 @@ async fn every_documented_status_matches_the_openapi_document() {
     let carol = visitor(3);
     ck.expect(call("POST", "/queue/enter").visitor(&carol), 200)
         .await;
-    admit(&stack, 1, 0).await;
+    stack.admit(1, 0).await;
     let c = ck
         .expect(call("GET", "/queue/position").visitor(&carol), 200)
         .await
@@ -585,7 +577,7 @@ async fn every_documented_status_matches_the_openapi_document() {
         .await;
     let until = (ann_expires + 200).max(now_ms() + 1_300);
     tokio::time::sleep(Duration::from_millis(until.saturating_sub(now_ms()))).await;
-    admit(&stack, 0, 0).await;
+    stack.admit(0, 0).await;
     let d = ck
         .expect(call("GET", "/queue/position").visitor(&dave), 200)
         .await;
@@ -614,7 +606,7 @@ async fn every_documented_status_matches_the_openapi_document() {
     let eve = visitor(5);
     ck.expect(call("POST", "/queue/enter").visitor(&eve), 200)
         .await;
-    admit(&stack, 1, 0).await;
+    stack.admit(1, 0).await;
     let e = ck
         .expect(call("GET", "/queue/position").visitor(&eve), 200)
         .await

@@ -140,13 +140,7 @@ async fn enter_many(http: &reqwest::Client, base: &str, n: usize) -> anyhow::Res
 
 async fn enter_one(http: &reqwest::Client, url: &str) -> anyhow::Result<String> {
     let resp = http.post(url).send().await?;
-    let cookie = resp
-        .headers()
-        .get_all("set-cookie")
-        .iter()
-        .filter_map(|v| v.to_str().ok()?.split(';').next())
-        .find(|kv| kv.starts_with("qg_visitor="))
-        .map(str::to_string);
+    let cookie = super::visitor::visitor_cookie(&resp);
     let state: serde_json::Value = resp.json().await?;
     anyhow::ensure!(state["state"] == "waiting", "enter answered {state}");
     cookie.context("enter set no visitor cookie")

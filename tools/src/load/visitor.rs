@@ -344,13 +344,7 @@ impl Visitor<'_> {
             self.record.errors += 1;
             return None;
         };
-        let visitor_cookie = resp
-            .headers()
-            .get_all("set-cookie")
-            .iter()
-            .filter_map(|v| v.to_str().ok()?.split(';').next())
-            .find(|kv| kv.starts_with("qg_visitor="))
-            .map(str::to_string);
+        let visitor_cookie = visitor_cookie(&resp);
         if let Some(c) = visitor_cookie {
             self.cookie = c;
         }
@@ -371,4 +365,14 @@ impl Visitor<'_> {
             }
         }
     }
+}
+
+/// The `qg_visitor=…` pair a reply sets, ready for a `Cookie` header.
+pub fn visitor_cookie(resp: &reqwest::Response) -> Option<String> {
+    resp.headers()
+        .get_all("set-cookie")
+        .iter()
+        .filter_map(|v| v.to_str().ok()?.split(';').next())
+        .find(|kv| kv.starts_with("qg_visitor="))
+        .map(str::to_string)
 }
