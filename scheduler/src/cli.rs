@@ -252,7 +252,7 @@ async fn read_status(conn: &mut RedisConn, keys: &QueueKeys) -> Result<QueueStat
         waiting,
         active,
         max_active: config.get("max_active").and_then(|v| v.parse().ok()),
-        admitted_per_second: stats.get("rate").and_then(|v| v.parse().ok()),
+        admitted_per_second: config.get("measured_rate").and_then(|v| v.parse().ok()),
         lease_ttl_ms: holder.as_ref().map(|_| ttl),
         lease_holder: holder,
         stats: stats

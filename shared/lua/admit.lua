@@ -4,7 +4,8 @@
 -- ARGV[3] allowance (most admissions this tick, from the caller's token bucket)
 -- ARGV[4] max_active  ARGV[5] token_ttl_ms  ARGV[6] status_ttl_ms
 -- ARGV[7] abandon_after_ms  ARGV[8] sweep_limit  ARGV[9] leaver_scan_per_tick
--- ARGV[10] measured admission rate per second to record ('' keeps the old one)
+-- ARGV[10] measured admission rate per second, recorded in config as
+--   measured_rate for the ETA ('' keeps the old one)
 -- ARGV[11..] pairs: token, activation jitter ms (one pair per possible admission)
 -- Reply: {code, admitted, expired, lapsed, abandoned, waiting, active}
 --   code 1 admitted (maybe 0 users) · 2 queue not admitting (paused/closed;
@@ -110,6 +111,6 @@ if admitted > 0 then redis.call('HINCRBY', KEYS[5], 'admitted', admitted) end
 if expired > 0 then redis.call('HINCRBY', KEYS[5], 'expired', expired) end
 if lapsed > 0 then redis.call('HINCRBY', KEYS[5], 'lapsed', lapsed) end
 if abandoned > 0 then redis.call('HINCRBY', KEYS[5], 'abandoned', abandoned) end
-if ARGV[10] ~= '' then redis.call('HSET', KEYS[5], 'rate', ARGV[10]) end
+if ARGV[10] ~= '' then redis.call('HSET', KEYS[4], 'measured_rate', ARGV[10]) end
 
 return {code, admitted, expired, lapsed, abandoned, redis.call('ZCARD', KEYS[1]), redis.call('ZCARD', KEYS[2])}

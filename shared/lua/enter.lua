@@ -14,7 +14,7 @@ local now = now_ms()
 local ticket = redis.call('ZSCORE', KEYS[1], uid)
 if ticket then
   if cfg[CFG_ABANDON] then mark_seen(base, now, tonumber(ticket), tonumber(cfg[CFG_ABANDON])) end
-  return waiting_reply(redis.call('ZRANK', KEYS[1], uid) + 1, cfg, KEYS[7])
+  return waiting_reply(redis.call('ZRANK', KEYS[1], uid) + 1, cfg)
 end
 
 local current = settled_state(KEYS[3], KEYS[4])
@@ -42,4 +42,4 @@ local new_ticket = redis.call('INCR', KEYS[2])
 redis.call('ZADD', KEYS[1], new_ticket, uid)
 mark_seen(base, now, new_ticket, tonumber(cfg[CFG_ABANDON]))
 redis.call('HINCRBY', KEYS[7], 'entered', 1)
-return waiting_reply(size + 1, cfg, KEYS[7])
+return waiting_reply(size + 1, cfg)

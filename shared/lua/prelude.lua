@@ -20,11 +20,13 @@ local function split(s)
   return out
 end
 
--- Config fields the edge scripts read, in this order.
-local CFG_STATE, CFG_MAX_WAITING, CFG_ABANDON, CFG_RATE, CFG_POLL_MIN, CFG_POLL_MAX = 1, 2, 3, 4, 5, 6
+-- Config fields the edge scripts read, in this order. The scheduler's
+-- measured rate lives beside the settings so a poll reads one hash.
+local CFG_STATE, CFG_MAX_WAITING, CFG_ABANDON, CFG_RATE, CFG_POLL_MIN, CFG_POLL_MAX, CFG_MEASURED =
+  1, 2, 3, 4, 5, 6, 7
 local function read_config(config_key)
   return redis.call('HMGET', config_key, 'state', 'max_waiting', 'abandon_after_ms',
-    'admit_rate_per_second', 'poll_min_ms', 'poll_max_ms')
+    'admit_rate_per_second', 'poll_min_ms', 'poll_max_ms', 'measured_rate')
 end
 
 -- Seen bitmaps: a poll sets the ticket's bit in the current bucket; a
@@ -89,9 +91,8 @@ local function settled_state(token_key, status_key)
 end
 
 -- {'waiting', position, queue state, measured rate, admit rate, poll min, poll max}
-local function waiting_reply(position, cfg, stats_key)
-  local rate = redis.call('HGET', stats_key, 'rate')
-  return {'waiting', position, cfg[CFG_STATE] or '', rate or '', cfg[CFG_RATE] or '',
+local function waiting_reply(position, cfg)
+  return {'waiting', position, cfg[CFG_STATE] or '', cfg[CFG_MEASURED] or '', cfg[CFG_RATE] or '',
     cfg[CFG_POLL_MIN] or '', cfg[CFG_POLL_MAX] or ''}
 end
 

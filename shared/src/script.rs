@@ -152,11 +152,11 @@ mod tests {
     }
 
     const PINNED: &[(&str, &str)] = &[
-        ("enter", "6496f8088967ab480723eed52434eb39d5eec44d"),
-        ("position", "53c3c6e9ae47b499c7e5b53279d3112c65fc30f5"),
-        ("admit", "500df7eb9db67d16343921b96d0a2ea2aac26589"),
-        ("consume", "bfef58cfa2cf79089b5218c1b65e2d30e3445d51"),
-        ("settle", "a7bd92c10396aa890075c170d40844097efe9eb5"),
+        ("enter", "f20758d7bc80d4a003e3c55ae66bfaf5883ad50f"),
+        ("position", "c2131b42e0a191f3d2cefa7e381d3f375a4bc158"),
+        ("admit", "0d8cd1f424f7a5dd4e2241e41ae414425ffe40cf"),
+        ("consume", "c520a1beb4407ab0b5771f92e620b94cedb0bfbe"),
+        ("settle", "69e223e3a82dcffda305cfe44c089a93c61d4780"),
         ("lease_acquire", "6142fd947fbfecb64ea39aaa44341a9db68f13ca"),
         ("lease_renew", "17ea0368b83201fff1c7036adc35c519f8b81727"),
         ("lease_release", "e6e4e2b540e4715548f389149c65670d65a970f4"),

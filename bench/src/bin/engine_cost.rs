@@ -128,15 +128,23 @@ impl Bench {
 
     async fn measure(&self) -> Result<Vec<(&'static str, f64)>> {
         let mut out = Vec::new();
-        let step = (self.depth / CALLS).max(1);
-        let sample: Vec<UserId> = (0..CALLS).map(|i| uid((i * step) % self.depth)).collect();
+        // Spread over the whole line, and a different set of users for the
+        // bare ZRANK and for position, so neither runs on nodes the other
+        // has just brought into the cache.
+        let step = (self.depth / CALLS).max(2);
+        let sample_at = |offset: usize| -> Vec<UserId> {
+            (0..CALLS)
+                .map(|i| uid((i * step + offset) % self.depth))
+                .collect()
+        };
+        let (ranked, polled) = (sample_at(0), sample_at(step / 2));
 
         out.push((
             "ZRANK (bare)",
             self.phase("zrank", |p, i| {
                 p.cmd("ZRANK")
                     .arg(self.keys.waiting())
-                    .arg(sample[i].as_str());
+                    .arg(ranked[i].as_str());
             })
             .await?,
         ));
@@ -145,7 +153,7 @@ impl Bench {
             self.phase("evalsha", |p, i| {
                 let inv = queuegate_shared::Operation::invocation(&Position {
                     keys: &self.keys,
-                    user: &sample[i],
+                    user: &polled[i],
                 });
                 add_evalsha(p, &inv);
             })

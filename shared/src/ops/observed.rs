@@ -118,7 +118,6 @@ impl Operation for Position<'_> {
                 k.token(self.user),
                 k.status(self.user),
                 k.config(),
-                k.stats(),
             ],
             args: vec![self.user.as_str().to_string(), k.base().to_string()],
         }

@@ -694,3 +694,35 @@ async fn published_settings_read_back_from_the_config_hash() {
         .unwrap();
     assert_eq!(state, QueueState::Closed);
 }
+
+#[tokio::test]
+async fn the_measured_rate_reaches_the_eta() {
+    let redis = RedisServer::start();
+    let q = TestQueue::open(&redis.url(), "eta", Settings::default()).await;
+    for i in 0..100 {
+        q.enter(&user(i)).await;
+    }
+    q.set_lock("me").await;
+    let reply = q
+        .run(&queuegate_shared::ops::Admit {
+            keys: &q.keys,
+            owner: "me",
+            allowance: 0,
+            settings: &q.settings,
+            rate_estimate: Some(5.0),
+            grants: &[],
+        })
+        .await
+        .unwrap();
+    assert!(matches!(reply, AdmitReply::Ran(_)));
+    let Observed::Waiting(w) = q.position(&user(99)).await else {
+        panic!("user 99 waits");
+    };
+    assert_eq!((w.position, w.measured_rate), (100, Some(5.0)));
+    let state = Observed::Waiting(w).into_user_state(&Settings::default().poll_policy());
+    // 100 ahead at 5/s, not at the configured 175/s.
+    assert_eq!(
+        serde_json::to_value(&state).unwrap()["etaSeconds"],
+        serde_json::json!(20)
+    );
+}
