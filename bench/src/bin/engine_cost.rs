@@ -190,10 +190,7 @@ impl Bench {
             .collect();
         let admit_calls = 100;
         let mut conn = self.conn.clone();
-        redis::cmd("CONFIG")
-            .arg("RESETSTAT")
-            .exec_async(&mut conn)
-            .await?;
+        reset_stats(&mut conn).await?;
         for _ in 0..admit_calls {
             let reply = engine::run(
                 &mut conn,
@@ -234,10 +231,7 @@ impl Bench {
                 .context("token record")?;
             pairs.push((user, token));
         }
-        redis::cmd("CONFIG")
-            .arg("RESETSTAT")
-            .exec_async(&mut conn)
-            .await?;
+        reset_stats(&mut conn).await?;
         for (user, token) in &pairs {
             engine::run(
                 &mut conn,
@@ -250,10 +244,7 @@ impl Bench {
             .await?;
         }
         out.push(("consume", usec_per_call(&mut conn, "evalsha").await?));
-        redis::cmd("CONFIG")
-            .arg("RESETSTAT")
-            .exec_async(&mut conn)
-            .await?;
+        reset_stats(&mut conn).await?;
         for (user, token) in &pairs {
             engine::run(
                 &mut conn,
@@ -282,10 +273,7 @@ impl Bench {
         let mut warm = redis::pipe();
         add(&mut warm, 0);
         let _: Vec<redis::Value> = warm.query_async(&mut conn).await?;
-        redis::cmd("CONFIG")
-            .arg("RESETSTAT")
-            .exec_async(&mut conn)
-            .await?;
+        reset_stats(&mut conn).await?;
         for start in (1..CALLS).step_by(PIPELINE) {
             let mut pipe = redis::pipe();
             for i in start..(start + PIPELINE).min(CALLS) {
@@ -311,6 +299,14 @@ fn add_evalsha(pipe: &mut redis::Pipeline, inv: &queuegate_shared::Invocation) {
         .arg(inv.keys.len())
         .arg(&inv.keys)
         .arg(&inv.args);
+}
+
+/// Zeroes `INFO commandstats`, so the next read covers one phase only.
+async fn reset_stats(conn: &mut MultiplexedConnection) -> Result<()> {
+    Ok(redis::cmd("CONFIG")
+        .arg("RESETSTAT")
+        .exec_async(conn)
+        .await?)
 }
 
 async fn info(conn: &mut MultiplexedConnection, section: &str) -> Result<String> {
