@@ -67,11 +67,6 @@ impl TokenBucket {
     pub fn idle(&mut self) {
         self.tokens = self.tokens.min(self.per_tick.max(1.0));
     }
-
-    /// Tokens held (fractional).
-    pub fn tokens(&self) -> f64 {
-        self.tokens
-    }
 }
 
 /// Admissions per second, exponentially weighted over a time constant

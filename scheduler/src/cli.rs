@@ -2,11 +2,12 @@
 //! or switches one queue. Each error maps to an exit code: 2 for usage and
 //! config mistakes, 1 for runtime failures such as Redis being unreachable.
 
-use std::collections::HashMap;
+use std::collections::BTreeMap;
 use std::path::PathBuf;
 
 use clap::{Parser, Subcommand};
-use queuegate_shared::ops::SetState;
+use queuegate_shared::fields::{config as cf, stats as sf};
+use queuegate_shared::ops::{SetState, StateSwitch, Status};
 use queuegate_shared::{QueueKeys, QueueState};
 
 use crate::config::{self, Config, ConfigError, QueueConfig};
@@ -101,72 +102,71 @@ impl CliError {
     }
 }
 
-impl From<redis::RedisError> for CliError {
-    fn from(e: redis::RedisError) -> Self {
-        CliError::Redis(EngineError::Redis(e))
-    }
-}
-
 /// Runs the parsed command; `shutdown` stops `run`.
 pub async fn execute(
     cli: Cli,
     shutdown: impl std::future::Future<Output = ()>,
 ) -> Result<(), CliError> {
     let config = Config::load(&cli.config)?;
-    let state = |queue: Option<String>, state| (queue, state);
-    let (queue, target) = match cli.command {
+    let switch = |queue: Option<String>, state| (queue, state, None);
+    let (queue, target, expect) = match cli.command {
         Command::Run => return Ok(service::run(config, shutdown).await?),
         Command::Check => {
             print!("{}", check_report(&config));
             return Ok(());
         }
         Command::Status { queue, json } => return status(&config, queue.as_deref(), json).await,
-        Command::Pause { queue } => state(queue, QueueState::Paused),
-        Command::Close { queue } => state(queue, QueueState::Closed),
-        Command::Open { queue } => state(queue, QueueState::Open),
-        Command::Drain { queue } => state(queue, QueueState::Draining),
-        Command::Resume { queue } => {
-            let q = pick(&config, queue.as_deref())?;
-            let mut conn = connect::open(&config.redis, Patience::Once).await?;
-            let keys = QueueKeys::new(&config.prefix, &q.id);
-            let now: Option<String> = redis::cmd("HGET")
-                .arg(keys.config())
-                .arg("state")
-                .query_async(&mut conn)
-                .await?;
-            return match now.as_deref().and_then(QueueState::parse) {
-                Some(QueueState::Paused) => set_state(&mut conn, &keys, QueueState::Open).await,
-                Some(QueueState::Open) => {
-                    println!("queue {}: already open", q.id);
-                    Ok(())
-                }
-                other => Err(CliError::Refused(format!(
-                    "queue {} is {}, not paused; use `open` to reopen it",
-                    q.id,
-                    other.map_or("unconfigured", QueueState::as_str)
-                ))),
-            };
-        }
+        Command::Pause { queue } => switch(queue, QueueState::Paused),
+        Command::Close { queue } => switch(queue, QueueState::Closed),
+        Command::Open { queue } => switch(queue, QueueState::Open),
+        Command::Drain { queue } => switch(queue, QueueState::Draining),
+        // Only from paused, compared inside the script: a `close` that
+        // lands meanwhile is never undone.
+        Command::Resume { queue } => (queue, QueueState::Open, Some(QueueState::Paused)),
     };
     let q = pick(&config, queue.as_deref())?;
     let mut conn = connect::open(&config.redis, Patience::Once).await?;
     let keys = QueueKeys::new(&config.prefix, &q.id);
-    set_state(&mut conn, &keys, target).await
+    set_state(&mut conn, &keys, target, expect).await
 }
 
 async fn set_state(
     conn: &mut RedisConn,
     keys: &QueueKeys,
     state: QueueState,
+    expect: Option<QueueState>,
 ) -> Result<(), CliError> {
-    let previous = engine::run(conn, &SetState { keys, state }).await?;
-    println!(
-        "queue {}: {} (was {})",
-        keys.queue(),
-        state.as_str(),
-        previous.map_or("unconfigured", QueueState::as_str)
-    );
-    Ok(())
+    let name = |s: Option<QueueState>| s.map_or("unconfigured", QueueState::as_str);
+    match engine::run(
+        conn,
+        &SetState {
+            keys,
+            state,
+            expect,
+        },
+    )
+    .await?
+    {
+        StateSwitch::Switched(previous) => {
+            println!(
+                "queue {}: {} (was {})",
+                keys.queue(),
+                state.as_str(),
+                name(previous)
+            );
+            Ok(())
+        }
+        StateSwitch::Refused(Some(current)) if current == state => {
+            println!("queue {}: already {}", keys.queue(), state.as_str());
+            Ok(())
+        }
+        StateSwitch::Refused(current) => Err(CliError::Refused(format!(
+            "queue {} is {}, not {}; use `open` to reopen it",
+            keys.queue(),
+            name(current),
+            name(expect),
+        ))),
+    }
 }
 
 /// The named queue, or the only one.
@@ -211,7 +211,7 @@ fn check_report(config: &Config) -> String {
     out
 }
 
-/// What `status` reads for one queue.
+/// What `status` shows of one queue (the JSON of `status --json`).
 #[derive(Debug, serde::Serialize)]
 struct QueueStatus {
     queue: String,
@@ -221,44 +221,22 @@ struct QueueStatus {
     max_active: Option<u64>,
     admitted_per_second: Option<f64>,
     lease_holder: Option<String>,
-    lease_ttl_ms: Option<i64>,
-    stats: HashMap<String, i64>,
+    lease_ttl_ms: Option<u64>,
+    stats: BTreeMap<String, i64>,
 }
 
-/// config, |waiting|, |active|, stats, lock holder, lock PTTL.
-type RawStatus = (
-    HashMap<String, String>,
-    u64,
-    u64,
-    HashMap<String, String>,
-    Option<String>,
-    i64,
-);
-
 async fn read_status(conn: &mut RedisConn, keys: &QueueKeys) -> Result<QueueStatus, CliError> {
-    // One slot per queue, so the pipeline works on a cluster too.
-    let (config, waiting, active, stats, holder, ttl): RawStatus = redis::pipe()
-        .hgetall(keys.config())
-        .zcard(keys.waiting())
-        .zcard(keys.active())
-        .hgetall(keys.stats())
-        .get(keys.lock())
-        .pttl(keys.lock())
-        .query_async(conn)
-        .await?;
+    let s = engine::run(conn, &Status { keys }).await?;
     Ok(QueueStatus {
         queue: keys.queue().to_string(),
-        state: config.get("state").cloned(),
-        waiting,
-        active,
-        max_active: config.get("max_active").and_then(|v| v.parse().ok()),
-        admitted_per_second: config.get("measured_rate").and_then(|v| v.parse().ok()),
-        lease_ttl_ms: holder.as_ref().map(|_| ttl),
-        lease_holder: holder,
-        stats: stats
-            .iter()
-            .filter_map(|(k, v)| Some((k.clone(), v.parse().ok()?)))
-            .collect(),
+        state: s.config.get(cf::STATE).cloned(),
+        waiting: s.waiting,
+        active: s.active,
+        max_active: s.setting(cf::MAX_ACTIVE),
+        admitted_per_second: s.measured_rate(),
+        lease_ttl_ms: s.lease.as_ref().map(|(_, ttl)| *ttl),
+        lease_holder: s.lease.as_ref().map(|(holder, _)| holder.clone()),
+        stats: s.counters(),
     })
 }
 
@@ -299,12 +277,12 @@ fn render(s: &QueueStatus) -> String {
         s.state.as_deref().unwrap_or("unconfigured (no scheduler has published settings)"),
         s.waiting,
         s.active,
-        stat("entered"),
-        stat("admitted"),
-        stat("abandoned"),
-        stat("expired"),
-        stat("ordered"),
-        stat("lapsed"),
+        stat(sf::ENTERED),
+        stat(sf::ADMITTED),
+        stat(sf::ABANDONED),
+        stat(sf::EXPIRED),
+        stat(sf::ORDERED),
+        stat(sf::LAPSED),
     )
 }
 
@@ -354,7 +332,7 @@ mod tests {
             admitted_per_second: Some(174.96),
             lease_holder: Some("vm1/42/ab12cd34".into()),
             lease_ttl_ms: Some(1800),
-            stats: HashMap::from([("entered".into(), 5000), ("admitted".into(), 3796)]),
+            stats: BTreeMap::from([("entered".into(), 5000), ("admitted".into(), 3796)]),
         };
         let text = render(&s);
         assert!(text.contains("active      56 / 1000"), "{text}");

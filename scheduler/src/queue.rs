@@ -1,12 +1,12 @@
-//! One queue's loop: stand by until the lease is free, then renew it and
-//! admit every tick. Safety lives in the admit script (free slots, owner
+//! One queue's loop: stand by until the lease is free, then admit every
+//! tick (each admit call also extends the lease: one round trip a tick). Safety lives in the admit script (free slots, owner
 //! fencing); the lease only keeps one scheduler busy per queue.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use queuegate_shared::ops::{
-    Admit, AdmitCounts, AdmitReply, Configure, LeaseAcquire, LeaseRelease, LeaseRenew,
+    Admit, AdmitCounts, AdmitReply, Configure, LeaseAcquire, LeaseRelease,
 };
 use queuegate_shared::token::Grant;
 use queuegate_shared::{QueueKeys, QueueState, Settings};
@@ -143,34 +143,17 @@ impl QueueWorker {
         self.release().await;
     }
 
-    /// One tick: take or renew the lease, then admit.
+    /// One tick: admit (which extends our lease in the same call), or take
+    /// the lease first when we are standing by or it may have run out.
     pub async fn tick(&mut self) -> Result<(), TickError> {
         let started = Instant::now();
         let elapsed = self
             .last_tick
             .map_or(Duration::ZERO, |t| started.duration_since(t));
         self.last_tick = Some(started);
-        let ttl = self.settings.lease_ttl_ms;
-        let lease_for = Duration::from_millis(ttl);
 
         match self.role {
             Role::Leader { valid_until } if started < valid_until => {
-                let renewed = engine::run(
-                    &mut self.conn,
-                    &LeaseRenew {
-                        keys: &self.keys,
-                        owner: &self.owner,
-                        ttl_ms: ttl,
-                    },
-                )
-                .await?;
-                if !renewed {
-                    self.lose("renew refused: another scheduler holds the lease");
-                    return Ok(());
-                }
-                self.role = Role::Leader {
-                    valid_until: started + lease_for,
-                };
                 self.bucket.refill(elapsed);
             }
             _ => {
@@ -181,7 +164,7 @@ impl QueueWorker {
                     &LeaseAcquire {
                         keys: &self.keys,
                         owner: &self.owner,
-                        ttl_ms: ttl,
+                        ttl_ms: self.settings.lease_ttl_ms,
                     },
                 )
                 .await?;
@@ -197,12 +180,16 @@ impl QueueWorker {
                 }
                 let was_leader = self.role != Role::Standby;
                 self.role = Role::Leader {
-                    valid_until: started + lease_for,
+                    valid_until: started + self.lease_for(),
                 };
                 self.on_acquired(was_leader, elapsed).await?;
             }
         }
         self.admit(started, elapsed).await
+    }
+
+    fn lease_for(&self) -> Duration {
+        Duration::from_millis(self.settings.lease_ttl_ms)
     }
 
     async fn on_acquired(&mut self, was_leader: bool, elapsed: Duration) -> Result<(), TickError> {
@@ -260,10 +247,14 @@ impl QueueWorker {
         .await?;
         let counts = match reply {
             AdmitReply::NotOwner => {
-                self.lose("admit fenced: we no longer own the lease");
+                self.lose("admit fenced: another scheduler holds the lease");
                 return Ok(());
             }
             AdmitReply::Ran(c) => c,
+        };
+        // The admit extended the lease; count from before it was sent.
+        self.role = Role::Leader {
+            valid_until: started + self.lease_for(),
         };
         self.account(&counts, elapsed);
         self.metrics

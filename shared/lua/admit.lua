@@ -6,7 +6,9 @@
 -- ARGV[7] abandon_after_ms  ARGV[8] sweep_limit  ARGV[9] leaver_scan_per_tick
 -- ARGV[10] measured admission rate per second, recorded in config as
 --   measured_rate for the ETA ('' keeps the old one)
--- ARGV[11..] pairs: token, activation jitter ms (one pair per possible admission)
+-- ARGV[11] lease ttl ms: the owner's lease is extended by it (so a tick is
+--   one round trip)
+-- ARGV[12..] pairs: token, activation jitter ms (one pair per possible admission)
 -- Reply: {code, admitted, expired, lapsed, abandoned, waiting, active}
 --   code 1 admitted (maybe 0 users) · 2 queue not admitting (paused/closed;
 --   sweeps still ran) · 0 caller does not own the lease: nothing changed.
@@ -16,6 +18,7 @@
 if redis.call('GET', KEYS[3]) ~= ARGV[1] then
   return {0, 0, 0, 0, 0, 0, 0}
 end
+redis.call('PEXPIRE', KEYS[3], ARGV[11])
 
 local base = ARGV[2]
 local allowance = tonumber(ARGV[3])
@@ -25,11 +28,11 @@ local status_ttl = tonumber(ARGV[6])
 local abandon_after = tonumber(ARGV[7])
 local limit = tonumber(ARGV[8])
 local scan = tonumber(ARGV[9])
-local FIRST_GRANT = 11
+local FIRST_GRANT = 12
 local now = now_ms()
 local alive = seen_checker(base, now, abandon_after)
-local token_base, status_base = base .. 'token:', base .. 'status:'
-local abandoned_rec, issued_rec = 'ABANDONED|' .. now, 'ISSUED|' .. now
+local token_base, status_base = base .. K_TOKEN, base .. K_STATUS
+local abandoned_rec, issued_rec = record(ST_ABANDONED, now), record(ST_ISSUED, now)
 
 local function abandon(uid)
   redis.call('SET', status_base .. uid, abandoned_rec, 'PX', status_ttl)
@@ -40,14 +43,14 @@ end
 local expired, lapsed = 0, 0
 local gone = redis.call('ZRANGEBYSCORE', KEYS[2], '-inf', now, 'LIMIT', 0, limit)
 for _, uid in ipairs(gone) do
-  local status_key = base .. 'status:' .. uid
+  local status_key = status_base .. uid
   local st = redis.call('GET', status_key)
-  if st and string.sub(st, 1, 10) == 'IN_FLIGHT|' then
+  if st and split(st)[SR_KIND] == ST_IN_FLIGHT then
     lapsed = lapsed + 1
   else
     expired = expired + 1
-    redis.call('DEL', base .. 'token:' .. uid)
-    if st then redis.call('SET', status_key, 'EXPIRED|' .. now, 'KEEPTTL') end
+    redis.call('DEL', token_base .. uid)
+    if st then redis.call('SET', status_key, record(ST_EXPIRED, now), 'KEEPTTL') end
   end
 end
 if #gone > 0 then redis.call('ZREM', KEYS[2], unpack(gone)) end
@@ -56,7 +59,7 @@ if #gone > 0 then redis.call('ZREM', KEYS[2], unpack(gone)) end
 --    the size limit count live visitors; the cursor wraps at the end.
 local abandoned = 0
 if scan > 0 then
-  local cursor = redis.call('HGET', KEYS[5], 'scan_cursor') or '0'
+  local cursor = redis.call('HGET', KEYS[5], SF_SCAN_CURSOR) or '0'
   local batch = redis.call('ZRANGEBYSCORE', KEYS[1], '(' .. cursor, '+inf', 'WITHSCORES', 'LIMIT', 0, scan)
   local dead = {}
   for i = 1, #batch, 2 do
@@ -69,15 +72,15 @@ if scan > 0 then
   abandoned = #dead
   local next_cursor = '0'
   if #batch >= 2 * scan then next_cursor = batch[#batch] end
-  redis.call('HSET', KEYS[5], 'scan_cursor', next_cursor)
+  redis.call('HSET', KEYS[5], SF_SCAN_CURSOR, next_cursor)
 end
 
 -- 3. Admit from the head up to the free slots and the allowance, one token
 --    per user; leavers met at the head are dropped, never admitted. A tick
 --    pops at most sweep_limit + allowance users.
 local code, admitted = 1, 0
-local state = redis.call('HGET', KEYS[4], 'state')
-if state == 'open' or state == 'draining' then
+local state = redis.call('HGET', KEYS[4], CF_STATE)
+if state == QS_OPEN or state == QS_DRAINING then
   local free = max_active - redis.call('ZCARD', KEYS[2])
   local want = math.min(free, allowance, math.floor((#ARGV - FIRST_GRANT + 1) / 2))
   local popped = 0
@@ -91,8 +94,7 @@ if state == 'open' or state == 'draining' then
         local k = FIRST_GRANT + 2 * admitted -- ARGV index of the next grant
         local activate = now + tonumber(ARGV[k + 1])
         local expires = activate + token_ttl
-        redis.call('SET', token_base .. uid,
-          ARGV[k] .. '|' .. activate .. '|' .. expires .. '|0', 'PX', expires - now)
+        redis.call('SET', token_base .. uid, record(ARGV[k], activate, expires, 0), 'PX', expires - now)
         redis.call('SET', status_base .. uid, issued_rec, 'PX', status_ttl)
         redis.call('ZADD', KEYS[2], expires, uid)
         admitted = admitted + 1
@@ -107,10 +109,10 @@ else
 end
 
 -- 4. Counters and the rate estimate the ETA uses.
-if admitted > 0 then redis.call('HINCRBY', KEYS[5], 'admitted', admitted) end
-if expired > 0 then redis.call('HINCRBY', KEYS[5], 'expired', expired) end
-if lapsed > 0 then redis.call('HINCRBY', KEYS[5], 'lapsed', lapsed) end
-if abandoned > 0 then redis.call('HINCRBY', KEYS[5], 'abandoned', abandoned) end
-if ARGV[10] ~= '' then redis.call('HSET', KEYS[4], 'measured_rate', ARGV[10]) end
+if admitted > 0 then redis.call('HINCRBY', KEYS[5], SF_ADMITTED, admitted) end
+if expired > 0 then redis.call('HINCRBY', KEYS[5], SF_EXPIRED, expired) end
+if lapsed > 0 then redis.call('HINCRBY', KEYS[5], SF_LAPSED, lapsed) end
+if abandoned > 0 then redis.call('HINCRBY', KEYS[5], SF_ABANDONED, abandoned) end
+if ARGV[10] ~= '' then redis.call('HSET', KEYS[4], CF_MEASURED_RATE, ARGV[10]) end
 
 return {code, admitted, expired, lapsed, abandoned, redis.call('ZCARD', KEYS[1]), redis.call('ZCARD', KEYS[2])}

@@ -6,5 +6,5 @@
 -- The operator's state (open/paused/draining/closed) is never overwritten
 -- here: a restarting scheduler must not reopen a queue someone closed.
 if #ARGV > 1 then redis.call('HSET', KEYS[1], unpack(ARGV, 2)) end
-redis.call('HSETNX', KEYS[1], 'state', ARGV[1])
-return redis.call('HGET', KEYS[1], 'state')
+redis.call('HSETNX', KEYS[1], CF_STATE, ARGV[1])
+return redis.call('HGET', KEYS[1], CF_STATE)

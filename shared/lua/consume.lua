@@ -5,7 +5,8 @@
 -- edge needs no copy of the settings.)
 -- Reply: {'ok'} · {'invalid'} (wrong, unknown or lapsed token; nothing changed)
 --   · {'used'} (this token was already consumed) · {'early', wait_ms} (valid
---   but before activateAt; the token survives).
+--   but before activateAt; the token survives) · UNCONFIGURED (no published
+--   settings; nothing changed).
 -- A wrong token never learns the real one's activation time, and parallel
 -- replays serialise here: exactly one sees the token.
 local uid, presented = ARGV[1], ARGV[2]
@@ -14,7 +15,7 @@ if not rec then
   local st = redis.call('GET', KEYS[2])
   if st then
     local f = split(st)
-    if (f[1] == 'IN_FLIGHT' or f[1] == 'ORDERED') and f[3] == presented then
+    if (f[SR_KIND] == ST_IN_FLIGHT or f[SR_KIND] == ST_ORDERED) and f[SR_TOKEN] == presented then
       return {'used'}
     end
   end
@@ -22,18 +23,18 @@ if not rec then
 end
 
 local f = split(rec)
-if f[1] ~= presented then return {'invalid'} end
+if f[TR_TOKEN] ~= presented then return {'invalid'} end
 local now = now_ms()
-local activate, expires = tonumber(f[2]), tonumber(f[3])
+local activate, expires = tonumber(f[TR_ACTIVATE_AT]), tonumber(f[TR_EXPIRES_AT])
 -- A token is good in [activateAt, expiresAt) and only while it holds a slot.
 if now >= expires or not redis.call('ZSCORE', KEYS[3], uid) then
   return {'invalid'}
 end
 if now < activate then return {'early', activate - now} end
 
-local cfg = redis.call('HMGET', KEYS[4], 'in_flight_ms', 'status_ttl_ms')
-if not cfg[1] or not cfg[2] then return {'invalid'} end
+local cfg = required_config(KEYS[4], CF_IN_FLIGHT_MS, CF_STATUS_TTL_MS)
+if not cfg then return UNCONFIGURED end
 redis.call('DEL', KEYS[1])
-redis.call('SET', KEYS[2], 'IN_FLIGHT|' .. now .. '|' .. rec, 'PX', tonumber(cfg[2]))
+redis.call('SET', KEYS[2], record(ST_IN_FLIGHT, now, rec), 'PX', tonumber(cfg[2]))
 redis.call('ZADD', KEYS[3], now + tonumber(cfg[1]), uid)
 return {'ok'}

@@ -1,10 +1,9 @@
--- prelude: helpers shared by the queue scripts (prepended to each at build
--- time, so every script stays one self-contained EVAL).
+-- prelude: helpers shared by the queue scripts (prepended to each, after
+-- the generated names of shared/src/fields.rs, so every script stays one
+-- self-contained EVAL).
 --
--- Records (fields joined by '|'):
---   token:<uid>   token|activateAt|expiresAt|restores
---   status:<uid>  ISSUED|at · IN_FLIGHT|at|token|activateAt|expiresAt|restores
---                 · ORDERED|at|token · EXPIRED|at · ABANDONED|at
+-- Records are fields joined by SEP; their layouts (TR_*, SR_*) and the
+-- status kinds (ST_*) are declared in shared/src/fields.rs.
 -- Liveness: seen:<bucket>:<block> are bitmaps indexed by ticket, one per
 -- time bucket of abandon_after/4 ms (see docs/engine.md).
 -- All times are epoch milliseconds from Redis TIME: one clock for all.
@@ -16,8 +15,12 @@ end
 
 local function split(s)
   local out = {}
-  for part in string.gmatch(s, '[^|]+') do out[#out + 1] = part end
+  for part in string.gmatch(s, '[^' .. SEP .. ']+') do out[#out + 1] = part end
   return out
+end
+
+local function record(...)
+  return table.concat({...}, SEP)
 end
 
 -- Config fields the edge scripts read, in this order. The scheduler's
@@ -25,8 +28,20 @@ end
 local CFG_STATE, CFG_MAX_WAITING, CFG_ABANDON, CFG_RATE, CFG_POLL_MIN, CFG_POLL_MAX, CFG_MEASURED =
   1, 2, 3, 4, 5, 6, 7
 local function read_config(config_key)
-  return redis.call('HMGET', config_key, 'state', 'max_waiting', 'abandon_after_ms',
-    'admit_rate_per_second', 'poll_min_ms', 'poll_max_ms', 'measured_rate')
+  return redis.call('HMGET', config_key, CF_STATE, CF_MAX_WAITING, CF_ABANDON_AFTER_MS,
+    CF_ADMIT_RATE_PER_SECOND, CF_POLL_MIN_MS, CF_POLL_MAX_MS, CF_MEASURED_RATE)
+end
+
+-- The published settings a script cannot work without, or nil when any is
+-- missing (no scheduler has published them). Every script then answers
+-- UNCONFIGURED and changes nothing: there are no defaults in Lua.
+local UNCONFIGURED = {'unconfigured'}
+local function required_config(config_key, ...)
+  local values = redis.call('HMGET', config_key, ...)
+  for i = 1, select('#', ...) do
+    if not values[i] then return nil end
+  end
+  return values
 end
 
 -- Seen bitmaps: a poll sets the ticket's bit in the current bucket; a
@@ -40,7 +55,7 @@ local function seen_width(abandon_after)
 end
 
 local function seen_key(base, bucket, ticket)
-  return base .. 'seen:' .. bucket .. ':' .. math.floor(ticket / BLOCK)
+  return base .. K_SEEN .. bucket .. ':' .. math.floor(ticket / BLOCK)
 end
 
 local function mark_seen(base, now, ticket, abandon_after)
@@ -78,14 +93,14 @@ local function settled_state(token_key, status_key)
   local tok = redis.call('GET', token_key)
   if tok then
     local f = split(tok)
-    return {'admitted', f[1], f[2], f[3]}
+    return {'admitted', f[TR_TOKEN], f[TR_ACTIVATE_AT], f[TR_EXPIRES_AT]}
   end
   local st = redis.call('GET', status_key)
   if not st then return {'not_in_queue'} end
-  local kind = split(st)[1]
-  if kind == 'IN_FLIGHT' then return {'in_flight'} end
-  if kind == 'ORDERED' then return {'ordered'} end
-  if kind == 'ABANDONED' then return {'abandoned'} end
+  local kind = split(st)[SR_KIND]
+  if kind == ST_IN_FLIGHT then return {'in_flight'} end
+  if kind == ST_ORDERED then return {'ordered'} end
+  if kind == ST_ABANDONED then return {'abandoned'} end
   -- EXPIRED, or ISSUED whose token has lapsed before the sweep saw it.
   return {'expired'}
 end

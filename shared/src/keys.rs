@@ -161,42 +161,62 @@ impl QueueKeys {
 
     /// ZSET user → ticket: the FIFO line.
     pub fn waiting(&self) -> String {
-        self.key("waiting")
+        self.key(name::WAITING)
     }
     /// STRING: the ticket counter.
     pub fn seq(&self) -> String {
-        self.key("seq")
-    }
-    /// Pattern of the seen bitmaps (`seen:<bucket>:<block>`, written by the
-    /// scripts, which derive them from [`QueueKeys::base`]).
-    pub fn seen_pattern(&self) -> String {
-        self.key("seen:*")
+        self.key(name::SEQ)
     }
     /// ZSET user → slot expiry (ms): occupied order slots.
     pub fn active(&self) -> String {
-        self.key("active")
+        self.key(name::ACTIVE)
     }
     /// STRING: the scheduler lease owner.
     pub fn lock(&self) -> String {
-        self.key("lock")
+        self.key(name::LOCK)
     }
     /// HASH: effective settings and the operator's queue state.
     pub fn config(&self) -> String {
-        self.key("config")
+        self.key(name::CONFIG)
     }
     /// HASH: counters and the admission-rate estimate.
     pub fn stats(&self) -> String {
-        self.key("stats")
+        self.key(name::STATS)
     }
     /// STRING: a user's entry token record.
     pub fn token(&self, user: &UserId) -> String {
-        format!("{}token:{}", self.base, user.0)
+        format!("{}{}{}", self.base, name::TOKEN, user.0)
     }
     /// STRING: a user's status record.
     pub fn status(&self, user: &UserId) -> String {
-        format!("{}status:{}", self.base, user.0)
+        format!("{}{}{}", self.base, name::STATUS, user.0)
     }
 }
+
+names!(
+    /// The key names after `<prefix>:{<queue>}:`. Scripts that derive
+    /// per-user keys (and the seen bitmaps) get them as Lua locals.
+    name, "K_" {
+        /// ZSET: the line.
+        WAITING = "waiting",
+        /// STRING: the ticket counter.
+        SEQ = "seq",
+        /// ZSET: occupied slots.
+        ACTIVE = "active",
+        /// STRING: the lease.
+        LOCK = "lock",
+        /// HASH: settings and state.
+        CONFIG = "config",
+        /// HASH: counters.
+        STATS = "stats",
+        /// Prefix of a user's token record key.
+        TOKEN = "token:",
+        /// Prefix of a user's status record key.
+        STATUS = "status:",
+        /// Prefix of the seen bitmaps, `seen:<bucket>:<block>`.
+        SEEN = "seen:",
+    }
+);
 
 #[cfg(test)]
 mod tests {
@@ -209,7 +229,6 @@ mod tests {
         for k in [
             keys.waiting(),
             keys.seq(),
-            keys.seen_pattern(),
             keys.active(),
             keys.lock(),
             keys.config(),

@@ -3,6 +3,7 @@
 //! and replies decode client-neutral values.
 //!
 //! * [`keys`] — the key schema and id validation.
+//! * [`fields`] — the fields of the queue's hashes and records.
 //! * [`script`] — the Lua scripts (`lua/*.lua`) and their SHA-1s.
 //! * [`ops`] — one typed request and reply per script.
 //! * [`value`] — the reply type both clients convert into.
@@ -11,6 +12,10 @@
 //! * [`policy`] — retryAfter and ETA.
 //! * [`token`] — entry tokens and admission grants.
 
+#[macro_use]
+mod names;
+
+pub mod fields;
 pub mod keys;
 pub mod ops;
 pub mod policy;

@@ -1,23 +1,31 @@
-//! The Lua scripts, each loaded once with its SHA-1 computed once, and the
-//! invocation (KEYS and ARGV) that a typed request builds for a runner.
+//! The Lua scripts, each assembled once (the data contract's names from
+//! [`fields`](crate::fields), the shared prelude, the script) with its SHA-1
+//! computed once, and the invocation (KEYS and ARGV) a typed request builds.
 
 use std::sync::OnceLock;
 
+use crate::fields;
 use crate::value::{DecodeError, Value};
 
 /// One Lua script: its text and its SHA-1 for EVALSHA.
 #[derive(Debug)]
 pub struct Script {
     name: &'static str,
-    source: &'static str,
+    prelude: bool,
+    body: &'static str,
+    source: OnceLock<String>,
     sha1: OnceLock<String>,
 }
 
+const PRELUDE: &str = include_str!("../lua/prelude.lua");
+
 impl Script {
-    const fn new(name: &'static str, source: &'static str) -> Self {
+    const fn new(name: &'static str, prelude: bool, body: &'static str) -> Self {
         Script {
             name,
-            source,
+            prelude,
+            body,
+            source: OnceLock::new(),
             sha1: OnceLock::new(),
         }
     }
@@ -27,49 +35,59 @@ impl Script {
         self.name
     }
 
-    /// The Lua source, for EVAL after a NOSCRIPT reply.
-    pub fn source(&self) -> &'static str {
-        self.source
+    /// The Lua source, for EVAL after a NOSCRIPT reply: the contract's
+    /// names, the prelude where the script uses it, then the script, so
+    /// each still runs as one self-contained EVAL.
+    pub fn source(&self) -> &str {
+        self.source.get_or_init(|| {
+            let prelude = if self.prelude { PRELUDE } else { "" };
+            format!("{}{prelude}{}", fields::lua_header(), self.body)
+        })
+    }
+
+    /// The script's own text, without the generated header and prelude.
+    pub fn body(&self) -> &'static str {
+        self.body
     }
 
     /// Lowercase hex SHA-1 of the source, as Redis computes it.
     pub fn sha1(&self) -> &str {
         self.sha1
-            .get_or_init(|| sha1_smol::Sha1::from(self.source).digest().to_string())
+            .get_or_init(|| sha1_smol::Sha1::from(self.source()).digest().to_string())
     }
 }
 
-// Scripts that describe a user's state share helpers; `concat!` prepends
-// them so each script still runs as one self-contained EVAL.
-macro_rules! with_prelude {
-    ($file:literal) => {
-        concat!(include_str!("../lua/prelude.lua"), include_str!($file))
-    };
-}
-
 /// Takes a ticket (or returns the existing state).
-pub static ENTER: Script = Script::new("enter", with_prelude!("../lua/enter.lua"));
+pub static ENTER: Script = Script::new("enter", true, include_str!("../lua/enter.lua"));
 /// Reports a user's state and marks them as seen.
-pub static POSITION: Script = Script::new("position", with_prelude!("../lua/position.lua"));
+pub static POSITION: Script = Script::new("position", true, include_str!("../lua/position.lua"));
 /// One scheduler tick: sweeps, drops leavers, admits.
-pub static ADMIT: Script = Script::new("admit", with_prelude!("../lua/admit.lua"));
+pub static ADMIT: Script = Script::new("admit", true, include_str!("../lua/admit.lua"));
 /// Compare-and-delete of an entry token.
-pub static CONSUME: Script = Script::new("consume", with_prelude!("../lua/consume.lua"));
+pub static CONSUME: Script = Script::new("consume", true, include_str!("../lua/consume.lua"));
 /// Records the origin's outcome after a consume.
-pub static SETTLE: Script = Script::new("settle", with_prelude!("../lua/settle.lua"));
+pub static SETTLE: Script = Script::new("settle", true, include_str!("../lua/settle.lua"));
 /// Takes or extends the scheduler lease.
-pub static LEASE_ACQUIRE: Script =
-    Script::new("lease_acquire", include_str!("../lua/lease_acquire.lua"));
-/// Extends the lease if still owned.
-pub static LEASE_RENEW: Script = Script::new("lease_renew", include_str!("../lua/lease_renew.lua"));
+pub static LEASE_ACQUIRE: Script = Script::new(
+    "lease_acquire",
+    false,
+    include_str!("../lua/lease_acquire.lua"),
+);
 /// Drops the lease if still owned.
-pub static LEASE_RELEASE: Script =
-    Script::new("lease_release", include_str!("../lua/lease_release.lua"));
+pub static LEASE_RELEASE: Script = Script::new(
+    "lease_release",
+    false,
+    include_str!("../lua/lease_release.lua"),
+);
 
 /// Publishes settings without touching the operator's state.
-pub static CONFIGURE: Script = Script::new("configure", include_str!("../lua/configure.lua"));
+pub static CONFIGURE: Script =
+    Script::new("configure", false, include_str!("../lua/configure.lua"));
+/// Reads what the operator's `status` shows.
+pub static STATUS: Script = Script::new("status", false, include_str!("../lua/status.lua"));
 /// Switches the operator's queue state.
-pub static SET_STATE: Script = Script::new("set_state", include_str!("../lua/set_state.lua"));
+pub static SET_STATE: Script =
+    Script::new("set_state", false, include_str!("../lua/set_state.lua"));
 
 /// Every script, for preloading (SCRIPT LOAD) and the pinned-hash test.
 pub fn all() -> [&'static Script; 10] {
@@ -80,10 +98,10 @@ pub fn all() -> [&'static Script; 10] {
         &CONSUME,
         &SETTLE,
         &LEASE_ACQUIRE,
-        &LEASE_RENEW,
         &LEASE_RELEASE,
         &CONFIGURE,
         &SET_STATE,
+        &STATUS,
     ]
 }
 
@@ -141,6 +159,69 @@ mod tests {
         }
     }
 
+    /// Every upper-case name a script uses with a contract prefix is one
+    /// the generated header defines: a typo fails here, not in production.
+    #[test]
+    fn scripts_use_only_names_of_the_contract() {
+        let defined = fields::lua_names();
+        let texts = all().into_iter().map(|s| s.body()).chain([PRELUDE]);
+        for text in texts {
+            for word in lua_words(text) {
+                let contract = ["CF_", "SF_", "ST_", "TR_", "SR_", "QS_", "K_"]
+                    .iter()
+                    .any(|p| word.starts_with(p));
+                if contract {
+                    assert!(
+                        defined.contains(&word),
+                        "{word} is not in shared/src/fields.rs"
+                    );
+                }
+            }
+        }
+    }
+
+    /// Hash fields, status kinds and key names are never spelled in Lua:
+    /// they come from the header, so they exist once.
+    #[test]
+    fn scripts_spell_no_contract_name_themselves() {
+        let mut kinds: Vec<&str> = fields::status::ALL.iter().map(|(_, v)| *v).collect();
+        // Key names the scripts derive themselves (the rest come as KEYS;
+        // `waiting` is a reply kind too).
+        let derived = crate::keys::name::ALL
+            .iter()
+            .filter(|(_, v)| v.ends_with(':'));
+        kinds.extend(derived.map(|(_, v)| *v));
+        for text in all().into_iter().map(|s| s.body()).chain([PRELUDE]) {
+            for line in text.lines().filter(|l| !l.trim_start().starts_with("--")) {
+                for literal in line.split('\'').skip(1).step_by(2) {
+                    assert!(!kinds.contains(&literal), "{literal:?} spelled in: {line}");
+                }
+                for call in [
+                    "'HGET'",
+                    "'HMGET'",
+                    "'HSET'",
+                    "'HSETNX'",
+                    "'HINCRBY'",
+                    "'HDEL'",
+                ] {
+                    if let Some(at) = line.find(call) {
+                        let args = &line[at + call.len()..];
+                        let args = args.split(')').next().unwrap_or(args);
+                        assert!(!args.contains('\''), "a hash field spelled in: {line}");
+                    }
+                }
+            }
+        }
+    }
+
+    fn lua_words(text: &str) -> impl Iterator<Item = String> + '_ {
+        text.lines()
+            .filter(|l| !l.trim_start().starts_with("--"))
+            .flat_map(|l| l.split(|c: char| !(c.is_ascii_alphanumeric() || c == '_')))
+            .filter(|w| w.starts_with(|c: char| c.is_ascii_uppercase()))
+            .map(str::to_string)
+    }
+
     #[test]
     fn sha1_is_lowercase_hex_and_stable() {
         let s = ENTER.sha1();
@@ -152,15 +233,15 @@ mod tests {
     }
 
     const PINNED: &[(&str, &str)] = &[
-        ("enter", "f20758d7bc80d4a003e3c55ae66bfaf5883ad50f"),
-        ("position", "c2131b42e0a191f3d2cefa7e381d3f375a4bc158"),
-        ("admit", "0d8cd1f424f7a5dd4e2241e41ae414425ffe40cf"),
-        ("consume", "c520a1beb4407ab0b5771f92e620b94cedb0bfbe"),
-        ("settle", "69e223e3a82dcffda305cfe44c089a93c61d4780"),
-        ("lease_acquire", "6142fd947fbfecb64ea39aaa44341a9db68f13ca"),
-        ("lease_renew", "17ea0368b83201fff1c7036adc35c519f8b81727"),
-        ("lease_release", "e6e4e2b540e4715548f389149c65670d65a970f4"),
-        ("configure", "d815438c7811a89831a8589b79c82ecff29997b1"),
-        ("set_state", "81f2d1fda13857eec677ceb1115828aa9edee192"),
+        ("enter", "8217a34ebb9c0eaa9415fe8d8d9ef12642e2d23d"),
+        ("position", "ba961d8fd8f7c088837e73ac1e8ad71146ba5592"),
+        ("admit", "90f24c7916f3ca1fcd6802c16a5e2c3bb34bee08"),
+        ("consume", "1199c9be2373c80958e9ea5e4d12c80fdc79e00c"),
+        ("settle", "23420fc6ad119f558c5a419470a03299dbb7036d"),
+        ("lease_acquire", "4d58b18b301815c6ff5082b1f0c75a49ee9887be"),
+        ("lease_release", "26db505000e8d403e981c319b9c34939a3ba0f31"),
+        ("configure", "81531af717099e13c7806cd7b1040a21352e8644"),
+        ("set_state", "90bbaebc245e7a658cf8dbdc4fdbddaa65336018"),
+        ("status", "9190be5fd5e90f3e596a765298525842be8a7023"),
     ];
 }

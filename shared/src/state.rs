@@ -1,5 +1,5 @@
 //! What the edge tells a visitor: one JSON shape whose `state` decides which
-//! fields are present (see DESIGN "Edge API").
+//! fields are present (the edge API in docs/openapi.yaml and docs/edge.md).
 
 use serde::Serialize;
 

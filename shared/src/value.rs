@@ -33,6 +33,8 @@ impl DecodeError {
     }
 }
 
+use std::collections::BTreeMap;
+
 impl Value {
     /// The elements of an array reply.
     pub fn into_array(self, script: &'static str) -> Result<Vec<Value>, DecodeError> {
@@ -114,6 +116,25 @@ impl Fields {
         let n = self.int(i)?;
         u64::try_from(n)
             .map_err(|_| DecodeError::new(self.script, format!("field {i} is negative: {n}")))
+    }
+
+    /// A field holding a flat field/value array (an HGETALL reply).
+    pub(crate) fn pairs(&self, i: usize) -> Result<BTreeMap<String, String>, DecodeError> {
+        let Value::Array(items) = self.get(i)? else {
+            return Err(self.error(format!("field {i} is not an array")));
+        };
+        let text = |v: &Value| {
+            v.as_text()
+                .map(str::to_string)
+                .ok_or_else(|| self.error(format!("field {i} holds a non-text value")))
+        };
+        items
+            .chunks(2)
+            .map(|pair| match pair {
+                [k, v] => Ok((text(k)?, text(v)?)),
+                _ => Err(self.error(format!("field {i} has an odd length"))),
+            })
+            .collect()
     }
 
     /// A float field, `None` when nil or empty.

@@ -326,6 +326,7 @@ impl App {
             ConsumeReply::Invalid => return Err(EdgeError::TokenInvalid),
             ConsumeReply::Used => return Err(EdgeError::TokenUsed),
             ConsumeReply::Early { wait_ms } => return Err(EdgeError::NotYetActive { wait_ms }),
+            ConsumeReply::Unconfigured => return Err(EdgeError::QueueClosed),
         }
         let forwarded = self.forward(req, Some((&queue, &visitor.user))).await;
         // 2xx/3xx: the order is done. 4xx/5xx or no answer: the same token

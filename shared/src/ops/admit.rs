@@ -7,7 +7,9 @@ use crate::token::Grant;
 use crate::value::{DecodeError, Fields, Value};
 
 /// One admission tick. At most `min(allowance, grants.len())` users are
-/// admitted, and never more than the free slots.
+/// admitted, and never more than the free slots. The caller's lease is
+/// extended by `settings.lease_ttl_ms` in the same call, so a tick is one
+/// round trip.
 #[derive(Debug, Clone, Copy)]
 pub struct Admit<'a> {
     /// The queue.
@@ -16,7 +18,8 @@ pub struct Admit<'a> {
     pub owner: &'a str,
     /// The most admissions the rate allows this tick.
     pub allowance: u64,
-    /// The queue's settings (slots, TTLs, abandon timeout, sweep limit).
+    /// The queue's settings (slots, TTLs, abandon timeout, sweep limit,
+    /// lease TTL).
     pub settings: &'a Settings,
     /// The measured admission rate to record for the ETA, if any.
     pub rate_estimate: Option<f64>,
@@ -46,7 +49,8 @@ pub struct AdmitCounts {
 /// The outcome of a tick.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum AdmitReply {
-    /// The caller does not hold the lease; nothing changed.
+    /// The caller does not hold the lease; nothing changed (and the lease
+    /// was not extended).
     NotOwner,
     /// The tick ran.
     Ran(AdmitCounts),
@@ -72,6 +76,7 @@ impl Operation for Admit<'_> {
                 .filter(|r| r.is_finite() && *r >= 0.0)
                 .map(|r| format!("{r:.3}"))
                 .unwrap_or_default(),
+            s.lease_ttl_ms.to_string(),
         ];
         let n = self
             .grants

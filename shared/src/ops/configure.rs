@@ -41,29 +41,48 @@ impl Operation for Configure<'_> {
     }
 }
 
-/// Switch a queue's state (operator command).
+/// Switch a queue's state (operator command), optionally only from an
+/// expected state: the comparison runs in the same script as the switch.
 #[derive(Debug, Clone, Copy)]
 pub struct SetState<'a> {
     /// The queue.
     pub keys: &'a QueueKeys,
     /// The new state.
     pub state: QueueState,
+    /// Switch only if the queue is in this state now (None: from any).
+    pub expect: Option<QueueState>,
+}
+
+/// The outcome of a [`SetState`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StateSwitch {
+    /// Switched; the state before (None if the queue had none).
+    Switched(Option<QueueState>),
+    /// The queue was not in the expected state; nothing changed.
+    Refused(Option<QueueState>),
 }
 
 impl Operation for SetState<'_> {
-    /// The previous state (None if the queue had none).
-    type Reply = Option<QueueState>;
+    type Reply = StateSwitch;
 
     fn invocation(&self) -> Invocation {
         Invocation {
             script: &SET_STATE,
             keys: vec![self.keys.config()],
-            args: vec![self.state.as_str().to_string()],
+            args: vec![
+                self.state.as_str().to_string(),
+                self.expect.map_or("", QueueState::as_str).to_string(),
+            ],
         }
     }
 
-    fn decode(&self, value: Value) -> Result<Option<QueueState>, DecodeError> {
+    fn decode(&self, value: Value) -> Result<StateSwitch, DecodeError> {
         let f = Fields::new("set_state", value)?;
-        Ok(QueueState::parse(f.text(0)?))
+        let state = QueueState::parse(f.text(1)?);
+        match f.int(0)? {
+            1 => Ok(StateSwitch::Switched(state)),
+            0 => Ok(StateSwitch::Refused(state)),
+            code => Err(f.error(format!("unknown code {code}"))),
+        }
     }
 }

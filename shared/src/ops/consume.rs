@@ -30,6 +30,8 @@ pub enum ConsumeReply {
         /// Milliseconds until it activates.
         wait_ms: u64,
     },
+    /// No settings are published for the queue; nothing changed.
+    Unconfigured,
 }
 
 impl Operation for Consume<'_> {
@@ -58,6 +60,7 @@ impl Operation for Consume<'_> {
             "ok" => Ok(ConsumeReply::Accepted),
             "invalid" => Ok(ConsumeReply::Invalid),
             "used" => Ok(ConsumeReply::Used),
+            "unconfigured" => Ok(ConsumeReply::Unconfigured),
             "early" => Ok(ConsumeReply::Early {
                 wait_ms: f.uint(1)?,
             }),

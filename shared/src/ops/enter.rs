@@ -63,6 +63,7 @@ impl Operation for Enter<'_> {
                 max_waiting: f.uint(2)?,
             }),
             "closed" => Ok(EnterReply::Closed(QueueState::parse(f.text(1)?))),
+            "unconfigured" => Ok(EnterReply::Closed(None)),
             other => Err(f.error(format!("unknown reply kind {other:?}"))),
         }
     }

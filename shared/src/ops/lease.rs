@@ -1,7 +1,8 @@
-//! The scheduler lease: acquire, renew and release, compared by owner id.
+//! The scheduler lease: acquire and release, compared by owner id (each
+//! admit tick extends it too, see [`Admit`](super::Admit)).
 
 use crate::keys::QueueKeys;
-use crate::script::{Invocation, Operation, LEASE_ACQUIRE, LEASE_RELEASE, LEASE_RENEW};
+use crate::script::{Invocation, Operation, LEASE_ACQUIRE, LEASE_RELEASE};
 use crate::value::{DecodeError, Fields, Value};
 
 /// Take the lease, or extend it if already ours.
@@ -41,34 +42,6 @@ impl Operation for LeaseAcquire<'_> {
             acquired: f.int(0)? == 1,
             holder: f.text(1)?.to_string(),
         })
-    }
-}
-
-/// Extend the lease while it is ours.
-#[derive(Debug, Clone, Copy)]
-pub struct LeaseRenew<'a> {
-    /// The queue.
-    pub keys: &'a QueueKeys,
-    /// Our owner id.
-    pub owner: &'a str,
-    /// New lifetime.
-    pub ttl_ms: u64,
-}
-
-impl Operation for LeaseRenew<'_> {
-    /// True when renewed; false when the lease is no longer ours.
-    type Reply = bool;
-
-    fn invocation(&self) -> Invocation {
-        Invocation {
-            script: &LEASE_RENEW,
-            keys: vec![self.keys.lock()],
-            args: vec![self.owner.to_string(), self.ttl_ms.to_string()],
-        }
-    }
-
-    fn decode(&self, value: Value) -> Result<bool, DecodeError> {
-        decode_flag("lease_renew", value)
     }
 }
 

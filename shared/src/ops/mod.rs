@@ -8,11 +8,13 @@ mod enter;
 mod lease;
 mod observed;
 mod settle;
+mod status;
 
 pub use admit::{Admit, AdmitCounts, AdmitReply};
-pub use configure::{Configure, SetState};
+pub use configure::{Configure, SetState, StateSwitch};
 pub use consume::{Consume, ConsumeReply};
 pub use enter::{Enter, EnterReply};
-pub use lease::{LeaseAcquire, LeaseAcquired, LeaseRelease, LeaseRenew};
+pub use lease::{LeaseAcquire, LeaseAcquired, LeaseRelease};
 pub use observed::{Observed, Position, WaitingFacts};
 pub use settle::{Outcome, Settle, SettleReply};
+pub use status::{QueueStatus, Status};

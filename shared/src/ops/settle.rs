@@ -8,9 +8,9 @@ use crate::value::{DecodeError, Fields, Value};
 /// How the origin answered.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Outcome {
-    /// 2xx (or any non-5xx answer): the order is done, free the slot.
+    /// 2xx or 3xx: the order is done, free the slot.
     Success,
-    /// 5xx or a network error: give the same token back.
+    /// 4xx, 5xx or no answer: give the same token back (one retry window).
     Failure,
 }
 
@@ -41,6 +41,8 @@ pub enum SettleReply {
     Expired,
     /// Not in flight with this token (a duplicate settle): nothing changed.
     Stale,
+    /// No settings are published: nothing changed; the slot lapses.
+    Unconfigured,
 }
 
 impl Operation for Settle<'_> {
@@ -78,6 +80,7 @@ impl Operation for Settle<'_> {
             }),
             "expired" => Ok(SettleReply::Expired),
             "stale" => Ok(SettleReply::Stale),
+            "unconfigured" => Ok(SettleReply::Unconfigured),
             other => Err(f.error(format!("unknown reply kind {other:?}"))),
         }
     }

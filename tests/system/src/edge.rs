@@ -93,22 +93,7 @@ impl EdgeStack {
 
     /// Every key and its DUMP: equal snapshots mean Redis did not change.
     pub async fn snapshot(&self) -> BTreeMap<String, Vec<u8>> {
-        let mut conn = self.queue.conn.clone();
-        let keys: Vec<String> = redis::cmd("KEYS")
-            .arg("*")
-            .query_async(&mut conn)
-            .await
-            .expect("KEYS");
-        let mut out = BTreeMap::new();
-        for k in keys {
-            let dump: Vec<u8> = redis::cmd("DUMP")
-                .arg(&k)
-                .query_async(&mut conn)
-                .await
-                .expect("DUMP");
-            out.insert(k, dump);
-        }
-        out
+        self.queue.snapshot().await
     }
 }
 

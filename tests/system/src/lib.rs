@@ -40,8 +40,8 @@ pub fn user(n: usize) -> UserId {
     UserId::new(&format!("user-{n}")).expect("valid user id")
 }
 
-/// `n` grants with the given jitter, from a counter (tests want known
-/// tokens; the scheduler uses a CSPRNG).
+/// `n` distinct grants with the given jitter, from a counter and the clock
+/// (no CSPRNG needed in tests; the scheduler uses one).
 pub fn grants(n: usize, jitter_ms: u64) -> Vec<Grant> {
     (0..n)
         .map(|i| {
@@ -129,6 +129,26 @@ impl TestQueue {
         })
         .await
         .expect("admit")
+    }
+
+    /// Every key and its DUMP: equal snapshots mean Redis did not change.
+    pub async fn snapshot(&self) -> std::collections::BTreeMap<String, Vec<u8>> {
+        let mut conn = self.conn.clone();
+        let keys: Vec<String> = redis::cmd("KEYS")
+            .arg("*")
+            .query_async(&mut conn)
+            .await
+            .expect("KEYS");
+        let mut out = std::collections::BTreeMap::new();
+        for k in keys {
+            let dump: Vec<u8> = redis::cmd("DUMP")
+                .arg(&k)
+                .query_async(&mut conn)
+                .await
+                .expect("DUMP");
+            out.insert(k, dump);
+        }
+        out
     }
 
     /// Sets the lease owner directly (tests only; the scheduler acquires).

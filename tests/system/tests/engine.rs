@@ -6,8 +6,8 @@ use std::collections::{BTreeMap, HashSet};
 use std::time::Duration;
 
 use queuegate_shared::ops::{
-    AdmitReply, ConsumeReply, EnterReply, LeaseAcquire, LeaseRelease, LeaseRenew, Observed,
-    Outcome, SetState, SettleReply,
+    AdmitReply, ConsumeReply, EnterReply, LeaseAcquire, LeaseRelease, Observed, Outcome, SetState,
+    SettleReply, StateSwitch,
 };
 use queuegate_shared::state::UserState;
 use queuegate_shared::token::EntryToken;
@@ -122,13 +122,17 @@ async fn closed_draining_paused_and_unconfigured_queues() {
             q.run(&SetState {
                 keys: &q.keys,
                 state,
+                expect: None,
             })
             .await
             .unwrap()
         }
     };
     assert!(entered_position(&q.enter(&user(1)).await).is_some());
-    assert_eq!(set(QueueState::Closed).await, Some(QueueState::Open));
+    assert_eq!(
+        set(QueueState::Closed).await,
+        StateSwitch::Switched(Some(QueueState::Open))
+    );
     assert_eq!(
         q.enter(&user(2)).await,
         EnterReply::Closed(Some(QueueState::Closed))
@@ -415,6 +419,7 @@ async fn a_rolling_scan_drops_leavers_mid_line_so_positions_count_live_visitors(
     q.run(&SetState {
         keys: &q.keys,
         state: QueueState::Paused,
+        expect: None,
     })
     .await
     .unwrap();
@@ -450,9 +455,13 @@ async fn a_rolling_scan_drops_leavers_mid_line_so_positions_count_live_visitors(
 }
 
 #[tokio::test]
-async fn lease_acquire_renew_release_compare_by_owner() {
+async fn lease_acquire_admit_release_compare_by_owner() {
     let redis = RedisServer::start();
-    let q = TestQueue::open(&redis.url(), "lease", Settings::default()).await;
+    let settings = Settings {
+        lease_ttl_ms: 300,
+        ..Settings::default()
+    };
+    let q = TestQueue::open(&redis.url(), "lease", settings).await;
     let acquire = |owner: &'static str| {
         let q = q.clone();
         async move {
@@ -465,17 +474,11 @@ async fn lease_acquire_renew_release_compare_by_owner() {
             .unwrap()
         }
     };
+    // Each admit tick extends the lease of its owner (one round trip a
+    // tick) and refuses anyone else without touching it.
     let renew = |owner: &'static str| {
         let q = q.clone();
-        async move {
-            q.run(&LeaseRenew {
-                keys: &q.keys,
-                owner,
-                ttl_ms: 300,
-            })
-            .await
-            .unwrap()
-        }
+        async move { !matches!(q.admit(owner, 0, &[]).await, AdmitReply::NotOwner) }
     };
     let release = |owner: &'static str| {
         let q = q.clone();
@@ -488,6 +491,18 @@ async fn lease_acquire_renew_release_compare_by_owner() {
             .unwrap()
         }
     };
+    let pttl = || {
+        let q = q.clone();
+        async move {
+            let mut conn = q.conn.clone();
+            let ms: i64 = redis::cmd("PTTL")
+                .arg(q.keys.lock())
+                .query_async(&mut conn)
+                .await
+                .unwrap();
+            ms
+        }
+    };
     let a = acquire("a").await;
     assert!(a.acquired && a.holder == "a");
     let b = acquire("b").await;
@@ -496,8 +511,13 @@ async fn lease_acquire_renew_release_compare_by_owner() {
         acquire("a").await.acquired,
         "re-acquire by the owner extends"
     );
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    assert!(pttl().await <= 100);
     assert!(renew("a").await);
+    assert!(pttl().await > 200, "the owner's admit extended the lease");
+    tokio::time::sleep(Duration::from_millis(200)).await;
     assert!(!renew("b").await);
+    assert!(pttl().await <= 100, "a non-owner's admit extends nothing");
     assert!(!release("b").await, "a non-owner's release does nothing");
     assert!(!acquire("b").await.acquired);
     assert!(release("a").await);
@@ -507,6 +527,101 @@ async fn lease_acquire_renew_release_compare_by_owner() {
     tokio::time::sleep(Duration::from_millis(450)).await;
     assert!(!renew("b").await);
     assert!(acquire("a").await.acquired);
+}
+
+/// `resume` switches only a paused queue, compared inside the script: an
+/// operator who saw "paused" and resumes after a `close` landed leaves the
+/// queue closed (before, a read and a separate write reopened it).
+#[tokio::test]
+async fn a_switch_from_an_expected_state_never_undoes_a_close() {
+    let redis = RedisServer::start();
+    let q = TestQueue::open(&redis.url(), "cas", Settings::default()).await;
+    let set = |state, expect| {
+        let q = q.clone();
+        async move {
+            q.run(&SetState {
+                keys: &q.keys,
+                state,
+                expect,
+            })
+            .await
+            .unwrap()
+        }
+    };
+    let state = || {
+        let q = q.clone();
+        async move {
+            let mut conn = q.conn.clone();
+            let s: String = redis::cmd("HGET")
+                .arg(q.keys.config())
+                .arg("state")
+                .query_async(&mut conn)
+                .await
+                .unwrap();
+            s
+        }
+    };
+    set(QueueState::Paused, None).await;
+    // The operator reads "paused" and decides to resume ...
+    assert_eq!(state().await, "paused");
+    // ... a close lands in between ...
+    assert_eq!(
+        set(QueueState::Closed, None).await,
+        StateSwitch::Switched(Some(QueueState::Paused))
+    );
+    // ... and the resume is refused: the queue stays closed.
+    assert_eq!(
+        set(QueueState::Open, Some(QueueState::Paused)).await,
+        StateSwitch::Refused(Some(QueueState::Closed))
+    );
+    assert_eq!(state().await, "closed");
+    // From the expected state it switches.
+    set(QueueState::Paused, None).await;
+    assert_eq!(
+        set(QueueState::Open, Some(QueueState::Paused)).await,
+        StateSwitch::Switched(Some(QueueState::Paused))
+    );
+    assert_eq!(state().await, "open");
+}
+
+/// Every script that needs published settings answers the same way when
+/// they are missing, and writes nothing: no defaults hide in Lua.
+#[tokio::test]
+async fn missing_config_is_refused_alike_and_changes_nothing() {
+    let redis = RedisServer::start();
+    let q = TestQueue::open(&redis.url(), "nocfg", fast_settings()).await;
+    q.set_lock("me").await;
+    let ann = user(1);
+    q.enter(&ann).await;
+    q.admit("me", 1, &grants(1, 0)).await;
+    let token = q.token_of(&ann).await.expect("admitted");
+    assert_eq!(q.consume(&ann, &token).await, ConsumeReply::Accepted);
+    let other = user(2);
+    q.enter(&other).await;
+    q.admit("me", 1, &grants(1, 0)).await;
+    let other_token = q.token_of(&other).await.expect("admitted");
+
+    let mut conn = q.conn.clone();
+    let _: () = redis::cmd("DEL")
+        .arg(q.keys.config())
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    let before = q.snapshot().await;
+    assert_eq!(q.enter(&user(3)).await, EnterReply::Closed(None));
+    assert_eq!(
+        q.consume(&other, &other_token).await,
+        ConsumeReply::Unconfigured
+    );
+    assert_eq!(
+        q.settle(&ann, &token, Outcome::Failure).await,
+        SettleReply::Unconfigured
+    );
+    assert_eq!(
+        q.settle(&ann, &token, Outcome::Success).await,
+        SettleReply::Unconfigured
+    );
+    assert_eq!(q.snapshot().await, before, "nothing was written");
 }
 
 #[tokio::test]
@@ -681,6 +796,7 @@ async fn published_settings_read_back_from_the_config_hash() {
     q.run(&SetState {
         keys: &q.keys,
         state: QueueState::Closed,
+        expect: None,
     })
     .await
     .unwrap();

@@ -594,6 +594,7 @@ async fn every_documented_status_matches_the_openapi_document() {
         .run(&SetState {
             keys: &other,
             state: QueueState::Closed,
+            expect: None,
         })
         .await
         .unwrap();

@@ -21,7 +21,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context};
-use queuegate_shared::{Prefix, QueueId, QueueKeys};
+use queuegate_shared::fields::config;
+use queuegate_shared::{Prefix, QueueId, QueueKeys, QueueState};
 
 use crate::stack::{Stack, StackOptions};
 use counters::Counters;
@@ -301,10 +302,10 @@ async fn wait_for_config(
     loop {
         let state: Option<String> = redis::cmd("HGET")
             .arg(keys.config())
-            .arg("state")
+            .arg(config::STATE)
             .query_async(conn)
             .await?;
-        if state.as_deref() == Some("open") {
+        if state.as_deref() == Some(QueueState::Open.as_str()) {
             return Ok(());
         }
         if Instant::now() > until {

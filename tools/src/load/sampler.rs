@@ -5,6 +5,7 @@
 use std::time::{Duration, Instant};
 
 use anyhow::Context;
+use queuegate_shared::fields::stats;
 use queuegate_shared::QueueKeys;
 use redis::aio::MultiplexedConnection;
 use tokio::sync::oneshot;
@@ -65,8 +66,8 @@ pub async fn sample(
         redis::pipe()
             .zcard(keys.waiting())
             .zcard(keys.active())
-            .hget(keys.stats(), "admitted")
-            .hget(keys.stats(), "abandoned")
+            .hget(keys.stats(), stats::ADMITTED)
+            .hget(keys.stats(), stats::ABANDONED)
             .query_async(conn)
             .await
             .context("sample the queue")?;

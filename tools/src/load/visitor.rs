@@ -281,7 +281,7 @@ impl Visitor<'_> {
         }
     }
 
-    /// The admitting tick's time from `status:<uid>` (`ISSUED|<ms>`); the
+    /// The admitting tick's time from `status:<uid>` (an `ISSUED` record); the
     /// user id is the visitor cookie's value before its signature.
     async fn issued_at(&self) -> Option<u64> {
         let value = self.cookie.strip_prefix("qg_visitor=")?;
@@ -292,7 +292,7 @@ impl Visitor<'_> {
             .query_async(&mut conn)
             .await
             .ok()?;
-        status?.strip_prefix("ISSUED|")?.parse().ok()
+        queuegate_shared::fields::issued_at(&status?)
     }
 
     /// Sleeps unless that would pass the deadline; false when it would.

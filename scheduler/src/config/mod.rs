@@ -1,0 +1,324 @@
+//! The scheduler's TOML config: Redis, the HTTP listener and the queues.
+//! A queue's settings layer the shared defaults, then `[defaults]`, then its
+//! own `[[queue]]` table. Parsing is apart from file I/O and from the
+//! environment, so every rejection is testable.
+//!
+//! * [`redis`] — the `[redis]` section; [`queues`] — `[defaults]` and
+//!   `[[queue]]`; [`env`] — the variables that override the file.
+
+use std::net::SocketAddr;
+use std::path::Path;
+
+use queuegate_shared::Prefix;
+use serde::Deserialize;
+
+pub mod env;
+mod queues;
+mod redis;
+
+pub use queues::QueueConfig;
+pub use redis::{Endpoint, RedisConfig, DEFAULT_REDIS_URL};
+
+/// Where `run` and the operator commands look when `--config` is not given.
+pub const DEFAULT_PATH: &str = "/etc/queuegate/scheduler.toml";
+/// `/healthz` and `/metrics` when the config names no listener.
+pub const DEFAULT_LISTEN: &str = "127.0.0.1:9464";
+
+/// A config that cannot be used, with where and what to change.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    /// The file could not be read.
+    #[error("cannot read {path}: {source}")]
+    Read {
+        /// The file.
+        path: String,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// Not TOML, or a key of the wrong type or unknown (toml names line and key).
+    #[error("{origin}: {message}")]
+    Syntax {
+        /// File name (or `<text>`).
+        origin: String,
+        /// The parser's message.
+        message: String,
+    },
+    /// A value the scheduler cannot work with.
+    #[error("{origin}: {place}: {message}")]
+    Invalid {
+        /// File name (or `<text>`).
+        origin: String,
+        /// Section and key, e.g. `queue "main"` or `[redis] url`.
+        place: String,
+        /// What is wrong and what is allowed.
+        message: String,
+    },
+}
+
+/// Where the text being parsed came from: every rejection names it.
+#[derive(Debug, Clone, Copy)]
+struct Origin<'a>(&'a str);
+
+impl Origin<'_> {
+    fn invalid(self, place: impl Into<String>, message: impl Into<String>) -> ConfigError {
+        ConfigError::Invalid {
+            origin: self.0.to_string(),
+            place: place.into(),
+            message: message.into(),
+        }
+    }
+}
+
+/// The whole validated config.
+#[derive(Debug, Clone)]
+pub struct Config {
+    /// Where the config came from, for messages.
+    pub origin: String,
+    /// Redis.
+    pub redis: RedisConfig,
+    /// Key prefix of every queue.
+    pub prefix: Prefix,
+    /// `/healthz` and `/metrics`.
+    pub listen: SocketAddr,
+    /// The queues, in file order, ids unique.
+    pub queues: Vec<QueueConfig>,
+}
+
+impl Config {
+    /// Reads and validates `path`, with overrides from the process env.
+    pub fn load(path: &Path) -> Result<Config, ConfigError> {
+        let origin = path.display().to_string();
+        let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
+            path: origin.clone(),
+            source,
+        })?;
+        let mut config = Config::parse(&text, &origin, |name| std::env::var(name).ok())?;
+        // A relative CA path is relative to the config file.
+        if let Some(ca) = config.redis.ca_file.take() {
+            let ca = path.parent().map_or(ca.clone(), |dir| dir.join(&ca));
+            if let Err(e) = std::fs::metadata(&ca) {
+                return Err(Origin(&origin).invalid(
+                    "[redis] ca_file",
+                    format!("cannot read {}: {e}", ca.display()),
+                ));
+            }
+            config.redis.ca_file = Some(ca);
+        }
+        Ok(config)
+    }
+
+    /// Parses and validates `text`; `env` looks up override variables.
+    pub fn parse(
+        text: &str,
+        origin: &str,
+        env: impl Fn(&str) -> Option<String>,
+    ) -> Result<Config, ConfigError> {
+        let raw: RawConfig = toml::from_str(text).map_err(|e| ConfigError::Syntax {
+            origin: origin.to_string(),
+            message: e.to_string().trim_end().to_string(),
+        })?;
+        let at = Origin(origin);
+        let redis = redis::redis_config(raw.redis.clone(), &env, at)?;
+        let prefix = match &raw.redis.key_prefix {
+            Some(p) => Prefix::new(p)
+                .map_err(|e| at.invalid("[redis] key_prefix", format!("{p:?}: {e}")))?,
+            None => Prefix::default(),
+        };
+        let listen_text = env(env::LISTEN)
+            .or(raw.http.listen.clone())
+            .unwrap_or_else(|| DEFAULT_LISTEN.to_string());
+        let listen: SocketAddr = listen_text.parse().map_err(|_| {
+            at.invalid(
+                "[http] listen",
+                format!("{listen_text:?} is not an address like \"127.0.0.1:9464\""),
+            )
+        })?;
+        let queues = queues::queue_configs(&raw.defaults, &raw.queues, &redis, at)?;
+        Ok(Config {
+            origin: origin.to_string(),
+            redis,
+            prefix,
+            listen,
+            queues,
+        })
+    }
+
+    /// The configured queue with this id.
+    pub fn queue(&self, id: &str) -> Option<&QueueConfig> {
+        self.queues.iter().find(|q| q.id.as_str() == id)
+    }
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawConfig {
+    #[serde(default)]
+    redis: redis::RawRedis,
+    #[serde(default)]
+    http: RawHttp,
+    #[serde(default)]
+    defaults: toml::Table,
+    #[serde(default, rename = "queue")]
+    queues: Vec<toml::Table>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawHttp {
+    listen: Option<String>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use queuegate_shared::Settings;
+
+    fn parse(text: &str) -> Result<Config, ConfigError> {
+        Config::parse(text, "test.toml", |_| None)
+    }
+
+    fn err(text: &str) -> String {
+        parse(text)
+            .expect_err("config should be rejected")
+            .to_string()
+    }
+
+    #[test]
+    fn a_minimal_config_takes_the_defaults() {
+        let c = parse("[[queue]]\nid = \"main\"\n").unwrap();
+        assert_eq!(c.redis.endpoint, Endpoint::Single(DEFAULT_REDIS_URL.into()));
+        assert_eq!(c.listen.to_string(), DEFAULT_LISTEN);
+        assert_eq!(c.queues.len(), 1);
+        assert_eq!(c.queues[0].settings, Settings::default());
+    }
+
+    #[test]
+    fn queue_settings_layer_over_defaults() {
+        let c = parse(
+            r#"
+            [redis]
+            url = "redis://127.0.0.1:7000"
+            key_prefix = "shop"
+            [http]
+            listen = "0.0.0.0:9000"
+            [defaults]
+            admit_rate_per_second = 50
+            max_active = 10
+            [[queue]]
+            id = "main"
+            [[queue]]
+            id = "vip"
+            admit_rate_per_second = 12.5
+            "#,
+        )
+        .unwrap();
+        assert_eq!(c.queues[0].settings.admit_rate_per_second, 50.0);
+        assert_eq!(c.queues[1].settings.admit_rate_per_second, 12.5);
+        assert_eq!(c.queues[1].settings.max_active, 10);
+        assert_eq!(c.listen.port(), 9000);
+        assert_eq!(c.prefix, Prefix::new("shop").unwrap());
+    }
+
+    #[test]
+    fn env_overrides_urls_and_secrets() {
+        let env = |k: &str| match k {
+            env::REDIS_NODES => Some("redis://a:1, redis://b:2".to_string()),
+            env::REDIS_PASSWORD => Some("s3cret".to_string()),
+            env::LISTEN => Some("127.0.0.1:1234".to_string()),
+            _ => None,
+        };
+        let c = Config::parse(
+            "[redis]\nurl = \"redis://x:1\"\n[[queue]]\nid = \"q\"\n",
+            "t",
+            env,
+        )
+        .unwrap();
+        assert_eq!(
+            c.redis.endpoint,
+            Endpoint::Cluster(vec!["redis://a:1".into(), "redis://b:2".into()])
+        );
+        assert_eq!(c.redis.password.as_deref(), Some("s3cret"));
+        assert!(!format!("{:?}", c.redis).contains("s3cret"));
+        assert_eq!(c.listen.port(), 1234);
+    }
+
+    #[test]
+    fn cluster_from_a_flag_or_nodes() {
+        let c = parse("[redis]\nurl = \"redis://h:1\"\ncluster = true\n[[queue]]\nid = \"q\"\n")
+            .unwrap();
+        assert_eq!(
+            c.redis.endpoint,
+            Endpoint::Cluster(vec!["redis://h:1".into()])
+        );
+        let c = parse("[redis]\nnodes = [\"rediss://h:1\"]\n[[queue]]\nid = \"q\"\n").unwrap();
+        assert!(matches!(c.redis.endpoint, Endpoint::Cluster(_)));
+    }
+
+    #[test]
+    fn rejections_name_the_place_and_the_field() {
+        let cases = [
+            (
+                "[[queue]]\nid = \"Main\"\n",
+                "test.toml: [[queue]] #1: id = \"Main\"",
+            ),
+            ("[[queue]]\nmax_active = 1\n", "[[queue]] #1: id is missing"),
+            (
+                "[[queue]]\nid = \"a\"\nmax_activ = 1\n",
+                "queue \"a\": unknown setting `max_activ`",
+            ),
+            (
+                "[[queue]]\nid = \"a\"\nmax_active = 0\n",
+                "queue \"a\": max_active = 0",
+            ),
+            (
+                "[[queue]]\nid = \"a\"\nmax_active = \"lots\"\n",
+                "queue \"a\": max_active = \"lots\"",
+            ),
+            (
+                "[[queue]]\nid = \"a\"\n[[queue]]\nid = \"a\"\n",
+                "queue \"a\": configured twice",
+            ),
+            (
+                "[[queue]]\nid = \"a\"\nadmit_rate_per_second = 100000\n",
+                "queue \"a\": admit_rate_per_second × tick_ms = 10000 admissions per tick",
+            ),
+            (
+                "[[queue]]\nid = \"a\"\nlease_ttl_ms = 1000\n",
+                "queue \"a\": lease_ttl_ms = 1000: must exceed",
+            ),
+            (
+                "[defaults]\nfoo = 1\n[[queue]]\nid = \"a\"\n",
+                "[defaults]: unknown setting `foo`",
+            ),
+            ("", "[[queue]]: no queue configured"),
+            (
+                "[redis]\nurl = \"http://x\"\n[[queue]]\nid = \"a\"\n",
+                "[redis] url: \"http://x\" must start with",
+            ),
+            (
+                "[redis]\nurl = \"redis://a\"\nnodes = [\"redis://b\"]\n[[queue]]\nid = \"a\"\n",
+                "[redis] nodes: give either",
+            ),
+            (
+                "[redis]\nkey_prefix = \"a{b\"\n[[queue]]\nid = \"a\"\n",
+                "[redis] key_prefix",
+            ),
+            (
+                "[http]\nlisten = \"nope\"\n[[queue]]\nid = \"a\"\n",
+                "[http] listen",
+            ),
+            ("[redis]\nurll = \"x\"\n", "unknown field `urll`"),
+            ("[[queue]\n", "test.toml: "),
+        ];
+        for (text, want) in cases {
+            let got = err(text);
+            assert!(got.contains(want), "{text:?}\n got: {got}\nwant: {want}");
+        }
+    }
+
+    #[test]
+    fn passwords_never_reach_messages() {
+        let got = err("[redis]\nurl = \"redis://u:pw@h:notaport\"\n[[queue]]\nid = \"a\"\n");
+        assert!(!got.contains("pw"), "{got}");
+    }
+}

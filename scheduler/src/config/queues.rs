@@ -1,0 +1,139 @@
+//! `[defaults]` and `[[queue]]`: each queue's settings, layered over the
+//! shared defaults and validated, plus the rules that involve Redis timing.
+
+use std::time::Duration;
+
+use queuegate_shared::{QueueId, Settings};
+use serde::Deserialize;
+
+use super::{ConfigError, Origin, RedisConfig};
+
+/// Most admissions one tick may be configured for: a batch of 1,000 costs
+/// Redis ~10–25 ms (docs/benchmarks/scheduler.md), so this keeps one
+/// script well under the response timeout.
+const MAX_ADMITS_PER_TICK: f64 = 5_000.0;
+
+/// One queue this process schedules.
+#[derive(Debug, Clone, PartialEq)]
+pub struct QueueConfig {
+    /// The queue id (its keys' hash tag).
+    pub id: QueueId,
+    /// Its validated effective settings.
+    pub settings: Settings,
+}
+
+/// Every `[[queue]]`, in file order, with `[defaults]` applied; ids unique.
+pub(super) fn queue_configs(
+    defaults: &toml::Table,
+    tables: &[toml::Table],
+    redis: &RedisConfig,
+    at: Origin<'_>,
+) -> Result<Vec<QueueConfig>, ConfigError> {
+    if tables.is_empty() {
+        return Err(at.invalid(
+            "[[queue]]",
+            "no queue configured; add one, e.g. [[queue]] id = \"main\"",
+        ));
+    }
+    let defaults = overrides(defaults).map_err(|m| at.invalid("[defaults]", m))?;
+    let mut queues: Vec<QueueConfig> = Vec::new();
+    for (index, table) in tables.iter().enumerate() {
+        let queue = queue_config(table, &defaults, redis, index, at)?;
+        if queues.iter().any(|q| q.id == queue.id) {
+            return Err(at.invalid(
+                format!("queue \"{}\"", queue.id),
+                "configured twice; each [[queue]] id must be unique",
+            ));
+        }
+        queues.push(queue);
+    }
+    Ok(queues)
+}
+
+/// Setting overrides from a table: every key must name a setting.
+fn overrides(table: &toml::Table) -> Result<toml::Table, String> {
+    let known = Settings::field_names();
+    for key in table.keys() {
+        if !known.contains(key) {
+            return Err(format!(
+                "unknown setting `{key}`; settings are: {}",
+                known.join(", ")
+            ));
+        }
+    }
+    Ok(table.clone())
+}
+
+fn queue_config(
+    table: &toml::Table,
+    defaults: &toml::Table,
+    redis: &RedisConfig,
+    index: usize,
+    at: Origin<'_>,
+) -> Result<QueueConfig, ConfigError> {
+    let unnamed = format!("[[queue]] #{}", index + 1);
+    let id_text = match table.get("id") {
+        Some(toml::Value::String(s)) => s.clone(),
+        Some(other) => return Err(at.invalid(unnamed, format!("id = {other}: must be a string"))),
+        None => return Err(at.invalid(unnamed, "id is missing, e.g. id = \"main\"")),
+    };
+    let id = QueueId::new(&id_text)
+        .map_err(|e| at.invalid(unnamed, format!("id = {id_text:?}: {e}")))?;
+    let place = format!("queue \"{id}\"");
+    let mut own = table.clone();
+    own.remove("id");
+    let own = overrides(&own).map_err(|m| at.invalid(&place, m))?;
+
+    let settings = merged_settings(defaults, &own).map_err(|m| at.invalid(&place, m))?;
+    settings
+        .validate()
+        .map_err(|e| at.invalid(&place, e.to_string()))?;
+    let per_tick = settings.admit_rate_per_second * settings.tick_ms as f64 / 1000.0;
+    if per_tick > MAX_ADMITS_PER_TICK {
+        return Err(at.invalid(
+            place,
+            format!(
+                "admit_rate_per_second × tick_ms = {per_tick:.0} admissions per tick: at most \
+                 {MAX_ADMITS_PER_TICK:.0} (one admit script blocks Redis while it runs); \
+                 lower tick_ms"
+            ),
+        ));
+    }
+    let needed = settings.tick_ms + 2 * as_ms(redis.response_timeout);
+    if settings.lease_ttl_ms <= needed {
+        return Err(at.invalid(
+            place,
+            format!(
+                "lease_ttl_ms = {}: must exceed tick_ms + 2 × [redis] response_timeout_ms \
+                 ({} + 2 × {} = {needed}), the longest gap between two renewals",
+                settings.lease_ttl_ms,
+                settings.tick_ms,
+                as_ms(redis.response_timeout)
+            ),
+        ));
+    }
+    Ok(QueueConfig { id, settings })
+}
+
+fn as_ms(d: Duration) -> u64 {
+    u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
+}
+
+/// Shared defaults ← `[defaults]` ← the queue's own keys. A type error is
+/// pinned on the key that causes it by trying the keys one at a time.
+fn merged_settings(defaults: &toml::Table, own: &toml::Table) -> Result<Settings, String> {
+    let mut merged = defaults.clone();
+    merged.extend(own.clone());
+    match Settings::deserialize(toml::Value::Table(merged.clone())) {
+        Ok(s) => Ok(s),
+        Err(whole) => {
+            for (key, value) in &merged {
+                let single = toml::Table::from_iter([(key.clone(), value.clone())]);
+                if let Err(e) = Settings::deserialize(toml::Value::Table(single)) {
+                    return Err(format!("{key} = {value}: {e}"));
+                }
+            }
+            Err(whole.to_string())
+        }
+    }
+}

@@ -1,0 +1,206 @@
+//! The data inside a queue's keys: config-hash and stats-hash field names,
+//! status kinds and the token/status record layouts. Declared once here;
+//! the Lua scripts get the same names as locals from [`lua_header`].
+
+use crate::settings::QueueState;
+
+names!(
+    /// Fields of the `config` hash. The settings' own fields are the serde
+    /// names of [`Settings`](crate::Settings); the ones read by name (in
+    /// Lua or by the operator's `status`) are listed here, and a test checks
+    /// they are settings.
+    config, "CF_" {
+        /// The operator's [`QueueState`]; never overwritten by `configure`.
+        STATE = "state",
+        /// The scheduler's measured admissions per second, for the ETA.
+        MEASURED_RATE = "measured_rate",
+        /// Setting: order slots.
+        MAX_ACTIVE = "max_active",
+        /// Setting: longest line.
+        MAX_WAITING = "max_waiting",
+        /// Setting: a waiting user silent this long has left.
+        ABANDON_AFTER_MS = "abandon_after_ms",
+        /// Setting: the configured rate (ETA before a measurement exists).
+        ADMIT_RATE_PER_SECOND = "admit_rate_per_second",
+        /// Setting: shortest poll interval.
+        POLL_MIN_MS = "poll_min_ms",
+        /// Setting: longest poll interval.
+        POLL_MAX_MS = "poll_max_ms",
+        /// Setting: how long a consumed token holds its slot.
+        IN_FLIGHT_MS = "in_flight_ms",
+        /// Setting: how long a status record lives.
+        STATUS_TTL_MS = "status_ttl_ms",
+        /// Setting: the retry window after an origin failure.
+        RETRY_WINDOW_MS = "retry_window_ms",
+    }
+);
+
+names!(
+    /// Fields of the `stats` hash: counters, and the leaver-scan cursor.
+    stats, "SF_" {
+        /// Tickets taken.
+        ENTERED = "entered",
+        /// Tokens issued.
+        ADMITTED = "admitted",
+        /// Leavers dropped from the line.
+        ABANDONED = "abandoned",
+        /// Tokens that ran out unused (or failed with no retry left).
+        EXPIRED = "expired",
+        /// Orders the origin accepted.
+        ORDERED = "ordered",
+        /// Consumes whose origin never settled before the slot ran out.
+        LAPSED = "lapsed",
+        /// Tokens given back after an origin failure.
+        RESTORED = "restored",
+        /// Where the rolling leaver scan goes on (a ticket).
+        SCAN_CURSOR = "scan_cursor",
+    }
+);
+
+names!(
+    /// Kinds of a `status:<uid>` record (its first field).
+    status, "ST_" {
+        /// A token was issued: `ISSUED|at`.
+        ISSUED = "ISSUED",
+        /// The token was consumed: `IN_FLIGHT|at|token|activateAt|expiresAt|restores`
+        /// (the token record follows `at`).
+        IN_FLIGHT = "IN_FLIGHT",
+        /// The origin accepted the order: `ORDERED|at|token`.
+        ORDERED = "ORDERED",
+        /// The token ran out unused: `EXPIRED|at`.
+        EXPIRED = "EXPIRED",
+        /// The user stopped polling and was dropped: `ABANDONED|at`.
+        ABANDONED = "ABANDONED",
+    }
+);
+
+/// Separator of record fields.
+pub const SEPARATOR: char = '|';
+
+layout!(
+    /// `token:<uid>`: `token|activateAt|expiresAt|restores`.
+    token_record, "TR_" {
+        /// The entry token.
+        TOKEN = 1,
+        /// Epoch ms from which it is accepted.
+        ACTIVATE_AT = 2,
+        /// Epoch ms at which it lapses.
+        EXPIRES_AT = 3,
+        /// How often it was given back after an origin failure.
+        RESTORES = 4,
+    }
+);
+
+layout!(
+    /// `status:<uid>`: the kind, the epoch ms of the change, then per kind
+    /// (an `IN_FLIGHT` record carries the consumed token record after `at`).
+    status_record, "SR_" {
+        /// One of [`status`].
+        KIND = 1,
+        /// Epoch ms of the change.
+        AT = 2,
+        /// `IN_FLIGHT` / `ORDERED`: the token.
+        TOKEN = 3,
+        /// `IN_FLIGHT`: the token's activateAt.
+        ACTIVATE_AT = 4,
+        /// `IN_FLIGHT`: the token's expiresAt.
+        EXPIRES_AT = 5,
+        /// `IN_FLIGHT`: the token's restore count.
+        RESTORES = 6,
+    }
+);
+
+/// The time of an `ISSUED|<ms>` status record, i.e. the admitting tick.
+pub fn issued_at(status_record: &str) -> Option<u64> {
+    let mut parts = status_record.split(SEPARATOR);
+    (parts.next()? == status::ISSUED)
+        .then(|| parts.next()?.parse().ok())
+        .flatten()
+}
+
+/// The queue states as Lua locals (`QS_OPEN = 'open'` …).
+fn queue_states() -> impl Iterator<Item = (String, &'static str)> {
+    [
+        QueueState::Open,
+        QueueState::Paused,
+        QueueState::Draining,
+        QueueState::Closed,
+    ]
+    .into_iter()
+    .map(|s| {
+        (
+            format!("QS_{}", s.as_str().to_ascii_uppercase()),
+            s.as_str(),
+        )
+    })
+}
+
+/// The Lua locals every script starts with: one per name above, so a script
+/// cannot spell a field the Rust side does not know (Redis refuses reads of
+/// undefined globals, and a test checks every name a script uses).
+pub fn lua_header() -> String {
+    let mut out =
+        String::from("-- generated from shared/src/fields.rs: the names of the data contract\n");
+    let strings = crate::keys::name::ALL
+        .iter()
+        .chain(config::ALL)
+        .chain(stats::ALL)
+        .chain(status::ALL)
+        .map(|(n, v)| (n.to_string(), *v))
+        .chain(queue_states());
+    for (name, value) in strings {
+        out.push_str(&format!("local {name} = '{value}'\n"));
+    }
+    for (name, index) in token_record::ALL.iter().chain(status_record::ALL) {
+        out.push_str(&format!("local {name} = {index}\n"));
+    }
+    out.push_str(&format!("local SEP = '{SEPARATOR}'\n"));
+    out
+}
+
+/// Every Lua local [`lua_header`] defines.
+pub fn lua_names() -> Vec<String> {
+    lua_header()
+        .lines()
+        .filter_map(|l| l.strip_prefix("local ")?.split(' ').next())
+        .map(str::to_string)
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::Settings;
+
+    #[test]
+    fn config_fields_the_scripts_read_are_settings() {
+        let settings = Settings::field_names();
+        for (_, field) in config::ALL {
+            if [config::STATE, config::MEASURED_RATE].contains(field) {
+                assert!(!settings.iter().any(|s| s == field), "{field} is a setting");
+                continue;
+            }
+            assert!(settings.iter().any(|s| s == field), "{field} is no setting");
+        }
+    }
+
+    #[test]
+    fn the_header_defines_each_name_once() {
+        let names = lua_names();
+        let mut unique = names.clone();
+        unique.sort();
+        unique.dedup();
+        assert_eq!(unique.len(), names.len(), "{names:?}");
+        assert!(names.contains(&"CF_STATE".to_string()));
+        assert!(names.contains(&"QS_DRAINING".to_string()));
+        assert!(lua_header().contains("local TR_EXPIRES_AT = 3\n"));
+    }
+
+    #[test]
+    fn issued_records_give_their_time() {
+        assert_eq!(issued_at("ISSUED|1764669600123"), Some(1_764_669_600_123));
+        assert_eq!(issued_at("EXPIRED|1"), None);
+        assert_eq!(issued_at("ISSUED|x"), None);
+        assert_eq!(issued_at(""), None);
+    }
+}
