@@ -110,7 +110,12 @@ async fn fill(conn: &mut MultiplexedConnection, keys: &QueueKeys, n: usize) -> R
         let mut pipe = redis::pipe();
         for i in start..(start + 1_000).min(n) {
             let user = UserId::new(&format!("bench-{i}"))?;
-            let inv = Enter { keys, user: &user }.invocation();
+            let inv = Enter {
+                keys,
+                user: &user,
+                guard: queuegate_shared::guard::EntryGuard::default(),
+            }
+            .invocation();
             pipe.cmd("EVALSHA")
                 .arg(inv.script.sha1())
                 .arg(inv.keys.len())

@@ -1,11 +1,20 @@
 -- enter: join the line, or report the place/token the user already has.
 -- KEYS[1] waiting  KEYS[2] seq  KEYS[3] token:<uid>  KEYS[4] status:<uid>
 -- KEYS[5] active  KEYS[6] config  KEYS[7] stats
+-- KEYS[8] addr:<client address> (its entry budget)  KEYS[9] pow:<challenge>
 -- ARGV[1] uid  ARGV[2] key base '<prefix>:{<queue>}:' (for the seen bitmaps)
+-- ARGV[3] '1' when KEYS[8] names the client's address ('' no budget)
+-- ARGV[4] expiry ms of a verified proof-of-work solution for KEYS[9] ('' none)
+-- ARGV[5] a check a new place lacks, as the stats counter of its refusals
+--   (SF_REFUSED_CHALLENGE or SF_REFUSED_TURNSTILE; '' none): the edge
+--   verified what it was sent, the script knows whether it is needed
 -- Reply: a waiting_reply or settled_state reply (see prelude), or
 --   {'full', waiting, max_waiting} · {'closed', state} · UNCONFIGURED (no
---   scheduler has published settings yet; nothing written).
--- A refresh never moves anyone: a waiting user keeps their ticket. The size
+--   scheduler has published settings yet; nothing written) · {'guard',
+--   missing} · {'too_many', retry_after_ms} · {'reused'} (a solution used
+--   before). A refusal of a new place writes only its stats counter.
+-- A refresh never moves anyone: a waiting user keeps their ticket, and a
+-- visitor who holds a place passes no guard and spends no budget. The size
 -- check and the ZADD run in one script, so the limit holds under any race.
 local uid, base = ARGV[1], ARGV[2]
 local cfg = read_config(KEYS[6])
@@ -30,6 +39,32 @@ if state ~= QS_OPEN and state ~= QS_PAUSED then return {'closed', state} end
 local size = redis.call('ZCARD', KEYS[1])
 local max = tonumber(cfg[CFG_MAX_WAITING])
 if size >= max then return {'full', size, max} end
+
+-- The entry guard: only a new place pays. Checks first, writes after.
+if ARGV[5] ~= '' then
+  redis.call('HINCRBY', KEYS[7], ARGV[5], 1)
+  return {'guard', ARGV[5]}
+end
+local budget
+if ARGV[3] == '1' then
+  local b = redis.call('HMGET', KEYS[6], CF_ENTRY_BUDGET_PER_MINUTE, CF_ENTRY_BUDGET_BURST)
+  local per_minute, burst = tonumber(b[1] or '0'), tonumber(b[2] or '0')
+  if per_minute > 0 then
+    budget = take_budget(KEYS[8], now, per_minute, burst)
+    if budget.wait then
+      redis.call('HINCRBY', KEYS[7], SF_REFUSED_BUDGET, 1)
+      return {'too_many', budget.wait}
+    end
+  end
+end
+if ARGV[4] ~= '' then
+  local ttl = tonumber(ARGV[4]) - now
+  if ttl <= 0 or not redis.call('SET', KEYS[9], uid, 'NX', 'PX', ttl) then
+    redis.call('HINCRBY', KEYS[7], SF_REFUSED_REUSED, 1)
+    return {'reused'}
+  end
+end
+if budget then budget.spend() end
 
 -- A rejoin ends the previous entry: an issued token that lapsed before the
 -- sweep saw it still holds a slot; free it and count it as expired.

@@ -32,6 +32,14 @@ names!(
         STATUS_TTL_MS = "status_ttl_ms",
         /// Setting: the retry window after an origin failure.
         RETRY_WINDOW_MS = "retry_window_ms",
+        /// Setting: the per-address refill.
+        ENTRY_BUDGET_PER_MINUTE = "entry_budget_per_minute",
+        /// Setting: the per-address burst.
+        ENTRY_BUDGET_BURST = "entry_budget_burst",
+        /// Setting: the proof-of-work difficulty.
+        CHALLENGE_MAX_NUMBER = "challenge_max_number",
+        /// Setting: a challenge's lifetime.
+        CHALLENGE_TTL_MS = "challenge_ttl_ms",
     }
 );
 
@@ -54,6 +62,14 @@ names!(
         RESTORED = "restored",
         /// Where the rolling leaver scan goes on (a ticket).
         SCAN_CURSOR = "scan_cursor",
+        /// New places refused: the address spent its budget.
+        REFUSED_BUDGET = "refused_budget",
+        /// New places refused: no proof-of-work solution.
+        REFUSED_CHALLENGE = "refused_challenge",
+        /// New places refused: a solution used before.
+        REFUSED_REUSED = "refused_reused",
+        /// New places refused: no valid Turnstile token.
+        REFUSED_TURNSTILE = "refused_turnstile",
     }
 );
 

@@ -4,6 +4,9 @@
 
 use std::fmt;
 
+use crate::guard::altcha::Verified;
+use crate::guard::ClientAddress;
+
 /// Key prefix used when none is configured.
 pub const DEFAULT_PREFIX: &str = "qg";
 
@@ -191,6 +194,14 @@ impl QueueKeys {
     pub fn status(&self, user: &UserId) -> String {
         format!("{}{}{}", self.base, name::STATUS, user.0)
     }
+    /// STRING: a client address's entry budget (`tokens|at`).
+    pub fn addr(&self, address: &ClientAddress) -> String {
+        format!("{}{}{}", self.base, name::ADDR, address.as_str())
+    }
+    /// STRING: marks a proof-of-work solution used, until it expires.
+    pub fn pow(&self, solution: &Verified) -> String {
+        format!("{}{}{}", self.base, name::POW, solution.challenge)
+    }
 }
 
 names!(
@@ -215,6 +226,10 @@ names!(
         STATUS = "status:",
         /// Prefix of the seen bitmaps, `seen:<bucket>:<block>`.
         SEEN = "seen:",
+        /// Prefix of a client address's entry budget, `addr:<address>`.
+        ADDR = "addr:",
+        /// Prefix of a used proof-of-work solution, `pow:<challenge>`.
+        POW = "pow:",
     }
 );
 

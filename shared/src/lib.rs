@@ -4,6 +4,7 @@
 //!
 //! * [`keys`] — the key schema and id validation.
 //! * [`fields`] — the fields of the queue's hashes and records.
+//! * [`guard`] — the entry guard: address budgets, proof of work.
 //! * [`script`] — the Lua scripts (`lua/*.lua`) and their SHA-1s.
 //! * [`ops`] — one typed request and reply per script.
 //! * [`value`] — the reply type both clients convert into.
@@ -16,6 +17,7 @@
 mod names;
 
 pub mod fields;
+pub mod guard;
 pub mod keys;
 pub mod ops;
 pub mod policy;

@@ -83,6 +83,8 @@ pub static LEASE_RELEASE: Script = Script::new(
 /// Publishes settings without touching the operator's state.
 pub static CONFIGURE: Script =
     Script::new("configure", false, include_str!("../lua/configure.lua"));
+/// Reads a new proof-of-work challenge's terms.
+pub static CHALLENGE: Script = Script::new("challenge", true, include_str!("../lua/challenge.lua"));
 /// Reads what the operator's `status` shows.
 pub static STATUS: Script = Script::new("status", false, include_str!("../lua/status.lua"));
 /// Switches the operator's queue state.
@@ -90,7 +92,7 @@ pub static SET_STATE: Script =
     Script::new("set_state", false, include_str!("../lua/set_state.lua"));
 
 /// Every script, for preloading (SCRIPT LOAD) and the pinned-hash test.
-pub fn all() -> [&'static Script; 10] {
+pub fn all() -> [&'static Script; 11] {
     [
         &ENTER,
         &POSITION,
@@ -102,6 +104,7 @@ pub fn all() -> [&'static Script; 10] {
         &CONFIGURE,
         &SET_STATE,
         &STATUS,
+        &CHALLENGE,
     ]
 }
 
@@ -233,15 +236,16 @@ mod tests {
     }
 
     const PINNED: &[(&str, &str)] = &[
-        ("enter", "8217a34ebb9c0eaa9415fe8d8d9ef12642e2d23d"),
-        ("position", "ba961d8fd8f7c088837e73ac1e8ad71146ba5592"),
-        ("admit", "90f24c7916f3ca1fcd6802c16a5e2c3bb34bee08"),
-        ("consume", "1199c9be2373c80958e9ea5e4d12c80fdc79e00c"),
-        ("settle", "23420fc6ad119f558c5a419470a03299dbb7036d"),
-        ("lease_acquire", "4d58b18b301815c6ff5082b1f0c75a49ee9887be"),
-        ("lease_release", "26db505000e8d403e981c319b9c34939a3ba0f31"),
-        ("configure", "81531af717099e13c7806cd7b1040a21352e8644"),
-        ("set_state", "90bbaebc245e7a658cf8dbdc4fdbddaa65336018"),
-        ("status", "9190be5fd5e90f3e596a765298525842be8a7023"),
+        ("enter", "9367ccd8e11e33211b3c64d2ff29ee8e3438f20f"),
+        ("position", "6f7a4f7832e289bce36cbef42a4d9017b6debd94"),
+        ("admit", "089b19a121015cb47b82e325e83ffb1b5c6cfd3b"),
+        ("consume", "4e11cb024d74129b50838b1018dafa1cd352b58f"),
+        ("settle", "5385be0a79b46d9d688bc752dad1dd1a4073bf45"),
+        ("lease_acquire", "a833aaaaf0697bdb28f88dbf9a9287445ad0d047"),
+        ("lease_release", "50d6848dfa443b39d9edcc35c229c48e0e3179ff"),
+        ("configure", "e0a950bcc5c4ef49da0b56aabe1884318fc917e9"),
+        ("set_state", "c2e50cd5c138593e9cb82237344ce1173eb17e6e"),
+        ("status", "d210a54dc777b7cf2637ec510f1bd23563de2937"),
+        ("challenge", "0d73de95281edf69f303f0fbe3077fbf1bae8341"),
     ];
 }

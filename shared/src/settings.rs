@@ -45,6 +45,16 @@ pub struct Settings {
     /// Waiting users a tick checks for having left, anywhere in the line
     /// (a rolling scan; 0 turns it off, leaving leavers to the head).
     pub leaver_scan_per_tick: u64,
+    /// New places one client address may take per minute (its refill);
+    /// 0 turns the per-address budget off. Raise it for big NATs.
+    pub entry_budget_per_minute: u64,
+    /// New places one address may take at once before the refill paces it.
+    pub entry_budget_burst: u64,
+    /// Proof-of-work difficulty: the ALTCHA `maxnumber` (a solver tries
+    /// half of it on average); doubled as the line fills up.
+    pub challenge_max_number: u64,
+    /// How long a challenge may be solved and used.
+    pub challenge_ttl_ms: u64,
 }
 
 impl Default for Settings {
@@ -65,6 +75,10 @@ impl Default for Settings {
             lease_ttl_ms: 2_000,
             sweep_limit: 1_000,
             leaver_scan_per_tick: 100,
+            entry_budget_per_minute: 40,
+            entry_budget_burst: 40,
+            challenge_max_number: 100_000,
+            challenge_ttl_ms: 600_000,
         }
     }
 }
@@ -177,6 +191,27 @@ impl Settings {
                 "sweep_limit",
                 self.sweep_limit,
                 "must be 1 to 5000",
+            ));
+        }
+        if self.entry_budget_per_minute > 0 && self.entry_budget_burst == 0 {
+            return Err(invalid(
+                "entry_budget_burst",
+                self.entry_budget_burst,
+                "must be at least 1 while entry_budget_per_minute is on",
+            ));
+        }
+        if !(1_000..=100_000_000).contains(&self.challenge_max_number) {
+            return Err(invalid(
+                "challenge_max_number",
+                self.challenge_max_number,
+                "must be 1000 to 100000000",
+            ));
+        }
+        if !(10_000..=3_600_000).contains(&self.challenge_ttl_ms) {
+            return Err(invalid(
+                "challenge_ttl_ms",
+                self.challenge_ttl_ms,
+                "must be 10000 to 3600000",
             ));
         }
         Ok(())
@@ -399,6 +434,27 @@ mod tests {
                     ..Default::default()
                 },
                 "sweep_limit",
+            ),
+            (
+                Settings {
+                    entry_budget_burst: 0,
+                    ..Default::default()
+                },
+                "entry_budget_burst",
+            ),
+            (
+                Settings {
+                    challenge_max_number: 10,
+                    ..Default::default()
+                },
+                "challenge_max_number",
+            ),
+            (
+                Settings {
+                    challenge_ttl_ms: 0,
+                    ..Default::default()
+                },
+                "challenge_ttl_ms",
             ),
         ];
         for (s, field) in cases {

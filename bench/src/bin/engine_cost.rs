@@ -118,6 +118,7 @@ impl Bench {
                     &queuegate_shared::Operation::invocation(&Enter {
                         keys: &self.keys,
                         user: &u,
+                        guard: queuegate_shared::guard::EntryGuard::default(),
                     }),
                 );
             }
@@ -178,6 +179,7 @@ impl Bench {
                     &queuegate_shared::Operation::invocation(&Enter {
                         keys: &self.keys,
                         user: &u,
+                        guard: queuegate_shared::guard::EntryGuard::default(),
                     }),
                 );
             })

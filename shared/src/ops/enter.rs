@@ -1,6 +1,7 @@
 //! `enter`: take a ticket, or report the place or token the user has.
 
 use super::observed::Observed;
+use crate::guard::{EntryGuard, GuardCheck};
 use crate::keys::{QueueKeys, UserId};
 use crate::script::{Invocation, Operation, ENTER};
 use crate::settings::QueueState;
@@ -13,6 +14,8 @@ pub struct Enter<'a> {
     pub keys: &'a QueueKeys,
     /// The user.
     pub user: &'a UserId,
+    /// What a new place must pass (a visitor holding one passes freely).
+    pub guard: EntryGuard<'a>,
 }
 
 /// The outcome of an enter.
@@ -30,6 +33,23 @@ pub enum EnterReply {
     /// Not accepting entries: closed or draining, or `None` when no
     /// scheduler has published settings for this queue yet.
     Closed(Option<QueueState>),
+    /// A new place was refused by the entry guard; only the refusal's
+    /// stats counter was written.
+    Refused(Refusal),
+}
+
+/// Why the entry guard refused a new place.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Refusal {
+    /// A required check was not passed.
+    Missing(GuardCheck),
+    /// The client address spent its budget; it may try again after this.
+    TooManyEntries {
+        /// Milliseconds until the budget holds a place again.
+        retry_after_ms: u64,
+    },
+    /// The proof-of-work solution was used before.
+    SolutionReused,
 }
 
 impl Operation for Enter<'_> {
@@ -47,8 +67,34 @@ impl Operation for Enter<'_> {
                 k.active(),
                 k.config(),
                 k.stats(),
+                // Unused keys still name the slot: the script touches them
+                // only when the guard says so.
+                self.guard
+                    .address
+                    .map_or_else(|| k.base().to_string(), |a| k.addr(a)),
+                self.guard
+                    .solution
+                    .map_or_else(|| k.base().to_string(), |v| k.pow(v)),
             ],
-            args: vec![self.user.as_str().to_string(), k.base().to_string()],
+            args: vec![
+                self.user.as_str().to_string(),
+                k.base().to_string(),
+                if self.guard.address.is_some() {
+                    "1"
+                } else {
+                    ""
+                }
+                .to_string(),
+                self.guard
+                    .solution
+                    .map(|v| v.expires_at_ms.to_string())
+                    .unwrap_or_default(),
+                self.guard
+                    .missing
+                    .map(GuardCheck::counter)
+                    .unwrap_or_default()
+                    .to_string(),
+            ],
         }
     }
 
@@ -64,6 +110,16 @@ impl Operation for Enter<'_> {
             }),
             "closed" => Ok(EnterReply::Closed(QueueState::parse(f.text(1)?))),
             "unconfigured" => Ok(EnterReply::Closed(None)),
+            "guard" => {
+                let name = f.text(1)?;
+                GuardCheck::from_counter(name)
+                    .map(|g| EnterReply::Refused(Refusal::Missing(g)))
+                    .ok_or_else(|| f.error(format!("unknown guard {name:?}")))
+            }
+            "too_many" => Ok(EnterReply::Refused(Refusal::TooManyEntries {
+                retry_after_ms: f.uint(1)?,
+            })),
+            "reused" => Ok(EnterReply::Refused(Refusal::SolutionReused)),
             other => Err(f.error(format!("unknown reply kind {other:?}"))),
         }
     }

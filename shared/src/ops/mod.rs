@@ -2,6 +2,7 @@
 //! each reply is decoded from a client-neutral [`Value`](crate::value::Value).
 
 mod admit;
+mod challenge;
 mod configure;
 mod consume;
 mod enter;
@@ -11,9 +12,10 @@ mod settle;
 mod status;
 
 pub use admit::{Admit, AdmitCounts, AdmitReply};
+pub use challenge::{ChallengeTerms, Terms};
 pub use configure::{Configure, SetState, StateSwitch};
 pub use consume::{Consume, ConsumeReply};
-pub use enter::{Enter, EnterReply};
+pub use enter::{Enter, EnterReply, Refusal};
 pub use lease::{LeaseAcquire, LeaseAcquired, LeaseRelease};
 pub use observed::{Observed, Position, WaitingFacts};
 pub use settle::{Outcome, Settle, SettleReply};

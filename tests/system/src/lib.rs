@@ -102,6 +102,7 @@ impl TestQueue {
         self.run(&Enter {
             keys: &self.keys,
             user: u,
+            guard: queuegate_shared::guard::EntryGuard::default(),
         })
         .await
         .expect("enter")

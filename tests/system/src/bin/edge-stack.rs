@@ -24,6 +24,7 @@ async fn main() {
         .run(&Enter {
             keys: &stack.queue.keys,
             user: &user,
+            guard: queuegate_shared::guard::EntryGuard::default(),
         })
         .await
         .expect("the visitor enters");
