@@ -10,7 +10,7 @@ use queuegate_shared::ops::{
 use queuegate_shared::policy::retry_after_header_seconds;
 use queuegate_shared::state::{StateReply, UserState};
 use queuegate_shared::token::EntryToken;
-use queuegate_shared::{QueueId, QueueKeys, Settings};
+use queuegate_shared::{QueueId, QueueKeys, Settings, UserId};
 use worker::{Context, Date, Env, Request, Response};
 
 use crate::config::{EdgeConfig, QueueChoiceError};
@@ -255,7 +255,7 @@ impl App {
     async fn forward(
         &self,
         req: Request,
-        passed: Option<(&QueueId, &queuegate_shared::UserId)>,
+        passed: Option<(&QueueId, &UserId)>,
     ) -> Result<Response, EdgeError> {
         let config = &self.config;
         origin::forward(config.origin.as_deref(), &config.origin_secret, req, passed).await
