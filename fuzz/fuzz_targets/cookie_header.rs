@@ -1,10 +1,10 @@
-//! `identity::cookie`: never panics; the value it finds is the first
+//! `cookie::cookie`: never panics; the value it finds is the first
 //! `name=value` pair with that exact name, as written in the header.
 #![no_main]
 
 use arbitrary::Arbitrary;
 use libfuzzer_sys::fuzz_target;
-use queuegate_worker::identity::cookie;
+use queuegate_edge::cookie::cookie;
 
 #[derive(Debug, Arbitrary)]
 struct Input {

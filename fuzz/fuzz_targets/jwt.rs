@@ -7,7 +7,7 @@
 use arbitrary::Arbitrary;
 use libfuzzer_sys::fuzz_target;
 use queuegate_shared::UserId;
-use queuegate_worker::identity::{sign_jwt, verify_jwt, IdentityError};
+use queuegate_edge::identity::{sign_jwt, verify_jwt, IdentityError};
 
 const KEY: &[u8] = b"fuzz-jwt-secret-0123456789abcdefghijkl";
 const LEEWAY_S: f64 = 30.0;

@@ -1,11 +1,11 @@
-//! `http::path_and_query` and `http::query_param`: never panic on any URL;
+//! `url::path_and_query` and `url::query_param`: never panic on any URL;
 //! the path is a fragment-free piece of the URL starting with `/`; on a
 //! URL built from parts, every parameter reads back as its first value.
 #![no_main]
 
 use arbitrary::Arbitrary;
 use libfuzzer_sys::fuzz_target;
-use queuegate_worker::http::{path_and_query, query_param};
+use queuegate_edge::url::{path_and_query, query_param};
 
 #[derive(Debug, Arbitrary)]
 struct Input {

@@ -5,7 +5,7 @@
 
 use arbitrary::Arbitrary;
 use libfuzzer_sys::fuzz_target;
-use queuegate_worker::identity::{mint_visitor, verify_visitor};
+use queuegate_edge::identity::{mint_visitor, verify_visitor};
 
 const KEY: &[u8] = b"fuzz-identity-secret-0123456789abcdef";
 

@@ -92,7 +92,7 @@ async fn order(
     let expected = time
         .parse::<u64>()
         .ok()
-        .map(|t| queuegate_worker::signing::sign(&shop.secret, queue, user, t, "POST", "/orders"));
+        .map(|t| queuegate_edge::signing::sign(&shop.secret, queue, user, t, "POST", "/orders"));
     if user.is_empty() || expected.as_deref() != Some(h("x-queuegate-signature")) {
         return (
             StatusCode::UNAUTHORIZED,

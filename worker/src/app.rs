@@ -1,7 +1,9 @@
-//! The routes: enter, position, health, and the token gate in front of the
-//! protected routes; everything else passes through to the origin. Each
-//! queue operation is one Redis REST call.
+//! The worker's own routes (enter, position, health, the page) and the token
+//! gate in front of the protected ones; [`crate::routes`] says which runs.
+//! Each queue operation is one Redis REST call.
 
+use queuegate_edge::cookie::{cookie, set_cookie, TOKEN_COOKIE};
+use queuegate_edge::{url, TOKEN_HEADER};
 use queuegate_shared::ops::{
     Consume, ConsumeReply, Enter, EnterReply, Observed, Outcome, Position, Settle,
 };
@@ -9,52 +11,21 @@ use queuegate_shared::policy::retry_after_header_seconds;
 use queuegate_shared::state::{StateReply, UserState};
 use queuegate_shared::token::EntryToken;
 use queuegate_shared::{QueueId, QueueKeys, Settings, UserId};
-use worker::{
-    Context, Date, Env, Fetch, Headers, Method, Request, RequestInit, RequestRedirect, Response,
-};
+use worker::{Context, Date, Env, Request, Response};
 
-use crate::config::{EdgeConfig, IdentityMode, QueueChoiceError};
+use crate::config::{EdgeConfig, QueueChoiceError};
 use crate::error::EdgeError;
 use crate::http::{self, js_err};
-use crate::identity::{self, VISITOR_COOKIE};
+use crate::origin;
 use crate::rest::RestClient;
-use crate::signing;
+use crate::routes::{self, Handler, Target};
+use crate::visitor::{self, Visitor};
 
-/// Header that carries the entry token.
-pub const TOKEN_HEADER: &str = "x-entry-token";
-/// Cookie that may carry the entry token instead (set on admission).
-pub const TOKEN_COOKIE: &str = "qg_token";
-/// Lifetime of the visitor cookie: a day covers any sale.
-const VISITOR_COOKIE_MAX_AGE_S: u64 = 86_400;
-
-/// The methods a path takes, for `Allow` (paths passed through to the
-/// origin take the standard ones).
-fn allowed_methods(path: &str) -> &'static str {
-    match path {
-        "/queue/health" | "/queue" => "GET, HEAD",
-        "/queue/enter" => "POST",
-        "/queue/position" => "GET",
-        _ => "GET, HEAD, POST, PUT, PATCH, DELETE, OPTIONS",
-    }
-}
-
-fn not_allowed(path: &str) -> EdgeError {
-    EdgeError::MethodNotAllowed {
-        allow: allowed_methods(path),
-    }
-}
-
-/// The worker for one request: configuration and the Redis client.
+/// The worker: configuration and the Redis client, built once per isolate.
 #[derive(Debug)]
 pub struct App {
     config: EdgeConfig,
     redis: Option<RestClient>,
-}
-
-/// Who sent a request, and the cookie to set if we just minted them.
-struct Visitor {
-    user: UserId,
-    new_cookie: Option<String>,
 }
 
 impl App {
@@ -76,35 +47,21 @@ impl App {
 
     /// Routes one request.
     pub async fn handle(&self, req: Request, ctx: &Context) -> Result<Response, EdgeError> {
-        let path = req.path();
         let method = req.method();
-        // workers-rs maps a method it does not know (QUERY, TRACE…) to GET;
-        // acting on that would answer or forward the wrong thing.
-        if !req.inner().method().eq_ignore_ascii_case(method.as_ref()) {
-            return Err(EdgeError::MethodNotAllowed {
-                allow: allowed_methods(&path),
-            });
-        }
-        match path.as_str() {
-            "/queue/health" => match method {
-                Method::Get | Method::Head => self.health().await,
-                _ => Err(not_allowed(&path)),
-            },
-            "/queue/enter" => match method {
-                Method::Post => self.enter(&req).await,
-                _ => Err(not_allowed(&path)),
-            },
-            "/queue/position" => match method {
-                Method::Get => self.position(&req).await,
-                _ => Err(not_allowed(&path)),
-            },
-            "/queue" => match method {
-                Method::Get | Method::Head => self.page(&req),
-                _ => Err(not_allowed(&path)),
-            },
-            p if p.starts_with("/queue/") => Err(EdgeError::NotFound),
-            p if self.config.is_protected(method.as_ref(), p) => self.gate(req, ctx).await,
-            _ => self.forward(req, None).await,
+        // workers-rs maps a method it does not know to GET: tell them apart.
+        let known = req
+            .inner()
+            .method()
+            .eq_ignore_ascii_case(method.as_ref())
+            .then_some(&method);
+        let target = routes::resolve(&req.path(), known, |m, p| self.config.is_protected(m, p))?;
+        match target {
+            Target::Queue(Handler::Health) => self.health().await,
+            Target::Queue(Handler::Enter) => self.enter(&req).await,
+            Target::Queue(Handler::Position) => self.position(&req).await,
+            Target::Queue(Handler::Page) => self.page(&req),
+            Target::Gate => self.gate(req, ctx).await,
+            Target::Forward => self.forward(req, None).await,
         }
     }
 
@@ -147,10 +104,10 @@ impl App {
 
     /// The queue named by `?queue=`, or the default one.
     fn queue(&self, req: &Request) -> Result<(QueueId, QueueKeys), EdgeError> {
-        let url = req.inner().url();
+        let own_url = req.inner().url();
         let id = self
             .config
-            .queue(http::query_param(&url, "queue"))
+            .queue(url::query_param(&own_url, "queue"))
             .map_err(|e| match e {
                 QueueChoiceError::Invalid(why) => EdgeError::InvalidQueue(why),
                 QueueChoiceError::Unknown => EdgeError::UnknownQueue,
@@ -160,67 +117,8 @@ impl App {
         Ok((id, keys))
     }
 
-    fn cookie_header(req: &Request) -> String {
-        req.headers()
-            .get("cookie")
-            .ok()
-            .flatten()
-            .unwrap_or_default()
-    }
-
-    /// The request's identity. `mint` lets an anonymous newcomer get one.
     fn identify(&self, req: &Request, mint: bool) -> Result<Visitor, EdgeError> {
-        let cookies = Self::cookie_header(req);
-        match &self.config.identity {
-            IdentityMode::Anonymous { secret } => {
-                match identity::cookie(&cookies, VISITOR_COOKIE) {
-                    Some(value) => {
-                        let user = identity::verify_visitor(secret, value)
-                            .map_err(EdgeError::IdentityInvalid)?;
-                        Ok(Visitor {
-                            user,
-                            new_cookie: None,
-                        })
-                    }
-                    None if mint => {
-                        let mut random = [0u8; 16];
-                        getrandom::getrandom(&mut random)
-                            .map_err(|e| EdgeError::Internal(format!("getrandom: {e}")))?;
-                        let (user, value) = identity::mint_visitor(secret, random);
-                        let cookie = http::cookie(
-                            VISITOR_COOKIE,
-                            &value,
-                            VISITOR_COOKIE_MAX_AGE_S,
-                            self.config.cookie_secure,
-                        );
-                        Ok(Visitor {
-                            user,
-                            new_cookie: Some(cookie),
-                        })
-                    }
-                    None => Err(EdgeError::IdentityRequired),
-                }
-            }
-            IdentityMode::Jwt { secret, cookie } => {
-                let bearer = req
-                    .headers()
-                    .get("authorization")
-                    .ok()
-                    .flatten()
-                    .and_then(|h| h.strip_prefix("Bearer ").map(str::to_string));
-                let from_cookie = cookie
-                    .as_deref()
-                    .and_then(|name| identity::cookie(&cookies, name).map(str::to_string));
-                let token = bearer.or(from_cookie).ok_or(EdgeError::IdentityRequired)?;
-                let now_s = Date::now().as_millis() as f64 / 1_000.0;
-                let user = identity::verify_jwt(secret, &token, now_s)
-                    .map_err(EdgeError::IdentityInvalid)?;
-                Ok(Visitor {
-                    user,
-                    new_cookie: None,
-                })
-            }
-        }
+        visitor::identify(&self.config.identity, self.config.cookie_secure, req, mint)
     }
 
     async fn enter(&self, req: &Request) -> Result<Response, EdgeError> {
@@ -231,6 +129,7 @@ impl App {
             .run(&Enter {
                 keys: &keys,
                 user: &visitor.user,
+                guard: queuegate_shared::guard::EntryGuard::default(),
             })
             .await?;
         match reply {
@@ -287,7 +186,7 @@ impl App {
             } => {
                 let now = Date::now().as_millis();
                 let max_age = expires_at.saturating_sub(now) / 1_000;
-                let c = http::cookie(
+                let c = set_cookie(
                     TOKEN_COOKIE,
                     token,
                     max_age.max(1),
@@ -304,13 +203,18 @@ impl App {
     async fn gate(&self, req: Request, ctx: &Context) -> Result<Response, EdgeError> {
         let (queue, keys) = self.queue(&req)?;
         let visitor = self.identify(&req, false)?;
-        let cookies = Self::cookie_header(&req);
+        let cookies = req
+            .headers()
+            .get("cookie")
+            .ok()
+            .flatten()
+            .unwrap_or_default();
         let presented = req
             .headers()
             .get(TOKEN_HEADER)
             .ok()
             .flatten()
-            .or_else(|| identity::cookie(&cookies, TOKEN_COOKIE).map(str::to_string))
+            .or_else(|| cookie(&cookies, TOKEN_COOKIE).map(str::to_string))
             .ok_or(EdgeError::TokenMissing)?;
         let token = EntryToken::parse(presented.trim()).ok_or(EdgeError::TokenInvalid)?;
         let redis = self.redis()?.clone();
@@ -350,70 +254,12 @@ impl App {
         forwarded
     }
 
-    /// Sends the request on to the origin: `ORIGIN_URL` + path, or the
-    /// request's own URL on a route. Our headers and cookies are stripped;
-    /// gate-passed requests get signed identity headers.
     async fn forward(
         &self,
-        mut req: Request,
+        req: Request,
         passed: Option<(&QueueId, &UserId)>,
     ) -> Result<Response, EdgeError> {
-        let url = req.inner().url();
-        let target = match &self.config.origin {
-            Some(base) => format!("{base}{}", http::path_and_query(&url)),
-            None => url.clone(),
-        };
-        let path = req.path();
-        let headers = Headers::new();
-        for (name, value) in req.headers().entries() {
-            let lower = name.to_ascii_lowercase();
-            if lower == "host" || lower == TOKEN_HEADER || lower.starts_with("x-queuegate-") {
-                continue;
-            }
-            if lower == "cookie" {
-                let kept: Vec<&str> = value
-                    .split(';')
-                    .map(str::trim)
-                    .filter(|c| !c.starts_with("qg_"))
-                    .collect();
-                if !kept.is_empty() {
-                    http::set(&headers, "cookie", &kept.join("; "))?;
-                }
-                continue;
-            }
-            http::append(&headers, &name, &value)?;
-        }
-        let method = req.method();
-        if let Some((queue, user)) = passed {
-            let now = Date::now().as_millis();
-            let sig = signing::sign(
-                &self.config.origin_secret,
-                queue.as_str(),
-                user.as_str(),
-                now,
-                method.as_ref(),
-                &path,
-            );
-            http::set(&headers, signing::USER_HEADER, user.as_str())?;
-            http::set(&headers, signing::QUEUE_HEADER, queue.as_str())?;
-            http::set(&headers, signing::TIME_HEADER, &now.to_string())?;
-            http::set(&headers, signing::SIGNATURE_HEADER, &sig)?;
-        }
-        let mut init = RequestInit::new();
-        init.with_method(method.clone())
-            .with_headers(headers)
-            .with_redirect(RequestRedirect::Manual);
-        if !matches!(method, Method::Get | Method::Head) {
-            let body = req.bytes().await.map_err(js_err)?;
-            if !body.is_empty() {
-                let array = worker::js_sys::Uint8Array::from(body.as_slice());
-                init.with_body(Some(array.into()));
-            }
-        }
-        let outbound = Request::new_with_init(&target, &init).map_err(js_err)?;
-        Fetch::Request(outbound)
-            .send()
-            .await
-            .map_err(|e| EdgeError::OriginUnreachable(e.to_string()))
+        let config = &self.config;
+        origin::forward(config.origin.as_deref(), &config.origin_secret, req, passed).await
     }
 }

@@ -2,14 +2,13 @@
 //! `{"error","message"}` body in one place. Causes are logged once, never
 //! sent: a reply never carries internals.
 
+use queuegate_edge::identity::IdentityError;
 use queuegate_shared::policy::retry_after_header_seconds;
+use worker::Method;
 
 /// An edge failure.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum EdgeError {
-    /// Malformed input.
-    #[error("bad request: {0}")]
-    BadRequest(String),
     /// `?queue=` is not a queue id.
     #[error("invalid queue id: {0}")]
     InvalidQueue(String),
@@ -22,15 +21,16 @@ pub enum EdgeError {
     /// Known route, wrong method.
     #[error("method not allowed")]
     MethodNotAllowed {
-        /// The `Allow` header: the methods the route takes.
-        allow: &'static str,
+        /// The methods the route takes (the `Allow` header), from the route
+        /// table.
+        allow: &'static [Method],
     },
     /// No identity where one is needed.
     #[error("identity required")]
     IdentityRequired,
     /// Forged, tampered or expired identity.
     #[error("identity invalid: {0}")]
-    IdentityInvalid(crate::identity::IdentityError),
+    IdentityInvalid(IdentityError),
     /// The line is at its maximum.
     #[error("queue full")]
     QueueFull,
@@ -66,6 +66,12 @@ pub enum EdgeError {
     Internal(String),
 }
 
+/// `GET, HEAD`: methods as an `Allow` header lists them.
+fn allow_list(methods: &[Method]) -> String {
+    let names: Vec<&str> = methods.iter().map(|m| m.as_ref()).collect();
+    names.join(", ")
+}
+
 /// Retry-After for a full queue, seconds.
 pub const FULL_RETRY_AFTER_S: u64 = 30;
 /// Retry-After for a closed queue, seconds.
@@ -77,7 +83,7 @@ impl EdgeError {
     /// HTTP status.
     pub fn status(&self) -> u16 {
         match self {
-            EdgeError::BadRequest(_) | EdgeError::InvalidQueue(_) => 400,
+            EdgeError::InvalidQueue(_) => 400,
             EdgeError::IdentityRequired | EdgeError::IdentityInvalid(_) => 401,
             EdgeError::TokenMissing | EdgeError::TokenInvalid => 403,
             EdgeError::UnknownQueue | EdgeError::NotFound => 404,
@@ -93,7 +99,6 @@ impl EdgeError {
     /// The machine-readable `error` code.
     pub fn code(&self) -> &'static str {
         match self {
-            EdgeError::BadRequest(_) => "bad_request",
             EdgeError::InvalidQueue(_) => "invalid_queue",
             EdgeError::UnknownQueue => "unknown_queue",
             EdgeError::NotFound => "not_found",
@@ -115,12 +120,11 @@ impl EdgeError {
     /// Human text for the reply: safe to show, no internals.
     pub fn public_message(&self) -> String {
         match self {
-            EdgeError::BadRequest(why) => format!("Bad request: {why}."),
             EdgeError::InvalidQueue(why) => format!("The queue id is not valid: {why}."),
             EdgeError::UnknownQueue => "There is no such queue here.".into(),
             EdgeError::NotFound => "There is nothing at this address.".into(),
             EdgeError::MethodNotAllowed { allow } => {
-                format!("This address takes only {allow}.")
+                format!("This address takes only {}.", allow_list(allow))
             }
             EdgeError::IdentityRequired => {
                 "Join the queue first (POST /queue/enter), or sign in.".into()
@@ -155,6 +159,14 @@ impl EdgeError {
             EdgeError::RedisUnavailable(_) | EdgeError::OriginUnreachable(_) => {
                 Some(UNAVAILABLE_RETRY_AFTER_S)
             }
+            _ => None,
+        }
+    }
+
+    /// The `Allow` header of a 405.
+    pub fn allow(&self) -> Option<String> {
+        match self {
+            EdgeError::MethodNotAllowed { allow } => Some(allow_list(allow)),
             _ => None,
         }
     }
@@ -203,5 +215,15 @@ mod tests {
         assert_eq!((early.status(), early.retry_after_s()), (429, Some(2)));
         assert_eq!(EdgeError::UnknownQueue.status(), 404);
         assert_eq!(EdgeError::IdentityRequired.status(), 401);
+    }
+
+    #[test]
+    fn method_not_allowed_lists_the_methods() {
+        let e = EdgeError::MethodNotAllowed {
+            allow: &[Method::Get, Method::Head],
+        };
+        assert_eq!(e.allow().as_deref(), Some("GET, HEAD"));
+        assert_eq!(e.public_message(), "This address takes only GET, HEAD.");
+        assert_eq!(EdgeError::NotFound.allow(), None);
     }
 }

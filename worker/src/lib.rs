@@ -1,12 +1,14 @@
-//! queuegate's edge worker: thin I/O around `queuegate-shared`.
+//! queuegate's edge worker: thin I/O around `queuegate-shared` and the pure
+//! protocol in `queuegate-edge` (cookies, identity, origin signing, URLs).
 //!
-//! * [`app`] — the routes (enter, position, health, the token gate).
+//! * [`routes`] — the route table: what answers a path, and its `Allow`.
+//! * [`app`] — enter, position, health, the page, the token gate.
+//! * [`visitor`] — who sent a request (visitor cookie or JWT).
+//! * [`origin`] — forwarding: scrubbing our headers and cookies, signing.
 //! * [`rest`] — the Upstash REST client over `worker::Fetch`.
-//! * [`identity`] — signed visitor cookies and HS256 JWTs.
-//! * [`signing`] — the signed headers the origin can verify.
 //! * [`page`] — the waiting-room page.
-//! * [`config`] / [`error`] / [`http`] — vars and secrets, the one error
-//!   enum and its mapping to replies, reply helpers.
+//! * [`config`] / [`error`] / [`http`] — vars and secrets (page settings
+//!   included), the one error enum and its mapping to replies, reply helpers.
 //!
 //! Every queue operation is one Redis REST call; all queue logic lives in
 //! the shared crate so the worker and the scheduler cannot disagree.
@@ -15,18 +17,28 @@ pub mod app;
 pub mod config;
 pub mod error;
 pub mod http;
-pub mod identity;
+pub mod origin;
 pub mod page;
 pub mod rest;
-pub mod signing;
+pub mod routes;
+pub mod visitor;
+
+use std::sync::OnceLock;
 
 use worker::{event, Context, Env, Request, Response};
 
+/// The app of this isolate. Vars and secrets cannot change during an
+/// isolate's life (a deploy or a secret change starts new isolates), so they
+/// are read and checked on the first request only. A configuration error is
+/// kept as well: re-reading could not fix it, and every request then gets the
+/// same 500 `misconfigured` reply (logged each time) as before.
+static APP: OnceLock<Result<app::App, error::EdgeError>> = OnceLock::new();
+
 #[event(fetch)]
 async fn fetch(req: Request, env: Env, ctx: Context) -> worker::Result<Response> {
-    let result = match app::App::from_env(&env) {
+    let result = match APP.get_or_init(|| app::App::from_env(&env)) {
         Ok(app) => app.handle(req, &ctx).await,
-        Err(e) => Err(e),
+        Err(e) => Err(e.clone()),
     };
     match result {
         Ok(resp) => Ok(resp),

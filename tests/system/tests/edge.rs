@@ -3,13 +3,13 @@
 
 use std::time::Duration;
 
+use queuegate_edge::identity;
 use queuegate_shared::Settings;
 use queuegate_system_tests::edge::{
     EdgeStack, Visitor, IDENTITY_SECRET, JWT_SECRET, ORIGIN_SECRET,
 };
 use queuegate_system_tests::{fast_settings, grants};
 use queuegate_testkit::RedisServer;
-use queuegate_worker::identity;
 
 async fn eventually_state(v: &mut Visitor, state: &str) -> serde_json::Value {
     for _ in 0..100 {
@@ -195,7 +195,7 @@ async fn the_gate_spends_each_token_once_and_signs_what_it_forwards() {
         "the token is not forwarded"
     );
     let time: u64 = hit.header("x-queuegate-time").unwrap().parse().unwrap();
-    let expected = queuegate_worker::signing::sign(
+    let expected = queuegate_edge::signing::sign(
         ORIGIN_SECRET.as_bytes(),
         "main",
         &user,

@@ -7,6 +7,7 @@
 use std::collections::BTreeSet;
 use std::time::{Duration, Instant};
 
+use queuegate_edge::identity;
 use queuegate_shared::ops::{Consume, ConsumeReply, SetState};
 use queuegate_shared::token::EntryToken;
 use queuegate_shared::{Prefix, QueueId, QueueKeys, QueueState, Settings, UserId};
@@ -14,7 +15,6 @@ use queuegate_system_tests::edge::{EdgeStack, IDENTITY_SECRET};
 use queuegate_system_tests::fast_settings;
 use queuegate_system_tests::origin::TestOrigin;
 use queuegate_testkit::{repo_root, RedisServer};
-use queuegate_worker::identity;
 use serde_json::{json, Value};
 
 /// The OpenAPI document as JSON.

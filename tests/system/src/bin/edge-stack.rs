@@ -9,11 +9,11 @@
 
 use std::io::{Read, Write};
 
+use queuegate_edge::identity;
 use queuegate_shared::ops::Enter;
 use queuegate_shared::Settings;
 use queuegate_system_tests::edge::{EdgeStack, IDENTITY_SECRET};
 use queuegate_testkit::RedisServer;
-use queuegate_worker::identity;
 
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
 async fn main() {

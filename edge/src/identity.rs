@@ -1,11 +1,6 @@
 //! Who a request is from. A plain user id from the client is never trusted:
 //! anonymous visitors carry an HMAC-signed cookie minted here, logged-in
 //! users an HS256 JWT whose `sub` is the user id.
-//!
-//! JWT verification is written out here rather than taken from a JWT crate:
-//! we accept exactly one algorithm (HS256), and the general crates pull
-//! RSA/EC code into the wasm that this worker never uses. The cryptography
-//! itself is the `hmac`/`sha2` crates'; comparison is constant-time.
 
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use base64::Engine;
@@ -15,17 +10,12 @@ use sha2::Sha256;
 
 type HmacSha256 = Hmac<Sha256>;
 
-/// Name of the anonymous visitor cookie.
-pub const VISITOR_COOKIE: &str = "qg_visitor";
 /// Domain separation for visitor-cookie MACs.
 const VISITOR_CONTEXT: &[u8] = b"queuegate-visitor-v1:";
 
 /// Why an identity was refused.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
 pub enum IdentityError {
-    /// Nothing presented.
-    #[error("no identity was presented")]
-    Missing,
     /// Not of the expected shape.
     #[error("the identity is malformed")]
     Malformed,
@@ -97,6 +87,11 @@ struct JwtClaims {
 /// Clock skew tolerated on `exp` and `nbf`, in seconds.
 const LEEWAY_S: f64 = 30.0;
 
+// Written out rather than taken from a JWT crate: we accept exactly one
+// algorithm (HS256), and the general crates pull RSA/EC code into the wasm
+// that the worker never uses. The cryptography itself is the `hmac`/`sha2`
+// crates'; comparison is constant-time.
+
 /// Verifies an HS256 JWT at `now_s` (Unix seconds) and returns its `sub`.
 /// `exp` is required: a login token that never expires is refused.
 pub fn verify_jwt(secret: &[u8], token: &str, now_s: f64) -> Result<UserId, IdentityError> {
@@ -145,14 +140,6 @@ pub fn sign_jwt(secret: &[u8], claims: &serde_json::Value) -> String {
     m.update(payload.as_bytes());
     let sig = URL_SAFE_NO_PAD.encode(m.finalize().into_bytes());
     format!("{header}.{payload}.{sig}")
-}
-
-/// The value of cookie `name` in a `Cookie` header.
-pub fn cookie<'a>(header: &'a str, name: &str) -> Option<&'a str> {
-    header.split(';').find_map(|pair| {
-        let (k, v) = pair.trim().split_once('=')?;
-        (k == name).then_some(v)
-    })
 }
 
 #[cfg(test)]
@@ -221,13 +208,5 @@ mod tests {
             Err(IdentityError::BadSignature)
         );
         assert_eq!(verify_jwt(KEY, "a.b", now), Err(IdentityError::Malformed));
-    }
-
-    #[test]
-    fn cookies_are_found_by_name() {
-        let h = "a=1; qg_visitor=abc.def; qg_token=t";
-        assert_eq!(cookie(h, "qg_visitor"), Some("abc.def"));
-        assert_eq!(cookie(h, "qg_token"), Some("t"));
-        assert_eq!(cookie(h, "qg"), None);
     }
 }

@@ -5,6 +5,9 @@
 use hmac::{Hmac, Mac};
 use sha2::Sha256;
 
+/// Prefix of every header the edge sets for the origin; the worker strips
+/// client-sent ones so they cannot be forged.
+pub const HEADER_PREFIX: &str = "x-queuegate-";
 /// The verified user id.
 pub const USER_HEADER: &str = "x-queuegate-user";
 /// The queue the user was admitted from.
@@ -53,7 +56,12 @@ mod tests {
             "post",
             "/orders",
         );
-        assert!(sig.starts_with("v1=") && sig.len() == 3 + 64, "{sig}");
+        // Checked independently with Python's hmac/hashlib; the README
+        // prints the same inputs and hex for origin implementers.
+        assert_eq!(
+            sig,
+            "v1=32c84c9cc5726a8bcad043002cc93543b4ac2d622f7e024f74bcd4aaa81b2cea"
+        );
         let again = sign(
             b"origin-secret-origin-secret-0123",
             "main",
@@ -73,5 +81,12 @@ mod tests {
         );
         assert_ne!(sig, other);
         assert_eq!(message("q", "u", 5, "post", "/o"), "v1\nq\nu\n5\nPOST\n/o");
+    }
+
+    #[test]
+    fn every_header_carries_the_prefix() {
+        for h in [USER_HEADER, QUEUE_HEADER, TIME_HEADER, SIGNATURE_HEADER] {
+            assert!(h.starts_with(HEADER_PREFIX), "{h}");
+        }
     }
 }

@@ -1,6 +1,9 @@
 //! The worker's configuration from `[vars]` and secrets, parsed apart from
 //! the Workers `Env` so every rule is testable on the host.
 
+mod page;
+
+pub use page::PageConfig;
 use queuegate_shared::{Prefix, QueueId};
 
 /// A configuration problem: which variable, and what to do.
@@ -13,7 +16,7 @@ pub struct ConfigError {
     pub why: String,
 }
 
-fn err(name: &'static str, why: impl Into<String>) -> ConfigError {
+pub(crate) fn err(name: &'static str, why: impl Into<String>) -> ConfigError {
     ConfigError {
         name,
         why: why.into(),
@@ -132,7 +135,7 @@ pub struct EdgeConfig {
     /// Whether cookies carry `Secure` (turn off only for plain-http dev).
     pub cookie_secure: bool,
     /// The waiting-room page's operator settings.
-    pub page: crate::page::PageConfig,
+    pub page: PageConfig,
 }
 
 impl std::fmt::Debug for EdgeConfig {
@@ -257,7 +260,7 @@ impl EdgeConfig {
             redis,
             redis_timeout_ms,
             cookie_secure,
-            page: crate::page::PageConfig::from_lookup(&get)?,
+            page: PageConfig::from_lookup(&get)?,
         })
     }
 

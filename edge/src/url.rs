@@ -1,0 +1,35 @@
+//! The path and query of a request URL. Parsed by hand because the `url`
+//! crate's IDNA tables would double the wasm; request URLs from the runtime
+//! are already normalised.
+
+/// The part of an absolute URL after the host: `/path?query` (no fragment).
+pub fn path_and_query(url: &str) -> &str {
+    let after_scheme = url.find("://").map_or(url, |i| &url[i + 3..]);
+    let rest = after_scheme.find('/').map_or("/", |i| &after_scheme[i..]);
+    rest.split('#').next().unwrap_or(rest)
+}
+
+/// The raw value of query parameter `name`, if present (first one wins).
+pub fn query_param<'a>(url: &'a str, name: &str) -> Option<&'a str> {
+    let query = path_and_query(url).split_once('?')?.1;
+    query.split('&').find_map(|pair| {
+        let (k, v) = pair.split_once('=').unwrap_or((pair, ""));
+        (k == name).then_some(v)
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn urls_split_without_the_url_crate() {
+        let u = "https://shop.example/orders/7?queue=drop&x=1#frag";
+        assert_eq!(path_and_query(u), "/orders/7?queue=drop&x=1");
+        assert_eq!(query_param(u, "queue"), Some("drop"));
+        assert_eq!(query_param(u, "x"), Some("1"));
+        assert_eq!(query_param(u, "y"), None);
+        assert_eq!(path_and_query("http://127.0.0.1:8787"), "/");
+        assert_eq!(query_param("http://h/p?queue", "queue"), Some(""));
+    }
+}
