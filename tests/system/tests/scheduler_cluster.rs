@@ -129,6 +129,7 @@ async fn one_scheduler_admits_queues_on_every_node_of_a_cluster() {
                 &Enter {
                     keys,
                     user: &user(i),
+                    guard: queuegate_shared::guard::EntryGuard::default(),
                 },
             )
             .await
