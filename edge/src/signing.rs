@@ -41,6 +41,16 @@ pub fn sign(
     format!("v1={}", hex::encode(mac.finalize().into_bytes()))
 }
 
+/// A key for another purpose derived from a secret (HMAC-SHA256 of the
+/// label), so one configured secret can serve without the uses mixing.
+pub fn derive_key(secret: &[u8], label: &str) -> Vec<u8> {
+    // HMAC accepts keys of any length; this cannot fail.
+    #[allow(clippy::expect_used)]
+    let mut mac = Hmac::<Sha256>::new_from_slice(secret).expect("HMAC takes any key length");
+    mac.update(label.as_bytes());
+    mac.finalize().into_bytes().to_vec()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -4,8 +4,10 @@
 
 use queuegate_edge::cookie::{cookie, set_cookie, TOKEN_COOKIE};
 use queuegate_edge::{url, TOKEN_HEADER};
+use queuegate_shared::guard::{altcha, EntryGuard, GuardCheck};
 use queuegate_shared::ops::{
-    Consume, ConsumeReply, Enter, EnterReply, Observed, Outcome, Position, Settle,
+    ChallengeTerms, Consume, ConsumeReply, Enter, EnterReply, Observed, Outcome, Position, Refusal,
+    Settle,
 };
 use queuegate_shared::policy::retry_after_header_seconds;
 use queuegate_shared::state::{StateReply, UserState};
@@ -15,6 +17,7 @@ use worker::{Context, Date, Env, Request, Response};
 
 use crate::config::{EdgeConfig, QueueChoiceError};
 use crate::error::EdgeError;
+use crate::guard;
 use crate::http::{self, js_err};
 use crate::origin;
 use crate::rest::RestClient;
@@ -57,7 +60,8 @@ impl App {
         let target = routes::resolve(&req.path(), known, |m, p| self.config.is_protected(m, p))?;
         match target {
             Target::Queue(Handler::Health) => self.health().await,
-            Target::Queue(Handler::Enter) => self.enter(&req).await,
+            Target::Queue(Handler::Enter) => self.enter(req).await,
+            Target::Queue(Handler::Challenge) => self.challenge(&req).await,
             Target::Queue(Handler::Position) => self.position(&req).await,
             Target::Queue(Handler::Page) => self.page(&req),
             Target::Gate => self.gate(req, ctx).await,
@@ -121,22 +125,77 @@ impl App {
         visitor::identify(&self.config.identity, self.config.cookie_secure, req, mint)
     }
 
-    async fn enter(&self, req: &Request) -> Result<Response, EdgeError> {
-        let (queue, keys) = self.queue(req)?;
-        let visitor = self.identify(req, true)?;
+    /// Joins the line. What a new place must pass is read and checked here
+    /// where no Redis is needed; the script applies it only to a visitor
+    /// without a place, in the same round trip.
+    async fn enter(&self, mut req: Request) -> Result<Response, EdgeError> {
+        let (queue, keys) = self.queue(&req)?;
+        let visitor = self.identify(&req, true)?;
+        let brought = guard::read(&mut req).await?;
+        let config = &self.config.guard;
+        let solution = guard::verify_solution(config, &queue, brought.altcha.as_deref())?;
+        let address = guard::address(&req);
+        let turnstile_passed = match (&config.turnstile, &brought.turnstile) {
+            (Some(t), Some(token)) => guard::turnstile(t, token, address.as_str()).await?,
+            _ => false,
+        };
         let reply = self
             .redis()?
             .run(&Enter {
                 keys: &keys,
                 user: &visitor.user,
-                guard: queuegate_shared::guard::EntryGuard::default(),
+                guard: EntryGuard {
+                    address: Some(&address),
+                    solution: solution.as_ref(),
+                    missing: guard::missing(config, solution.as_ref(), turnstile_passed),
+                },
             })
             .await?;
         match reply {
             EnterReply::Entered(observed) => self.state_reply(&queue, observed, visitor.new_cookie),
             EnterReply::Full { .. } => Err(EdgeError::QueueFull),
             EnterReply::Closed(_) => Err(EdgeError::QueueClosed),
+            EnterReply::Refused(Refusal::Missing(GuardCheck::Challenge)) => {
+                Err(EdgeError::ChallengeRequired)
+            }
+            EnterReply::Refused(Refusal::Missing(GuardCheck::Turnstile)) => {
+                Err(EdgeError::TurnstileRequired)
+            }
+            EnterReply::Refused(Refusal::TooManyEntries { retry_after_ms }) => {
+                Err(EdgeError::TooManyEntries { retry_after_ms })
+            }
+            EnterReply::Refused(Refusal::SolutionReused) => Err(EdgeError::ChallengeReused),
         }
+    }
+
+    /// A fresh ALTCHA challenge for this queue, at the queue's difficulty
+    /// (raised as the line fills).
+    async fn challenge(&self, req: &Request) -> Result<Response, EdgeError> {
+        let (queue, keys) = self.queue(req)?;
+        let terms = self
+            .redis()?
+            .run(&ChallengeTerms { keys: &keys })
+            .await?
+            .ok_or(EdgeError::QueueClosed)?;
+        let mut random = [0u8; 20];
+        getrandom::getrandom(&mut random)
+            .map_err(|e| EdgeError::Internal(format!("getrandom: {e}")))?;
+        let (salt, number) = random.split_at(12);
+        let mut n = [0u8; 8];
+        n.copy_from_slice(number);
+        let mut salt_bytes = [0u8; 12];
+        salt_bytes.copy_from_slice(salt);
+        let challenge = altcha::create(
+            &self.config.guard.challenge_secret,
+            &queue,
+            terms.max_number,
+            Date::now().as_millis() + terms.ttl_ms,
+            salt_bytes,
+            u64::from_le_bytes(n),
+        );
+        let body =
+            serde_json::to_value(&challenge).map_err(|e| EdgeError::Internal(e.to_string()))?;
+        http::json(200, &body)
     }
 
     async fn position(&self, req: &Request) -> Result<Response, EdgeError> {

@@ -3,6 +3,7 @@
 //! sent: a reply never carries internals.
 
 use queuegate_edge::identity::IdentityError;
+use queuegate_shared::guard::altcha::AltchaError;
 use queuegate_shared::policy::retry_after_header_seconds;
 use worker::Method;
 
@@ -52,6 +53,30 @@ pub enum EdgeError {
         /// Milliseconds to wait.
         wait_ms: u64,
     },
+    /// A new place needs a proof-of-work solution (`GET /queue/challenge`).
+    #[error("challenge required")]
+    ChallengeRequired,
+    /// The solution is forged, wrong, expired or for another queue.
+    #[error("challenge refused: {0}")]
+    ChallengeInvalid(AltchaError),
+    /// The solution was used for a place before.
+    #[error("challenge reused")]
+    ChallengeReused,
+    /// The client address took its budget of new places.
+    #[error("too many entries; retry in {retry_after_ms} ms")]
+    TooManyEntries {
+        /// Milliseconds until the budget holds a place again.
+        retry_after_ms: u64,
+    },
+    /// A new place needs a Turnstile token.
+    #[error("turnstile required")]
+    TurnstileRequired,
+    /// Turnstile said no (its error codes).
+    #[error("turnstile refused: {0}")]
+    TurnstileFailed(String),
+    /// Turnstile could not be asked and we fail closed.
+    #[error("turnstile unavailable: {0}")]
+    TurnstileUnavailable(String),
     /// Redis (over REST) cannot be reached or refused us: fail closed.
     #[error("redis unavailable: {0}")]
     RedisUnavailable(String),
@@ -86,6 +111,13 @@ impl EdgeError {
             EdgeError::InvalidQueue(_) => 400,
             EdgeError::IdentityRequired | EdgeError::IdentityInvalid(_) => 401,
             EdgeError::TokenMissing | EdgeError::TokenInvalid => 403,
+            EdgeError::ChallengeRequired
+            | EdgeError::ChallengeInvalid(_)
+            | EdgeError::TurnstileRequired
+            | EdgeError::TurnstileFailed(_) => 403,
+            EdgeError::ChallengeReused => 409,
+            EdgeError::TooManyEntries { .. } => 429,
+            EdgeError::TurnstileUnavailable(_) => 503,
             EdgeError::UnknownQueue | EdgeError::NotFound => 404,
             EdgeError::MethodNotAllowed { .. } => 405,
             EdgeError::TokenUsed => 409,
@@ -109,6 +141,14 @@ impl EdgeError {
             EdgeError::QueueClosed => "queue_closed",
             EdgeError::TokenMissing | EdgeError::TokenInvalid => "token_invalid",
             EdgeError::TokenUsed => "token_used",
+            EdgeError::ChallengeRequired => "challenge_required",
+            EdgeError::ChallengeInvalid(AltchaError::Expired) => "challenge_expired",
+            EdgeError::ChallengeInvalid(_) => "challenge_invalid",
+            EdgeError::ChallengeReused => "challenge_reused",
+            EdgeError::TooManyEntries { .. } => "too_many_entries",
+            EdgeError::TurnstileRequired => "turnstile_required",
+            EdgeError::TurnstileFailed(_) => "turnstile_failed",
+            EdgeError::TurnstileUnavailable(_) => "turnstile_unavailable",
             EdgeError::NotYetActive { .. } => "not_yet_active",
             EdgeError::RedisUnavailable(_) => "unavailable",
             EdgeError::Misconfigured(_) => "misconfigured",
@@ -135,6 +175,22 @@ impl EdgeError {
             EdgeError::TokenMissing => "An entry token is required (X-Entry-Token).".into(),
             EdgeError::TokenInvalid => "The entry token is not valid.".into(),
             EdgeError::TokenUsed => "The entry token has already been used.".into(),
+            EdgeError::ChallengeRequired => {
+                "A new place needs a solved challenge: GET /queue/challenge, then send the solution in X-Altcha.".into()
+            }
+            EdgeError::ChallengeInvalid(e) => format!("The challenge solution was refused: {e}."),
+            EdgeError::ChallengeReused => {
+                "This challenge solution was already used; solve a new one.".into()
+            }
+            EdgeError::TooManyEntries { retry_after_ms } => format!(
+                "Too many new places from your network; try again in {} s.",
+                retry_after_header_seconds(*retry_after_ms)
+            ),
+            EdgeError::TurnstileRequired => "A new place needs a Turnstile check.".into(),
+            EdgeError::TurnstileFailed(_) => "The Turnstile check failed; please try again.".into(),
+            EdgeError::TurnstileUnavailable(_) => {
+                "The browser check is unavailable right now; please try again shortly.".into()
+            }
             EdgeError::NotYetActive { wait_ms } => format!(
                 "Your entry token becomes active in {} s.",
                 retry_after_header_seconds(*wait_ms)
@@ -156,9 +212,12 @@ impl EdgeError {
             EdgeError::QueueFull => Some(FULL_RETRY_AFTER_S),
             EdgeError::QueueClosed => Some(CLOSED_RETRY_AFTER_S),
             EdgeError::NotYetActive { wait_ms } => Some(retry_after_header_seconds(*wait_ms)),
-            EdgeError::RedisUnavailable(_) | EdgeError::OriginUnreachable(_) => {
-                Some(UNAVAILABLE_RETRY_AFTER_S)
+            EdgeError::TooManyEntries { retry_after_ms } => {
+                Some(retry_after_header_seconds(*retry_after_ms))
             }
+            EdgeError::RedisUnavailable(_)
+            | EdgeError::OriginUnreachable(_)
+            | EdgeError::TurnstileUnavailable(_) => Some(UNAVAILABLE_RETRY_AFTER_S),
             _ => None,
         }
     }

@@ -4,6 +4,7 @@
 //! * [`routes`] — the route table: what answers a path, and its `Allow`.
 //! * [`app`] — enter, position, health, the page, the token gate.
 //! * [`visitor`] — who sent a request (visitor cookie or JWT).
+//! * [`guard`] — what a new place brings: ALTCHA solution, Turnstile, address.
 //! * [`origin`] — forwarding: scrubbing our headers and cookies, signing.
 //! * [`rest`] — the Upstash REST client over `worker::Fetch`.
 //! * [`page`] — the waiting-room page.
@@ -16,6 +17,7 @@
 pub mod app;
 pub mod config;
 pub mod error;
+pub mod guard;
 pub mod http;
 pub mod origin;
 pub mod page;

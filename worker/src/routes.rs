@@ -17,6 +17,8 @@ pub enum Handler {
     Position,
     /// The waiting-room page.
     Page,
+    /// A proof-of-work challenge for a new place.
+    Challenge,
 }
 
 /// One route the worker answers itself.
@@ -51,6 +53,11 @@ pub const ROUTES: &[Route] = &[
         path: "/queue",
         methods: &[Method::Get, Method::Head],
         handler: Handler::Page,
+    },
+    Route {
+        path: "/queue/challenge",
+        methods: &[Method::Get],
+        handler: Handler::Challenge,
     },
 ];
 

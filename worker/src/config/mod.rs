@@ -1,8 +1,10 @@
 //! The worker's configuration from `[vars]` and secrets, parsed apart from
 //! the Workers `Env` so every rule is testable on the host.
 
+mod guard;
 mod page;
 
+pub use guard::{GuardConfig, TurnstileConfig};
 pub use page::PageConfig;
 use queuegate_shared::{Prefix, QueueId};
 
@@ -136,6 +138,8 @@ pub struct EdgeConfig {
     pub cookie_secure: bool,
     /// The waiting-room page's operator settings.
     pub page: PageConfig,
+    /// What a new place must pass at the edge.
+    pub guard: GuardConfig,
 }
 
 impl std::fmt::Debug for EdgeConfig {
@@ -147,6 +151,7 @@ impl std::fmt::Debug for EdgeConfig {
             .field("origin", &self.origin)
             .field("protected", &self.protected)
             .field("redis", &self.redis)
+            .field("guard", &self.guard)
             .finish_non_exhaustive()
     }
 }
@@ -249,14 +254,16 @@ impl EdgeConfig {
             "false" => false,
             _ => return Err(err("COOKIE_SECURE", "must be true or false")),
         };
+        let origin_secret = secret(&get, "ORIGIN_SIGNING_SECRET")?;
         Ok(EdgeConfig {
+            guard: GuardConfig::from_lookup(&get, &identity, &origin_secret)?,
             default_queue,
             queues,
             prefix,
             origin,
             identity,
             protected,
-            origin_secret: secret(&get, "ORIGIN_SIGNING_SECRET")?,
+            origin_secret,
             redis,
             redis_timeout_ms,
             cookie_secure,

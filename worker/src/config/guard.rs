@@ -1,0 +1,137 @@
+//! The entry guard's settings at the edge: whether a new place needs a
+//! proof-of-work solution, the challenge key, and Turnstile. The budget and
+//! the difficulty are per-queue settings the scheduler publishes.
+
+use super::{err, ConfigError, IdentityMode};
+
+/// Default of `TURNSTILE_VERIFY_URL`: Cloudflare's documented endpoint.
+pub const TURNSTILE_SITEVERIFY: &str = "https://challenges.cloudflare.com/turnstile/v0/siteverify";
+
+/// What a new place must pass at the edge.
+#[derive(Clone, PartialEq, Eq)]
+pub struct GuardConfig {
+    /// A new place needs an ALTCHA solution.
+    pub challenge: bool,
+    /// HMAC key of the challenges (`CHALLENGE_SECRET`, or one derived from
+    /// `ORIGIN_SIGNING_SECRET`).
+    pub challenge_secret: Vec<u8>,
+    /// Turnstile, when its secret is set.
+    pub turnstile: Option<TurnstileConfig>,
+}
+
+/// Cloudflare Turnstile's server-side check.
+#[derive(Clone, PartialEq, Eq)]
+pub struct TurnstileConfig {
+    /// `TURNSTILE_SECRET_KEY` (a secret).
+    pub secret: String,
+    /// `TURNSTILE_SITE_KEY`, rendered into the page's widget.
+    pub site_key: String,
+    /// The siteverify URL (configurable for a local stand-in in tests).
+    pub verify_url: String,
+    /// Longest wait for siteverify.
+    pub timeout_ms: u64,
+    /// Admit when siteverify cannot be reached (`TURNSTILE_FAIL=open`);
+    /// the default refuses (fail closed) and the budget still applies.
+    pub fail_open: bool,
+}
+
+impl std::fmt::Debug for GuardConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("GuardConfig")
+            .field("challenge", &self.challenge)
+            .field("turnstile", &self.turnstile.as_ref().map(|t| &t.verify_url))
+            .finish_non_exhaustive()
+    }
+}
+
+impl std::fmt::Debug for TurnstileConfig {
+    // The secret stays out of logs.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TurnstileConfig")
+            .field("site_key", &self.site_key)
+            .field("verify_url", &self.verify_url)
+            .field("timeout_ms", &self.timeout_ms)
+            .field("fail_open", &self.fail_open)
+            .finish_non_exhaustive()
+    }
+}
+
+impl GuardConfig {
+    /// Reads `ENTRY_CHALLENGE` (`auto`: on for anonymous visitors, off for
+    /// JWT ones, who hold one place per account already; `on`; `off`),
+    /// `CHALLENGE_SECRET` and the `TURNSTILE_*` variables.
+    pub fn from_lookup(
+        get: &impl Fn(&str) -> Option<String>,
+        identity: &IdentityMode,
+        origin_secret: &[u8],
+    ) -> Result<GuardConfig, ConfigError> {
+        let text = |name: &str| {
+            get(name)
+                .map(|v| v.trim().to_string())
+                .filter(|v| !v.is_empty())
+        };
+        let challenge = match text("ENTRY_CHALLENGE").as_deref().unwrap_or("auto") {
+            "auto" => matches!(identity, IdentityMode::Anonymous { .. }),
+            "on" => true,
+            "off" => false,
+            other => {
+                return Err(err(
+                    "ENTRY_CHALLENGE",
+                    format!("{other:?}: use \"auto\", \"on\" or \"off\""),
+                ))
+            }
+        };
+        let challenge_secret = match text("CHALLENGE_SECRET") {
+            Some(s) if s.len() < super::MIN_SECRET_LEN => {
+                return Err(err(
+                    "CHALLENGE_SECRET",
+                    format!("must be at least {} bytes", super::MIN_SECRET_LEN),
+                ))
+            }
+            Some(s) => s.into_bytes(),
+            None => queuegate_edge::signing::derive_key(origin_secret, "queuegate challenge v1"),
+        };
+        let turnstile = match (text("TURNSTILE_SECRET_KEY"), text("TURNSTILE_SITE_KEY")) {
+            (None, None) => None,
+            (Some(secret), Some(site_key)) => Some(TurnstileConfig {
+                secret,
+                site_key,
+                verify_url: text("TURNSTILE_VERIFY_URL")
+                    .unwrap_or_else(|| TURNSTILE_SITEVERIFY.to_string()),
+                timeout_ms: text("TURNSTILE_TIMEOUT_MS")
+                    .unwrap_or_else(|| "3000".into())
+                    .parse::<u64>()
+                    .ok()
+                    .filter(|ms| (100..=10_000).contains(ms))
+                    .ok_or_else(|| {
+                        err(
+                            "TURNSTILE_TIMEOUT_MS",
+                            "must be a number of ms from 100 to 10000",
+                        )
+                    })?,
+                fail_open: match text("TURNSTILE_FAIL").as_deref().unwrap_or("closed") {
+                    "closed" => false,
+                    "open" => true,
+                    _ => return Err(err("TURNSTILE_FAIL", "must be closed or open")),
+                },
+            }),
+            (Some(_), None) => {
+                return Err(err(
+                    "TURNSTILE_SITE_KEY",
+                    "is needed with TURNSTILE_SECRET_KEY",
+                ))
+            }
+            (None, Some(_)) => {
+                return Err(err(
+                    "TURNSTILE_SECRET_KEY",
+                    "is needed with TURNSTILE_SITE_KEY",
+                ))
+            }
+        };
+        Ok(GuardConfig {
+            challenge,
+            challenge_secret,
+            turnstile,
+        })
+    }
+}

@@ -1,0 +1,273 @@
+//! The entry guard at the edge: reads what a new place brings (an ALTCHA
+//! solution, a Turnstile token, the client address), checks what needs no
+//! Redis, and hands the rest to the `enter` script. Also serves challenges.
+
+use queuegate_shared::guard::altcha::{self, Verified};
+use queuegate_shared::guard::{ClientAddress, GuardCheck};
+use queuegate_shared::QueueId;
+use serde::Deserialize;
+use worker::{Date, Request};
+
+use crate::config::{GuardConfig, TurnstileConfig};
+use crate::error::EdgeError;
+
+/// Header carrying the ALTCHA solution (base64 JSON).
+pub const ALTCHA_HEADER: &str = "x-altcha";
+/// Header carrying a Turnstile token (the widget's form field also works).
+pub const TURNSTILE_HEADER: &str = "x-turnstile-token";
+/// Where Cloudflare puts the client's address.
+pub const CLIENT_IP_HEADER: &str = "cf-connecting-ip";
+/// Bodies longer than this are not searched for a solution.
+const MAX_BODY: usize = 16 * 1024;
+
+/// What an enter request brings for a new place.
+#[derive(Debug, Default, PartialEq, Eq)]
+pub struct Presented {
+    /// The `altcha` solution, if any.
+    pub altcha: Option<String>,
+    /// The Turnstile token, if any.
+    pub turnstile: Option<String>,
+}
+
+#[derive(Deserialize)]
+struct Fields {
+    altcha: Option<String>,
+    #[serde(rename = "cf-turnstile-response")]
+    turnstile: Option<String>,
+}
+
+/// The solution and token from headers, or from a JSON or form body.
+pub fn presented(
+    altcha_header: Option<String>,
+    turnstile_header: Option<String>,
+    content_type: &str,
+    body: &str,
+) -> Presented {
+    let from_body = if content_type.starts_with("application/json") {
+        serde_json::from_str::<Fields>(body).ok()
+    } else if content_type.starts_with("application/x-www-form-urlencoded") {
+        let mut f = Fields {
+            altcha: None,
+            turnstile: None,
+        };
+        for (k, v) in form_urlencoded::parse(body.as_bytes()) {
+            match k.as_ref() {
+                "altcha" => f.altcha = Some(v.into_owned()),
+                "cf-turnstile-response" => f.turnstile = Some(v.into_owned()),
+                _ => {}
+            }
+        }
+        Some(f)
+    } else {
+        None
+    };
+    let (a, t) = from_body.map_or((None, None), |f| (f.altcha, f.turnstile));
+    let some = |v: Option<String>| v.filter(|s| !s.trim().is_empty());
+    Presented {
+        altcha: some(altcha_header).or(some(a)),
+        turnstile: some(turnstile_header).or(some(t)),
+    }
+}
+
+/// Reads what an enter request presents; the body only when the headers
+/// leave something unsaid.
+pub async fn read(req: &mut Request) -> Result<Presented, EdgeError> {
+    let header = |name: &str| req.headers().get(name).ok().flatten();
+    let (a, t) = (header(ALTCHA_HEADER), header(TURNSTILE_HEADER));
+    let content_type = header("content-type")
+        .unwrap_or_default()
+        .to_ascii_lowercase();
+    let length: usize = header("content-length")
+        .and_then(|l| l.parse().ok())
+        .unwrap_or(0);
+    let body = if (a.is_none() || t.is_none()) && length > 0 && length <= MAX_BODY {
+        req.text()
+            .await
+            .map_err(|e| EdgeError::Internal(e.to_string()))?
+    } else {
+        String::new()
+    };
+    Ok(presented(a, t, &content_type, &body))
+}
+
+/// The budget's address: `CF-Connecting-IP`, grouped; without it (a local
+/// `wrangler dev`, a misrouted request) all such requests share one budget.
+pub fn address(req: &Request) -> ClientAddress {
+    req.headers()
+        .get(CLIENT_IP_HEADER)
+        .ok()
+        .flatten()
+        .and_then(|v| ClientAddress::parse(&v))
+        .unwrap_or_else(ClientAddress::unknown)
+}
+
+/// Checks a presented solution (no Redis). None when none was sent.
+pub fn verify_solution(
+    config: &GuardConfig,
+    queue: &QueueId,
+    presented: Option<&str>,
+) -> Result<Option<Verified>, EdgeError> {
+    let Some(payload) = presented else {
+        return Ok(None);
+    };
+    let now = Date::now().as_millis();
+    altcha::verify(&config.challenge_secret, payload, queue, now)
+        .map(Some)
+        .map_err(EdgeError::ChallengeInvalid)
+}
+
+/// The check a new place lacks, if any: what the script refuses for.
+pub fn missing(
+    config: &GuardConfig,
+    solution: Option<&Verified>,
+    turnstile_passed: bool,
+) -> Option<GuardCheck> {
+    if config.challenge && solution.is_none() {
+        Some(GuardCheck::Challenge)
+    } else if config.turnstile.is_some() && !turnstile_passed {
+        Some(GuardCheck::Turnstile)
+    } else {
+        None
+    }
+}
+
+/// Turnstile's `siteverify` reply (the documented fields we use).
+#[derive(Debug, Deserialize, PartialEq, Eq)]
+pub struct Siteverify {
+    /// Whether the token is valid.
+    pub success: bool,
+    /// Why not.
+    #[serde(rename = "error-codes", default)]
+    pub error_codes: Vec<String>,
+    /// The site the token was issued on.
+    #[serde(default)]
+    pub hostname: Option<String>,
+    /// The widget's action.
+    #[serde(default)]
+    pub action: Option<String>,
+}
+
+/// The form `siteverify` takes.
+pub fn siteverify_form(t: &TurnstileConfig, token: &str, remote_ip: &str, key: &str) -> String {
+    form_urlencoded::Serializer::new(String::new())
+        .append_pair("secret", &t.secret)
+        .append_pair("response", token)
+        .append_pair("remoteip", remote_ip)
+        .append_pair("idempotency_key", key)
+        .finish()
+}
+
+/// Asks `siteverify` about a token: Ok(true) passed; Ok(false) when it
+/// could not be asked and we fail open; errors otherwise.
+pub async fn turnstile(
+    t: &TurnstileConfig,
+    token: &str,
+    remote_ip: &str,
+) -> Result<bool, EdgeError> {
+    use futures_util::future::{select, Either};
+    use worker::{Delay, Fetch, Headers, Method, RequestInit};
+
+    let mut key = [0u8; 16];
+    getrandom::getrandom(&mut key).map_err(|e| EdgeError::Internal(format!("getrandom: {e}")))?;
+    let form = siteverify_form(t, token, remote_ip, &uuid_like(key));
+    let headers = Headers::new();
+    headers
+        .set("content-type", "application/x-www-form-urlencoded")
+        .map_err(|e| EdgeError::Internal(e.to_string()))?;
+    let mut init = RequestInit::new();
+    init.with_method(Method::Post)
+        .with_headers(headers)
+        .with_body(Some(form.into()));
+    let request = Request::new_with_init(&t.verify_url, &init)
+        .map_err(|e| EdgeError::Internal(e.to_string()))?;
+    let call = async move {
+        let mut resp = Fetch::Request(request)
+            .send()
+            .await
+            .map_err(|e| e.to_string())?;
+        if resp.status_code() != 200 {
+            return Err(format!("siteverify answered {}", resp.status_code()));
+        }
+        let text = resp.text().await.map_err(|e| e.to_string())?;
+        serde_json::from_str::<Siteverify>(&text).map_err(|e| format!("siteverify reply: {e}"))
+    };
+    let timeout = Delay::from(std::time::Duration::from_millis(t.timeout_ms));
+    let outcome = match select(Box::pin(call), timeout).await {
+        Either::Left((r, _)) => r,
+        Either::Right(_) => Err(format!("no answer within {} ms", t.timeout_ms)),
+    };
+    match outcome {
+        Ok(v) if v.success => Ok(true),
+        Ok(v) => Err(EdgeError::TurnstileFailed(v.error_codes.join(","))),
+        Err(why) if t.fail_open => {
+            worker::console_warn!("turnstile unavailable, failing open: {why}");
+            Ok(true)
+        }
+        Err(why) => Err(EdgeError::TurnstileUnavailable(why)),
+    }
+}
+
+/// An idempotency key in the UUID shape siteverify documents.
+fn uuid_like(b: [u8; 16]) -> String {
+    let h = hex::encode(b);
+    format!(
+        "{}-{}-{}-{}-{}",
+        &h[..8],
+        &h[8..12],
+        &h[12..16],
+        &h[16..20],
+        &h[20..]
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn solutions_come_from_a_header_a_json_or_a_form_body() {
+        let h = presented(Some("AAA".into()), None, "", "");
+        assert_eq!(h.altcha.as_deref(), Some("AAA"));
+        let j = presented(
+            None,
+            None,
+            "application/json",
+            r#"{"altcha":"BBB","cf-turnstile-response":"T"}"#,
+        );
+        assert_eq!(
+            (j.altcha.as_deref(), j.turnstile.as_deref()),
+            (Some("BBB"), Some("T"))
+        );
+        let f = presented(
+            None,
+            None,
+            "application/x-www-form-urlencoded",
+            "altcha=a%2Bb%3D&x=1",
+        );
+        assert_eq!(f.altcha.as_deref(), Some("a+b="));
+        let none = presented(Some(" ".into()), None, "text/plain", "altcha=x");
+        assert_eq!(none, Presented::default());
+    }
+
+    #[test]
+    fn siteverify_gets_the_documented_form() {
+        let t = TurnstileConfig {
+            secret: "s3cret".into(),
+            site_key: "site".into(),
+            verify_url: "http://127.0.0.1:1/".into(),
+            timeout_ms: 1000,
+            fail_open: false,
+        };
+        let form = siteverify_form(&t, "tok en", "203.0.113.7", "k");
+        assert_eq!(
+            form,
+            "secret=s3cret&response=tok+en&remoteip=203.0.113.7&idempotency_key=k"
+        );
+        let reply: Siteverify = serde_json::from_str(
+            r#"{"success":false,"error-codes":["timeout-or-duplicate"],"challenge_ts":"x"}"#,
+        )
+        .unwrap();
+        assert_eq!(reply.error_codes, ["timeout-or-duplicate"]);
+        assert_eq!(uuid_like([0xab; 16]).len(), 36);
+    }
+}
