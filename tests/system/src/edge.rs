@@ -35,8 +35,29 @@ pub struct EdgeStack {
 
 impl EdgeStack {
     /// Starts everything with `settings` published for queue `main` (and
-    /// `other`), in identity mode `mode` ("anonymous" or "jwt").
+    /// `other`), in identity mode `mode` ("anonymous" or "jwt"), with the
+    /// entry guard off (no challenge, no address budget): the fixture of
+    /// the tests about everything after a place is taken.
     pub async fn start(settings: Settings, mode: &str, redis: RedisServer) -> EdgeStack {
+        let unguarded = Settings {
+            entry_budget_per_minute: 0,
+            ..settings
+        };
+        Self::start_with(unguarded, mode, redis, &[("ENTRY_CHALLENGE", "off")]).await
+    }
+
+    /// Like [`EdgeStack::start`] with the guard as `settings` and the
+    /// worker's defaults make it, plus extra worker vars.
+    pub async fn start_with(
+        settings: Settings,
+        mode: &str,
+        redis: RedisServer,
+        vars: &[(&str, &str)],
+    ) -> EdgeStack {
+        let vars: Vec<(String, String)> = vars
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
         let queue = TestQueue::open(&redis.url(), "main", settings.clone()).await;
         TestQueue::open(&redis.url(), "other", settings).await;
         let gateway = Gateway::start(&redis.url());
@@ -48,7 +69,11 @@ impl EdgeStack {
             mode.to_string(),
         );
         let worker = tokio::task::spawn_blocking(move || {
-            Wrangler::builder()
+            let mut builder = Wrangler::builder();
+            for (k, v) in &vars {
+                builder = builder.var(k, v);
+            }
+            builder
                 .var("QUEUE_ID", "main")
                 .var("QUEUES", "main,other")
                 .var("ORIGIN_URL", &origin_url)
@@ -150,11 +175,26 @@ impl Visitor {
         token: Option<&str>,
         body: Option<&str>,
     ) -> Reply {
+        self.send_with(method, path, token, body, &[]).await
+    }
+
+    /// [`Visitor::send`] with extra headers.
+    pub async fn send_with(
+        &mut self,
+        method: &str,
+        path: &str,
+        token: Option<&str>,
+        body: Option<&str>,
+        headers: &[(&str, &str)],
+    ) -> Reply {
         let url = format!("{}{path}", self.base);
         let mut req = self
             .http
             .request(method.parse().expect("method"), url)
             .timeout(std::time::Duration::from_secs(20));
+        for (k, v) in headers {
+            req = req.header(*k, *v);
+        }
         if !self.cookies.is_empty() {
             let header: Vec<String> = self
                 .cookies

@@ -1,0 +1,275 @@
+//! The entry guard end to end (redis-server → gateway → the wasm worker
+//! under workerd): a new place costs a proof of work and a share of the
+//! address's budget; forgeries and reuse are refused with nothing written;
+//! Turnstile against a local stand-in of its documented `siteverify`.
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use axum::extract::State;
+use axum::Form;
+use queuegate_shared::guard::altcha::{self, Challenge};
+use queuegate_shared::{QueueId, Settings};
+use queuegate_system_tests::edge::{EdgeStack, Visitor, ORIGIN_SECRET};
+use queuegate_testkit::RedisServer;
+
+/// Guard on, at a difficulty a debug-built test solves in milliseconds.
+fn guarded(budget: u64) -> Settings {
+    Settings {
+        entry_budget_per_minute: budget,
+        entry_budget_burst: budget,
+        challenge_max_number: 1_000,
+        ..Settings::default()
+    }
+}
+
+async fn challenge(v: &mut Visitor, queue: &str) -> Challenge {
+    let r = v
+        .send(
+            "GET",
+            &format!("/queue/challenge?queue={queue}"),
+            None,
+            None,
+        )
+        .await;
+    assert_eq!(r.status, 200, "{:?}", r.json);
+    serde_json::from_value(r.json).expect("ALTCHA challenge JSON")
+}
+
+/// A solution as the page's Web Worker would find it.
+async fn solution(v: &mut Visitor, queue: &str) -> String {
+    let c = challenge(v, queue).await;
+    let n = altcha::solve(&c).expect("solvable");
+    altcha::payload(&c, n)
+}
+
+async fn enter(
+    v: &mut Visitor,
+    ip: &str,
+    altcha: Option<&str>,
+) -> queuegate_system_tests::edge::Reply {
+    let mut headers = vec![("cf-connecting-ip", ip)];
+    if let Some(a) = altcha {
+        headers.push(("x-altcha", a));
+    }
+    v.send_with("POST", "/queue/enter", None, None, &headers)
+        .await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cookieless_enters_without_a_solution_take_no_place() {
+    let stack = EdgeStack::start_with(guarded(40), "anonymous", RedisServer::start(), &[]).await;
+    let before = stack.snapshot().await;
+    let mut tasks = Vec::new();
+    for chunk in 0..10 {
+        let base = stack.visitor();
+        tasks.push(tokio::spawn(async move {
+            let mut statuses = Vec::new();
+            for _ in 0..30 {
+                let mut v = base.clone();
+                let r = enter(&mut v, &format!("203.0.113.{chunk}"), None).await;
+                statuses.push((r.status, r.error().to_string()));
+            }
+            statuses
+        }));
+    }
+    let mut refused = 0;
+    for t in tasks {
+        for (status, error) in t.await.unwrap() {
+            assert_eq!((status, error.as_str()), (403, "challenge_required"));
+            refused += 1;
+        }
+    }
+    assert_eq!(refused, 300);
+    assert_eq!(stack.queue.zcard(&stack.queue.keys.waiting()).await, 0);
+    assert_eq!(stack.queue.stat("refused_challenge").await, 300);
+    let after = stack.snapshot().await;
+    let changed: Vec<&String> = after
+        .keys()
+        .filter(|k| before.get(*k) != after.get(*k))
+        .collect();
+    assert_eq!(
+        changed,
+        [&stack.queue.keys.stats()],
+        "only the counter moved"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_address_gets_its_budget_and_a_place_refreshes_for_free() {
+    let stack = EdgeStack::start_with(guarded(5), "anonymous", RedisServer::start(), &[]).await;
+    let mut first = None;
+    let mut statuses = Vec::new();
+    for _ in 0..8 {
+        let mut v = stack.visitor();
+        let a = solution(&mut v, "main").await;
+        let r = enter(&mut v, "203.0.113.7", Some(&a)).await;
+        if r.status == 429 {
+            assert_eq!(r.error(), "too_many_entries");
+            let wait = r.retry_after.expect("Retry-After");
+            assert!((1..=12).contains(&wait), "{wait}");
+        }
+        statuses.push(r.status);
+        first.get_or_insert(v);
+    }
+    assert_eq!(statuses, [200, 200, 200, 200, 200, 429, 429, 429]);
+    assert_eq!(stack.queue.stat("refused_budget").await, 3);
+
+    // Another address has its own budget; IPv6 counts per /64.
+    for ip in ["198.51.100.9", "2001:db8:1:2::1", "2001:db8:1:2::ffff"] {
+        let mut v = stack.visitor();
+        let a = solution(&mut v, "main").await;
+        let r = enter(&mut v, ip, Some(&a)).await;
+        assert_eq!(r.status, 200, "{ip}: {:?}", r.json);
+    }
+
+    // A visitor with a place re-enters without a solution, over budget, and
+    // keeps the place.
+    let mut ann = first.expect("a first visitor");
+    for _ in 0..3 {
+        let r = enter(&mut ann, "203.0.113.7", None).await;
+        assert_eq!((r.status, r.state()), (200, "waiting"), "{:?}", r.json);
+        assert_eq!(r.json["position"], 1);
+    }
+    assert_eq!(stack.queue.zcard(&stack.queue.keys.waiting()).await, 8);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn solutions_are_single_use_and_forgeries_change_nothing() {
+    let stack = EdgeStack::start_with(guarded(40), "anonymous", RedisServer::start(), &[]).await;
+    let ip = "203.0.113.20";
+    let mut v = stack.visitor();
+    let good = solution(&mut v, "main").await;
+    assert_eq!(enter(&mut v, ip, Some(&good)).await.status, 200);
+
+    // The same solution for a second new visitor: refused, only counted.
+    let mut w = stack.visitor();
+    let before = stack.snapshot().await;
+    let r = enter(&mut w, ip, Some(&good)).await;
+    assert_eq!((r.status, r.error()), (409, "challenge_reused"));
+    assert_eq!(stack.queue.stat("refused_reused").await, 1);
+
+    let before = {
+        let after = stack.snapshot().await;
+        let moved: Vec<&String> = after
+            .keys()
+            .filter(|k| before.get(*k) != after.get(*k))
+            .collect();
+        assert_eq!(moved, [&stack.queue.keys.stats()]);
+        after
+    };
+
+    // Forged, wrong, expired and other-queue solutions never reach Redis.
+    let c = challenge(&mut w, "main").await;
+    let n = altcha::solve(&c).unwrap();
+    let mut forged = c.clone();
+    forged.signature = "00".repeat(32);
+    let secret =
+        queuegate_edge::signing::derive_key(ORIGIN_SECRET.as_bytes(), "queuegate challenge v1");
+    let main = QueueId::new("main").unwrap();
+    let expired = altcha::create(&secret, &main, 1_000, 1_000, [1; 12], 7);
+    let other = {
+        let o = challenge(&mut w, "other").await;
+        altcha::payload(&o, altcha::solve(&o).unwrap())
+    };
+    let cases = [
+        (altcha::payload(&forged, n), "challenge_invalid"),
+        (altcha::payload(&c, (n + 1) % 1_001), "challenge_invalid"),
+        (altcha::payload(&expired, 7), "challenge_expired"),
+        (other, "challenge_invalid"),
+        ("bm90IGpzb24=".to_string(), "challenge_invalid"),
+    ];
+    for (payload, code) in cases {
+        let r = enter(&mut w, ip, Some(&payload)).await;
+        assert_eq!((r.status, r.error()), (403, code), "{:?}", r.json);
+    }
+    assert_eq!(stack.snapshot().await, before, "nothing was written");
+    // The real solution of that challenge still works.
+    let r = enter(&mut w, ip, Some(&altcha::payload(&c, n))).await;
+    assert_eq!(r.status, 200, "{:?}", r.json);
+}
+
+/// What the stand-in received.
+type Calls = Arc<Mutex<Vec<Vec<(String, String)>>>>;
+
+/// A local stand-in of Turnstile's documented `siteverify`: the token
+/// decides the answer (`pass`, `fail`, `slow` for a timeout).
+async fn siteverify(
+    State(calls): State<Calls>,
+    Form(form): Form<Vec<(String, String)>>,
+) -> axum::Json<serde_json::Value> {
+    let token = form
+        .iter()
+        .find(|(k, _)| k == "response")
+        .map(|(_, v)| v.clone())
+        .unwrap_or_default();
+    calls.lock().unwrap().push(form);
+    match token.as_str() {
+        "pass" => axum::Json(serde_json::json!({
+            "success": true, "error-codes": [], "hostname": "127.0.0.1", "action": "enter"
+        })),
+        "slow" => {
+            tokio::time::sleep(Duration::from_secs(3)).await;
+            axum::Json(serde_json::json!({"success": true, "error-codes": []}))
+        }
+        _ => axum::Json(serde_json::json!({
+            "success": false, "error-codes": ["invalid-input-response"]
+        })),
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn turnstile_against_a_local_siteverify() {
+    let calls: Calls = Arc::default();
+    let app = axum::Router::new()
+        .route("/siteverify", axum::routing::post(siteverify))
+        .with_state(calls.clone());
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}/siteverify", listener.local_addr().unwrap());
+    let server = tokio::spawn(async move { axum::serve(listener, app).await });
+    let vars = [
+        ("ENTRY_CHALLENGE", "off"),
+        ("TURNSTILE_SECRET_KEY", "stand-in-secret"),
+        ("TURNSTILE_SITE_KEY", "stand-in-site"),
+        ("TURNSTILE_VERIFY_URL", url.as_str()),
+        ("TURNSTILE_TIMEOUT_MS", "500"),
+    ];
+    let stack = EdgeStack::start_with(guarded(40), "anonymous", RedisServer::start(), &vars).await;
+    let ip = "203.0.113.30";
+    let send = |token: Option<&'static str>| {
+        let mut v = stack.visitor();
+        async move {
+            let mut h = vec![("cf-connecting-ip", ip)];
+            if let Some(t) = token {
+                h.push(("x-turnstile-token", t));
+            }
+            v.send_with("POST", "/queue/enter", None, None, &h).await
+        }
+    };
+    let before = stack.snapshot().await;
+    let r = send(None).await;
+    assert_eq!((r.status, r.error()), (403, "turnstile_required"));
+    let r = send(Some("fail")).await;
+    assert_eq!((r.status, r.error()), (403, "turnstile_failed"));
+    let r = send(Some("slow")).await;
+    assert_eq!((r.status, r.error()), (503, "turnstile_unavailable"));
+    assert_eq!(r.retry_after, Some(5));
+    let after = stack.snapshot().await;
+    let moved: Vec<&String> = after
+        .keys()
+        .filter(|k| before.get(*k) != after.get(*k))
+        .collect();
+    assert_eq!(moved, [&stack.queue.keys.stats()], "refusals only count");
+    let r = send(Some("pass")).await;
+    assert_eq!((r.status, r.state()), (200, "waiting"), "{:?}", r.json);
+
+    let calls = calls.lock().unwrap().clone();
+    assert_eq!(calls.len(), 3, "asked for fail, slow and pass only");
+    for form in &calls {
+        let get = |k: &str| form.iter().find(|(n, _)| n == k).map(|(_, v)| v.as_str());
+        assert_eq!(get("secret"), Some("stand-in-secret"));
+        assert_eq!(get("remoteip"), Some(ip));
+        assert_eq!(get("idempotency_key").map(str::len), Some(36));
+    }
+    server.abort();
+}
