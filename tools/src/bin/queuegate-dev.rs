@@ -5,6 +5,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use clap::Parser;
+use queuegate_signal::shutdown_signal;
 use queuegate_tools::crowd::{self, CrowdStats};
 use queuegate_tools::stack::{Stack, StackOptions};
 
@@ -98,11 +99,9 @@ async fn main() -> anyhow::Result<()> {
             std::future::pending::<()>().await;
         }
     };
-    let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
     tokio::select! {
-        _ = tokio::signal::ctrl_c() => {}
-        _ = term.recv() => {}
-        _ = stop => {}
+        () = shutdown_signal() => {}
+        () = stop => {}
     }
     ticker.abort();
     eprintln!("stopping…");
