@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 
 use queuegate_shared::Settings;
 use queuegate_testkit::gateway::Gateway;
-use queuegate_testkit::{RedisServer, Wrangler};
+use queuegate_testkit::{set_cookie_pair, RedisServer, Wrangler};
 
 use crate::origin::TestOrigin;
 use crate::TestQueue;
@@ -193,10 +193,8 @@ impl Visitor {
             .iter()
             .filter_map(|v| v.to_str().ok().map(String::from))
             .collect();
-        for c in &set_cookies {
-            if let Some((k, v)) = c.split(';').next().and_then(|kv| kv.split_once('=')) {
-                self.cookies.insert(k.to_string(), v.to_string());
-            }
+        for (k, v) in set_cookies.iter().filter_map(|c| set_cookie_pair(c)) {
+            self.cookies.insert(k.to_string(), v.to_string());
         }
         let text = resp.text().await.unwrap_or_default();
         Reply {

@@ -5,6 +5,7 @@
 use std::time::{Duration, Instant};
 
 use queuegate_shared::{QueueKeys, UserId};
+use queuegate_testkit::{now_ms, set_cookie_pair};
 use redis::aio::MultiplexedConnection;
 use reqwest::{Client, Method, StatusCode};
 use serde_json::Value as Json;
@@ -124,14 +125,6 @@ pub struct Record {
     pub sent: Vec<Sent>,
     /// How it ended.
     pub outcome: Outcome,
-}
-
-/// Epoch milliseconds (the host clock, which Redis `TIME` also reads here).
-pub fn now_ms() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_millis() as u64)
-        .unwrap_or_default()
 }
 
 /// A small deterministic generator (splitmix64), so a run is repeatable
@@ -372,7 +365,7 @@ pub fn visitor_cookie(resp: &reqwest::Response) -> Option<String> {
     resp.headers()
         .get_all("set-cookie")
         .iter()
-        .filter_map(|v| v.to_str().ok()?.split(';').next())
-        .find(|kv| kv.starts_with("qg_visitor="))
-        .map(str::to_string)
+        .filter_map(|v| set_cookie_pair(v.to_str().ok()?))
+        .find(|(name, _)| *name == "qg_visitor")
+        .map(|(name, value)| format!("{name}={value}"))
 }
