@@ -4,7 +4,7 @@
 
 use queuegate_testkit::gateway::Gateway;
 use queuegate_testkit::scheduler::Scheduler;
-use queuegate_testkit::{RedisServer, Wrangler};
+use queuegate_testkit::{RedisServer, Wrangler, ORIGIN_SECRET};
 
 /// Settings of the local demo.
 #[derive(Debug, Clone)]
@@ -35,10 +35,6 @@ impl Default for StackOptions {
         }
     }
 }
-
-/// Local-only secrets: this stack never leaves loopback.
-const IDENTITY_SECRET: &str = "local-demo-identity-secret-0123456789";
-const ORIGIN_SECRET: &str = "local-demo-origin-secret-0123456789ab";
 
 /// A running stack.
 #[derive(Debug)]
@@ -76,32 +72,16 @@ impl Stack {
         let scheduler = Scheduler::builder(&redis.url())
             .queue("main", &settings)
             .start();
-        let (gw_url, gw_token, origin, port) = (
-            gateway.url(),
-            gateway.token().to_string(),
-            shop_url.clone(),
-            opts.port,
-        );
-        let worker = tokio::task::spawn_blocking(move || {
-            let mut b = Wrangler::builder()
-                .var("QUEUE_ID", "main")
-                .var("QUEUES", "main")
-                .var("ORIGIN_URL", &origin)
-                .var("CONTINUE_URL", "/checkout")
-                .var("PAGE_TITLE", "Demo shop — waiting room")
-                // Plain http on loopback: browsers accept Secure cookies on
-                // localhost, but curl users would not see them.
-                .var("COOKIE_SECURE", "false")
-                .secret("UPSTASH_REDIS_REST_URL", &gw_url)
-                .secret("UPSTASH_REDIS_REST_TOKEN", &gw_token)
-                .secret("IDENTITY_SECRET", IDENTITY_SECRET)
-                .secret("ORIGIN_SIGNING_SECRET", ORIGIN_SECRET);
-            if port != 0 {
-                b = b.port(port);
-            }
-            b.start()
-        })
-        .await?;
+        let mut worker = Wrangler::local(&gateway, &shop_url)
+            .var("CONTINUE_URL", "/checkout")
+            .var("PAGE_TITLE", "Demo shop — waiting room")
+            // Plain http on loopback: browsers accept Secure cookies on
+            // localhost, but curl users would not see them.
+            .var("COOKIE_SECURE", "false");
+        if opts.port != 0 {
+            worker = worker.port(opts.port);
+        }
+        let worker = tokio::task::spawn_blocking(move || worker.start()).await?;
         Ok(Stack {
             worker,
             scheduler,
