@@ -6,7 +6,8 @@ use std::time::Duration;
 
 use clap::Parser;
 use queuegate_signal::shutdown_signal;
-use queuegate_tools::crowd::{self, CrowdStats};
+use queuegate_tools::crowd;
+use queuegate_tools::load::tally::Tally;
 use queuegate_tools::stack::{Stack, StackOptions};
 
 /// Runs redis-server, the gateway, the scheduler, a demo shop and the worker
@@ -67,7 +68,7 @@ async fn main() -> anyhow::Result<()> {
     );
     println!("press Ctrl-C to stop");
 
-    let stats = Arc::new(CrowdStats::default());
+    let stats = Arc::new(Tally::default());
     if args.crowd > 0 {
         let (base, stats, n) = (url.clone(), stats.clone(), args.crowd);
         let ramp = Duration::from_secs(args.crowd_ramp);
