@@ -30,4 +30,4 @@ pub mod stats;
 
 pub use config::Config;
 pub use error::{GatewayError, StartError};
-pub use server::{run, shutdown_signal};
+pub use server::run;

@@ -39,29 +39,3 @@ async fn report_redis(backend: Backend) {
         Err(e) => tracing::warn!(error = %e, "redis not reachable yet; will connect on demand"),
     }
 }
-
-/// Resolves on ctrl-c or SIGTERM (systemd, `kill`, test harnesses).
-pub async fn shutdown_signal() {
-    let ctrl_c = async {
-        if tokio::signal::ctrl_c().await.is_err() {
-            // No handler could be installed: rely on SIGTERM alone.
-            std::future::pending::<()>().await;
-        }
-    };
-    #[cfg(unix)]
-    let terminate = async {
-        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-            Ok(mut sigterm) => {
-                sigterm.recv().await;
-            }
-            Err(_) => std::future::pending::<()>().await,
-        }
-    };
-    #[cfg(not(unix))]
-    let terminate = std::future::pending::<()>();
-    tokio::select! {
-        () = ctrl_c => {},
-        () = terminate => {},
-    }
-    tracing::info!("shutdown signal received");
-}

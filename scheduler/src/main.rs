@@ -7,6 +7,7 @@ use std::process::ExitCode;
 use anyhow::Context;
 use clap::Parser;
 use queuegate_scheduler::cli::{self, Cli, Command};
+use queuegate_signal::shutdown_signal;
 use tracing_subscriber::EnvFilter;
 
 fn main() -> ExitCode {
@@ -45,26 +46,5 @@ fn main() -> ExitCode {
             eprintln!("queuegate-scheduler: {e}");
             ExitCode::from(e.exit_code())
         }
-    }
-}
-
-/// Resolves on ctrl-c or SIGTERM (what systemd sends on stop).
-async fn shutdown_signal() {
-    let ctrl_c = async {
-        if tokio::signal::ctrl_c().await.is_err() {
-            std::future::pending::<()>().await;
-        }
-    };
-    let term = async {
-        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-            Ok(mut s) => {
-                s.recv().await;
-            }
-            Err(_) => std::future::pending::<()>().await,
-        }
-    };
-    tokio::select! {
-        () = ctrl_c => tracing::info!("ctrl-c received"),
-        () = term => tracing::info!("SIGTERM received"),
     }
 }

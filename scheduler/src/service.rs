@@ -43,8 +43,7 @@ pub fn owner_id() -> String {
     let mut nonce = [0u8; 4];
     // Without OS randomness the pid still separates local processes.
     let _ = getrandom::getrandom(&mut nonce);
-    let nonce: String = nonce.iter().map(|b| format!("{b:02x}")).collect();
-    format!("{host}/{}/{nonce}", std::process::id())
+    format!("{host}/{}/{}", std::process::id(), hex::encode(nonce))
 }
 
 /// Caches every script in Redis (on a cluster, on every primary). The edge

@@ -1,8 +1,6 @@
 //! Entry tokens: 128 random bits from the caller's CSPRNG, as 32 hex digits.
 //! Parsing rejects anything else before it can reach Redis.
 
-use std::fmt::Write;
-
 /// A well-formed entry token (not necessarily a valid one).
 #[derive(Clone, PartialEq, Eq)]
 pub struct EntryToken(String);
@@ -13,12 +11,7 @@ pub const TOKEN_LEN: usize = 32;
 impl EntryToken {
     /// A token from 16 random bytes.
     pub fn from_random(bytes: [u8; 16]) -> Self {
-        let mut s = String::with_capacity(TOKEN_LEN);
-        for b in bytes {
-            // Writing to a String cannot fail.
-            let _ = write!(s, "{b:02x}");
-        }
-        EntryToken(s)
+        EntryToken(hex::encode(bytes))
     }
 
     /// Accepts exactly 32 lowercase hex digits.

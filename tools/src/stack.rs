@@ -4,7 +4,7 @@
 
 use queuegate_testkit::gateway::Gateway;
 use queuegate_testkit::scheduler::Scheduler;
-use queuegate_testkit::{RedisServer, Wrangler};
+use queuegate_testkit::{RedisServer, Wrangler, ORIGIN_SECRET};
 
 /// Settings of the local demo.
 #[derive(Debug, Clone)]
@@ -36,10 +36,6 @@ impl Default for StackOptions {
     }
 }
 
-/// Local-only secrets: this stack never leaves loopback.
-const IDENTITY_SECRET: &str = "local-demo-identity-secret-0123456789";
-const ORIGIN_SECRET: &str = "local-demo-origin-secret-0123456789ab";
-
 /// A running stack.
 #[derive(Debug)]
 pub struct Stack {
@@ -68,40 +64,28 @@ impl Stack {
         let shop_url = crate::demo_origin::start(ORIGIN_SECRET).await?;
         let rate = opts.admit_rate.to_string();
         let max_active = opts.max_active.to_string();
+        // The synthetic crowd does not solve challenges yet and comes from one
+        // address: the local stack runs with the entry guard off for now.
         let mut settings = vec![
             ("admit_rate_per_second", rate.as_str()),
             ("max_active", max_active.as_str()),
+            ("entry_budget_per_minute", "0"),
         ];
         settings.extend(opts.settings.iter().map(|(k, v)| (k.as_str(), v.as_str())));
         let scheduler = Scheduler::builder(&redis.url())
             .queue("main", &settings)
             .start();
-        let (gw_url, gw_token, origin, port) = (
-            gateway.url(),
-            gateway.token().to_string(),
-            shop_url.clone(),
-            opts.port,
-        );
-        let worker = tokio::task::spawn_blocking(move || {
-            let mut b = Wrangler::builder()
-                .var("QUEUE_ID", "main")
-                .var("QUEUES", "main")
-                .var("ORIGIN_URL", &origin)
-                .var("CONTINUE_URL", "/checkout")
-                .var("PAGE_TITLE", "Demo shop — waiting room")
-                // Plain http on loopback: browsers accept Secure cookies on
-                // localhost, but curl users would not see them.
-                .var("COOKIE_SECURE", "false")
-                .secret("UPSTASH_REDIS_REST_URL", &gw_url)
-                .secret("UPSTASH_REDIS_REST_TOKEN", &gw_token)
-                .secret("IDENTITY_SECRET", IDENTITY_SECRET)
-                .secret("ORIGIN_SIGNING_SECRET", ORIGIN_SECRET);
-            if port != 0 {
-                b = b.port(port);
-            }
-            b.start()
-        })
-        .await?;
+        let mut worker = Wrangler::local(&gateway, &shop_url)
+            .var("CONTINUE_URL", "/checkout")
+            .var("PAGE_TITLE", "Demo shop — waiting room")
+            // Plain http on loopback: browsers accept Secure cookies on
+            // localhost, but curl users would not see them.
+            .var("COOKIE_SECURE", "false")
+            .var("ENTRY_CHALLENGE", "off");
+        if opts.port != 0 {
+            worker = worker.port(opts.port);
+        }
+        let worker = tokio::task::spawn_blocking(move || worker.start()).await?;
         Ok(Stack {
             worker,
             scheduler,

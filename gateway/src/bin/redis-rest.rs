@@ -39,6 +39,6 @@ async fn serve(cli: Cli) -> anyhow::Result<()> {
     stdout.flush()?;
     drop(stdout);
 
-    redis_rest::run(listener, config, redis_rest::shutdown_signal()).await?;
+    redis_rest::run(listener, config, queuegate_signal::shutdown_signal()).await?;
     Ok(())
 }

@@ -3,10 +3,11 @@
 //! token is fresh per gateway and passed by environment (not argv).
 
 use std::process::Command;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
 use tempfile::TempDir;
 
+use crate::clock::since_epoch;
 use crate::paths::target_bin;
 use crate::process::{http_get, wait_until, Process};
 use crate::LOOPBACK;
@@ -106,10 +107,7 @@ impl Gateway {
 
     /// Builder for a gateway in front of `redis_url`.
     pub fn builder(redis_url: &str) -> GatewayBuilder {
-        let nanos = SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .map(|d| d.as_nanos())
-            .unwrap_or_default();
+        let nanos = since_epoch().as_nanos();
         GatewayBuilder {
             redis_url: redis_url.to_string(),
             token: format!("qg-test-{}-{nanos:x}", std::process::id()),

@@ -3,8 +3,12 @@
 //!
 //! Every handle kills its process on drop and, when the test is failing,
 //! prints the process log so the cause is in the test output. Readiness is
-//! always polled; nothing waits a fixed time.
+//! always polled; nothing waits a fixed time. [`Wrangler::local`] is the
+//! worker's preset for a local stack; [`now_ms`] and [`set_cookie_pair`]
+//! are the clock and cookie reading the tests and tools share.
 
+mod clock;
+mod cookie;
 pub mod gateway;
 mod paths;
 mod process;
@@ -12,10 +16,14 @@ mod redis_server;
 pub mod scheduler;
 mod wrangler;
 
+pub use clock::{now_ms, since_epoch};
+pub use cookie::set_cookie_pair;
 pub use paths::{repo_root, target_bin};
 pub use process::{free_port, http_get, port_open, wait_until, Process};
 pub use redis_server::{RedisServer, RedisServerBuilder};
-pub use wrangler::{offline_env, Wrangler, WranglerBuilder, COMPATIBILITY_DATE};
+pub use wrangler::{
+    offline_env, Wrangler, WranglerBuilder, COMPATIBILITY_DATE, IDENTITY_SECRET, ORIGIN_SECRET,
+};
 
 /// Address every test service binds: loopback only.
 pub const LOOPBACK: &str = "127.0.0.1";

@@ -8,12 +8,20 @@ use std::time::Duration;
 
 use tempfile::TempDir;
 
+use crate::gateway::Gateway;
 use crate::paths::repo_root;
 use crate::process::{free_port, http_get, wait_until, Process};
 use crate::LOOPBACK;
 
 /// The compatibility date the pinned workerd accepts (see TOOLCHAIN notes).
 pub const COMPATIBILITY_DATE: &str = "2026-05-01";
+
+/// The identity secret of every local worker (loopback only, never deployed):
+/// tests mint visitor cookies with it.
+pub const IDENTITY_SECRET: &str = "test-identity-secret-0123456789abcdef";
+/// The secret a local worker signs forwarded requests with; the origin
+/// behind it verifies with the same one.
+pub const ORIGIN_SECRET: &str = "test-origin-secret-0123456789abcdefgh";
 
 /// Options for [`Wrangler`]: plain vars and secrets (`.dev.vars`).
 #[derive(Debug, Default, Clone)]
@@ -135,6 +143,21 @@ impl Wrangler {
     /// Builder for vars and secrets.
     pub fn builder() -> WranglerBuilder {
         WranglerBuilder::default()
+    }
+
+    /// The preset for a local stack: queue `main` behind `gateway`,
+    /// forwarding to `origin_url`, with [`IDENTITY_SECRET`] and
+    /// [`ORIGIN_SECRET`]. Cookies stay `Secure`; later `var`/`secret` calls
+    /// override any entry.
+    pub fn local(gateway: &Gateway, origin_url: &str) -> WranglerBuilder {
+        Wrangler::builder()
+            .var("QUEUE_ID", "main")
+            .var("QUEUES", "main")
+            .var("ORIGIN_URL", origin_url)
+            .secret("UPSTASH_REDIS_REST_URL", &gateway.url())
+            .secret("UPSTASH_REDIS_REST_TOKEN", gateway.token())
+            .secret("IDENTITY_SECRET", IDENTITY_SECRET)
+            .secret("ORIGIN_SIGNING_SECRET", ORIGIN_SECRET)
     }
 
     /// `http://127.0.0.1:PORT`.

@@ -6,16 +6,14 @@ use std::collections::BTreeMap;
 
 use queuegate_shared::Settings;
 use queuegate_testkit::gateway::Gateway;
-use queuegate_testkit::{RedisServer, Wrangler};
+use queuegate_testkit::{set_cookie_pair, RedisServer, Wrangler};
 
 use crate::origin::TestOrigin;
 use crate::TestQueue;
 
-/// Secrets the test worker runs with.
-pub const IDENTITY_SECRET: &str = "test-identity-secret-0123456789abcdef";
-/// See [`IDENTITY_SECRET`].
-pub const ORIGIN_SECRET: &str = "test-origin-secret-0123456789abcdefgh";
-/// See [`IDENTITY_SECRET`].
+/// Secrets the test worker runs with (the testkit's local preset).
+pub use queuegate_testkit::{IDENTITY_SECRET, ORIGIN_SECRET};
+/// The secret the JWTs of the jwt-mode tests are signed with.
 pub const JWT_SECRET: &str = "test-jwt-secret-0123456789abcdefghijkl";
 
 /// A running edge stack.
@@ -62,32 +60,17 @@ impl EdgeStack {
         TestQueue::open(&redis.url(), "other", settings).await;
         let gateway = Gateway::start(&redis.url());
         let origin = TestOrigin::start().await;
-        let (gw_url, gw_token, origin_url, mode) = (
-            gateway.url(),
-            gateway.token().to_string(),
-            origin.url().to_string(),
-            mode.to_string(),
-        );
-        let worker = tokio::task::spawn_blocking(move || {
-            let mut builder = Wrangler::builder();
-            for (k, v) in &vars {
-                builder = builder.var(k, v);
-            }
-            builder
-                .var("QUEUE_ID", "main")
-                .var("QUEUES", "main,other")
-                .var("ORIGIN_URL", &origin_url)
-                .var("IDENTITY_MODE", &mode)
-                .var("JWT_COOKIE", "shop_session")
-                .secret("UPSTASH_REDIS_REST_URL", &gw_url)
-                .secret("UPSTASH_REDIS_REST_TOKEN", &gw_token)
-                .secret("IDENTITY_SECRET", IDENTITY_SECRET)
-                .secret("ORIGIN_SIGNING_SECRET", ORIGIN_SECRET)
-                .secret("JWT_SECRET", JWT_SECRET)
-                .start()
-        })
-        .await
-        .expect("start wrangler");
+        let mut worker = Wrangler::local(&gateway, origin.url())
+            .var("QUEUES", "main,other")
+            .var("IDENTITY_MODE", mode)
+            .var("JWT_COOKIE", "shop_session")
+            .secret("JWT_SECRET", JWT_SECRET);
+        for (k, v) in &vars {
+            worker = worker.var(k, v);
+        }
+        let worker = tokio::task::spawn_blocking(move || worker.start())
+            .await
+            .expect("start wrangler");
         EdgeStack {
             redis,
             gateway,
@@ -233,10 +216,8 @@ impl Visitor {
             .iter()
             .filter_map(|v| v.to_str().ok().map(String::from))
             .collect();
-        for c in &set_cookies {
-            if let Some((k, v)) = c.split(';').next().and_then(|kv| kv.split_once('=')) {
-                self.cookies.insert(k.to_string(), v.to_string());
-            }
+        for (k, v) in set_cookies.iter().filter_map(|c| set_cookie_pair(c)) {
+            self.cookies.insert(k.to_string(), v.to_string());
         }
         let text = resp.text().await.unwrap_or_default();
         Reply {

@@ -14,6 +14,7 @@ use queuegate_shared::ops::{
 use queuegate_shared::state::UserState;
 use queuegate_shared::token::{EntryToken, Grant};
 use queuegate_shared::{Operation, Prefix, QueueId, QueueKeys, QueueState, Settings, UserId};
+use queuegate_testkit::since_epoch;
 use redis::aio::MultiplexedConnection;
 
 /// One queue on a real Redis, with its settings published.
@@ -46,7 +47,8 @@ pub fn grants(n: usize, jitter_ms: u64) -> Vec<Grant> {
     (0..n)
         .map(|i| {
             let mut bytes = [0u8; 16];
-            let tag = (i as u64) ^ 0x5eed_0000_0000_0000 ^ nanos();
+            // Nanoseconds, so grants minted in quick succession still differ.
+            let tag = (i as u64) ^ 0x5eed_0000_0000_0000 ^ since_epoch().as_nanos() as u64;
             bytes[..8].copy_from_slice(&tag.to_le_bytes());
             bytes[8..].copy_from_slice(&(i as u64).to_be_bytes());
             Grant {
@@ -55,13 +57,6 @@ pub fn grants(n: usize, jitter_ms: u64) -> Vec<Grant> {
             }
         })
         .collect()
-}
-
-fn nanos() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_nanos() as u64)
-        .unwrap_or_default()
 }
 
 impl TestQueue {

@@ -9,7 +9,7 @@ use queuegate_system_tests::edge::{
     EdgeStack, Visitor, IDENTITY_SECRET, JWT_SECRET, ORIGIN_SECRET,
 };
 use queuegate_system_tests::{fast_settings, grants};
-use queuegate_testkit::RedisServer;
+use queuegate_testkit::{since_epoch, RedisServer};
 
 async fn eventually_state(v: &mut Visitor, state: &str) -> serde_json::Value {
     for _ in 0..100 {
@@ -317,10 +317,7 @@ async fn forged_identities_and_foreign_tokens_change_nothing() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn jwt_mode_takes_the_user_from_sub_and_refuses_tampering() {
     let stack = EdgeStack::start(Settings::default(), "jwt", RedisServer::start()).await;
-    let now = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap()
-        .as_secs_f64();
+    let now = since_epoch().as_secs_f64();
     let jwt = identity::sign_jwt(
         JWT_SECRET.as_bytes(),
         &serde_json::json!({"sub": "shopper-1", "exp": now + 600.0}),

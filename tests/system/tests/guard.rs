@@ -203,7 +203,7 @@ async fn siteverify(
         .find(|(k, _)| k == "response")
         .map(|(_, v)| v.clone())
         .unwrap_or_default();
-    calls.lock().unwrap().push(form);
+    calls.lock().expect("calls lock").push(form);
     match token.as_str() {
         "pass" => axum::Json(serde_json::json!({
             "success": true, "error-codes": [], "hostname": "127.0.0.1", "action": "enter"

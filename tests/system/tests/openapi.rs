@@ -14,7 +14,7 @@ use queuegate_shared::{Prefix, QueueId, QueueKeys, QueueState, Settings, UserId}
 use queuegate_system_tests::edge::{EdgeStack, IDENTITY_SECRET};
 use queuegate_system_tests::fast_settings;
 use queuegate_system_tests::origin::TestOrigin;
-use queuegate_testkit::{repo_root, RedisServer};
+use queuegate_testkit::{now_ms, repo_root, set_cookie_pair, RedisServer};
 use serde_json::{json, Value};
 
 /// The OpenAPI document as JSON.
@@ -206,7 +206,7 @@ impl Reply {
 
     fn set_cookie(&self, name: &str) -> Option<String> {
         self.header_values("set-cookie").into_iter().find_map(|c| {
-            let (k, v) = c.split(';').next()?.split_once('=')?;
+            let (k, v) = set_cookie_pair(&c)?;
             (k == name).then(|| v.to_string())
         })
     }
@@ -327,13 +327,6 @@ struct Visitor {
 fn visitor(n: u8) -> Visitor {
     let (user, cookie) = identity::mint_visitor(IDENTITY_SECRET.as_bytes(), [n; 16]);
     Visitor { user, cookie }
-}
-
-fn now_ms() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_millis() as u64)
-        .unwrap_or_default()
 }
 
 #[test]

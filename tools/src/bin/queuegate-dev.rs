@@ -5,7 +5,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use clap::Parser;
-use queuegate_tools::crowd::{self, CrowdStats};
+use queuegate_signal::shutdown_signal;
+use queuegate_tools::crowd;
+use queuegate_tools::load::tally::Tally;
 use queuegate_tools::stack::{Stack, StackOptions};
 
 /// Runs redis-server, the gateway, the scheduler, a demo shop and the worker
@@ -66,7 +68,7 @@ async fn main() -> anyhow::Result<()> {
     );
     println!("press Ctrl-C to stop");
 
-    let stats = Arc::new(CrowdStats::default());
+    let stats = Arc::new(Tally::default());
     if args.crowd > 0 {
         let (base, stats, n) = (url.clone(), stats.clone(), args.crowd);
         let ramp = Duration::from_secs(args.crowd_ramp);
@@ -98,11 +100,9 @@ async fn main() -> anyhow::Result<()> {
             std::future::pending::<()>().await;
         }
     };
-    let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
     tokio::select! {
-        _ = tokio::signal::ctrl_c() => {}
-        _ = term.recv() => {}
-        _ = stop => {}
+        () = shutdown_signal() => {}
+        () = stop => {}
     }
     ticker.abort();
     eprintln!("stopping…");

@@ -2,7 +2,8 @@
 //! (workerd → gateway → redis-server, plus the scheduler), bounded in time
 //! and count, loopback only, and the figures it yields.
 //!
-//! * [`visitor`] — one simulated visitor and what it saw.
+//! * [`visitor`] — one simulated visitor and what it saw; [`tally`] counts
+//!   a crowd of them live.
 //! * [`sampler`] — the queue seen from Redis while the crowd runs.
 //! * [`counters`] — the gateway's round-trip counters (`GET /_stats`).
 //! * [`throughput`] — position requests/s through workerd beside `redis-benchmark`.
@@ -14,6 +15,7 @@ pub mod counters;
 pub mod figures;
 pub mod report;
 pub mod sampler;
+pub mod tally;
 pub mod throughput;
 pub mod visitor;
 
@@ -27,7 +29,7 @@ use queuegate_shared::{Prefix, QueueId, QueueKeys, QueueState};
 use crate::stack::{Stack, StackOptions};
 use counters::Counters;
 use figures::{Report, RoundTrips};
-use visitor::{Outcome, Plan, Polling, Shared};
+use visitor::{Outcome, Plan, Polling, Shared, StatusReader};
 
 /// What to run.
 #[derive(Debug, Clone)]
@@ -172,12 +174,10 @@ impl Options {
         (0..n)
             .map(|i| {
                 let u = (i as f64 + 0.5) / n as f64;
-                let steps =
-                    |share: f64| ((i + 1) as f64 * share).floor() > (i as f64 * share).floor();
                 let leaves = visitor::unit(i ^ 0x5EED_1EAF) < self.leave_share;
                 Plan {
                     arrive_after: self.spike.mul_f64(1.0 - (1.0 - u).sqrt()),
-                    polling: if steps(self.fixed_share) {
+                    polling: if visitor::spread(i, self.fixed_share) {
                         Polling::Fixed
                     } else {
                         Polling::Adaptive
@@ -219,10 +219,13 @@ pub async fn run(opts: &Options) -> anyhow::Result<Report> {
     let start = Instant::now();
     let shared = Arc::new(Shared {
         base: base.clone(),
-        redis: conn.clone(),
-        keys: keys.clone(),
+        status: Some(StatusReader {
+            redis: conn.clone(),
+            keys: keys.clone(),
+        }),
         fixed_interval: opts.fixed_interval,
         end: start + opts.deadline,
+        tally: None,
     });
     let (stop, stopped) = tokio::sync::oneshot::channel();
     let sampler = tokio::spawn(sampler::run(

@@ -1,13 +1,19 @@
 //! One simulated visitor: arrives on the spike's schedule, enters, polls
 //! (obeying `retryAfterMs`, or every 2 s for comparison), may leave, and
-//! orders once admitted. Everything it saw is kept in a [`Record`].
+//! orders once admitted. Everything it saw is kept in a [`Record`]; a
+//! [`Tally`] shared by a crowd counts it live.
 
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use queuegate_shared::{QueueKeys, UserId};
+use queuegate_testkit::{now_ms, set_cookie_pair};
 use redis::aio::MultiplexedConnection;
 use reqwest::{Client, Method, StatusCode};
 use serde_json::Value as Json;
+
+use super::tally::Tally;
 
 /// How a visitor paces its polls.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -46,16 +52,26 @@ pub struct Plan {
 pub struct Shared {
     /// The worker's URL.
     pub base: String,
-    /// Redis straight over TCP (not through the gateway), to read the tick
-    /// time that admitted a visitor: the status key says `ISSUED|<ms>` until
-    /// the token is consumed, and `activateAt` is that time plus jitter.
-    pub redis: MultiplexedConnection,
-    /// The queue's keys.
-    pub keys: QueueKeys,
+    /// Where to read the tick time that admitted a visitor (None: its
+    /// `issued_ms` stays unknown).
+    pub status: Option<StatusReader>,
     /// Interval of [`Polling::Fixed`].
     pub fixed_interval: Duration,
     /// Nobody sends anything after this.
     pub end: Instant,
+    /// Live counters to bump as visitors go (None: the records suffice).
+    pub tally: Option<Arc<Tally>>,
+}
+
+/// Redis straight over TCP (not through the gateway), to read the tick time
+/// that admitted a visitor: the status key says `ISSUED|<ms>` until the
+/// token is consumed, and `activateAt` is that time plus jitter.
+#[derive(Debug, Clone)]
+pub struct StatusReader {
+    /// The connection.
+    pub redis: MultiplexedConnection,
+    /// The queue's keys.
+    pub keys: QueueKeys,
 }
 
 /// Which edge route a request went to.
@@ -126,14 +142,6 @@ pub struct Record {
     pub outcome: Outcome,
 }
 
-/// Epoch milliseconds (the host clock, which Redis `TIME` also reads here).
-pub fn now_ms() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_millis() as u64)
-        .unwrap_or_default()
-}
-
 /// A small deterministic generator (splitmix64), so a run is repeatable
 /// without a dependency on `rand`.
 pub fn splitmix(seed: u64) -> u64 {
@@ -146,6 +154,12 @@ pub fn splitmix(seed: u64) -> u64 {
 /// A uniform number in `[0, 1)` from `seed`.
 pub fn unit(seed: u64) -> f64 {
     (splitmix(seed) >> 11) as f64 / (1u64 << 53) as f64
+}
+
+/// Whether item `i` is one of an evenly spread `share` of items: true each
+/// time the running count `i × share` steps up (share 0.5: every other one).
+pub fn spread(i: u64, share: f64) -> bool {
+    ((i + 1) as f64 * share).floor() > (i as f64 * share).floor()
 }
 
 /// Runs one visitor from its arrival to its end (or `shared.end`).
@@ -176,6 +190,13 @@ pub async fn run(http: &Client, shared: &Shared, start: Instant, plan: Plan) -> 
         tokio::time::sleep_until(arrive.into()).await;
         v.record.outcome = v.wait_and_order(&plan).await;
     }
+    match v.record.outcome {
+        Outcome::Ordered => v.tally(|t| &t.ordered),
+        Outcome::Left => v.tally(|t| &t.left),
+        // On a status line a full or closed queue reads as an error.
+        Outcome::Refused => v.tally(|t| &t.errors),
+        Outcome::Deadline | Outcome::Other => {}
+    }
     v.record
 }
 
@@ -195,6 +216,19 @@ struct Reply {
 }
 
 impl Visitor<'_> {
+    /// Bumps one live counter, if a tally is kept.
+    fn tally(&self, counter: fn(&Tally) -> &AtomicU64) {
+        if let Some(t) = &self.shared.tally {
+            counter(t).fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
+    /// Counts a failed request.
+    fn error(&mut self) {
+        self.record.errors += 1;
+        self.tally(|t| &t.errors);
+    }
+
     async fn wait_and_order(&mut self, plan: &Plan) -> Outcome {
         let mut reply = loop {
             match self.send(Route::Enter, None).await {
@@ -203,7 +237,7 @@ impl Visitor<'_> {
                     self.record.enters += 1;
                     return Outcome::Refused;
                 }
-                Some(_) => self.record.errors += 1,
+                Some(_) => self.error(),
                 None => {}
             }
             if !self.pause(Duration::from_secs(1)).await {
@@ -212,6 +246,7 @@ impl Visitor<'_> {
         };
         self.record.enters += 1;
         self.record.entered_ms = Some(now_ms());
+        self.tally(|t| &t.entered);
         self.record.position_at_entry = reply.body["position"].as_u64();
         self.record.eta_at_entry_s = reply.body["etaSeconds"].as_u64();
         let mut poll = 0u64;
@@ -239,7 +274,7 @@ impl Visitor<'_> {
                     reply = loop {
                         match self.send(Route::Position, None).await {
                             Some(r) if r.status.is_success() => break r,
-                            Some(_) => self.record.errors += 1,
+                            Some(_) => self.error(),
                             None => {}
                         }
                         if !self.pause(Duration::from_secs(1)).await {
@@ -247,6 +282,7 @@ impl Visitor<'_> {
                         }
                     };
                     self.record.polls += 1;
+                    self.tally(|t| &t.polls);
                 }
                 Some("admitted") => return self.order(&reply.body).await,
                 _ => return Outcome::Other,
@@ -256,6 +292,7 @@ impl Visitor<'_> {
 
     async fn order(&mut self, admitted: &Json) -> Outcome {
         self.record.seen_admitted_ms = Some(now_ms());
+        self.tally(|t| &t.admitted);
         self.record.issued_ms = self.issued_at().await;
         let token = admitted["token"].as_str().unwrap_or_default().to_string();
         let activate = admitted["activateAt"].as_u64().unwrap_or_default();
@@ -284,11 +321,12 @@ impl Visitor<'_> {
     /// The admitting tick's time from `status:<uid>` (an `ISSUED` record); the
     /// user id is the visitor cookie's value before its signature.
     async fn issued_at(&self) -> Option<u64> {
+        let reader = self.shared.status.as_ref()?;
         let value = self.cookie.strip_prefix("qg_visitor=")?;
         let user = UserId::new(value.split('.').next()?).ok()?;
-        let mut conn = self.shared.redis.clone();
+        let mut conn = reader.redis.clone();
         let status: Option<String> = redis::cmd("GET")
-            .arg(self.shared.keys.status(&user))
+            .arg(reader.keys.status(&user))
             .query_async(&mut conn)
             .await
             .ok()?;
@@ -341,7 +379,7 @@ impl Visitor<'_> {
                 .body(r#"{"item":"ticket"}"#);
         }
         let Ok(resp) = req.send().await else {
-            self.record.errors += 1;
+            self.error();
             return None;
         };
         let visitor_cookie = visitor_cookie(&resp);
@@ -360,7 +398,7 @@ impl Visitor<'_> {
                 body,
             }),
             _ => {
-                self.record.errors += 1;
+                self.error();
                 None
             }
         }
@@ -372,7 +410,7 @@ pub fn visitor_cookie(resp: &reqwest::Response) -> Option<String> {
     resp.headers()
         .get_all("set-cookie")
         .iter()
-        .filter_map(|v| v.to_str().ok()?.split(';').next())
-        .find(|kv| kv.starts_with("qg_visitor="))
-        .map(str::to_string)
+        .filter_map(|v| set_cookie_pair(v.to_str().ok()?))
+        .find(|(name, _)| *name == "qg_visitor")
+        .map(|(name, value)| format!("{name}={value}"))
 }
