@@ -272,7 +272,7 @@ fn render(s: &QueueStatus) -> String {
         _ => "none: no scheduler holds this queue".to_string(),
     };
     format!(
-        "queue {}\n  state       {}\n  waiting     {}\n  active      {} / {max}\n  admitted/s  {rate}\n  lease       {lease}\n  totals      entered {} · admitted {} · abandoned {} · expired {} · ordered {} · lapsed {}\n",
+        "queue {}\n  state       {}\n  waiting     {}\n  active      {} / {max}\n  admitted/s  {rate}\n  lease       {lease}\n  totals      entered {} · admitted {} · abandoned {} · expired {} · ordered {} · lapsed {}\n  refused     budget {} · no challenge {} · reused {} · turnstile {}\n",
         s.queue,
         s.state.as_deref().unwrap_or("unconfigured (no scheduler has published settings)"),
         s.waiting,
@@ -283,6 +283,10 @@ fn render(s: &QueueStatus) -> String {
         stat(sf::EXPIRED),
         stat(sf::ORDERED),
         stat(sf::LAPSED),
+        stat(sf::REFUSED_BUDGET),
+        stat(sf::REFUSED_CHALLENGE),
+        stat(sf::REFUSED_REUSED),
+        stat(sf::REFUSED_TURNSTILE),
     )
 }
 
@@ -342,5 +346,6 @@ mod tests {
             "{text}"
         );
         assert!(text.contains("entered 5000 · admitted 3796"), "{text}");
+        assert!(text.contains("refused     budget 0 · no challenge 0"), "{text}");
     }
 }
