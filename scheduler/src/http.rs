@@ -63,6 +63,7 @@ async fn metrics_text(State(state): State<AppState>) -> Response {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use queuegate_shared::Settings;
     use std::time::Duration;
 
     /// Drives the router without a socket.
@@ -84,7 +85,7 @@ mod tests {
     #[tokio::test]
     async fn health_follows_redis_reachability() {
         let metrics = Arc::new(Metrics::new());
-        metrics.add_queue("main", Duration::from_secs(5));
+        metrics.add_queue("main", &Settings::default(), Duration::from_secs(5));
         let app = || router(metrics.clone(), Arc::from("host/1/ab"));
         let (status, body) = get_path(app(), "/healthz").await;
         assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE, "{body}");
@@ -98,7 +99,7 @@ mod tests {
     #[tokio::test]
     async fn metrics_are_exposed_per_queue() {
         let metrics = Arc::new(Metrics::new());
-        metrics.add_queue("main", Duration::from_secs(5));
+        metrics.add_queue("main", &Settings::default(), Duration::from_secs(5));
         let counts = queuegate_shared::ops::AdmitCounts {
             admitting: true,
             admitted: 17,
@@ -115,9 +116,34 @@ mod tests {
             "queuegate_active_slots{queue=\"main\"} 17",
             "queuegate_tick_duration_seconds_bucket",
             "queuegate_lease_held{queue=\"main\"} 0",
-            "queuegate_admission_rate{queue=\"main\"} 175",
+            "queuegate_admission_rate_per_second{queue=\"main\"} 175",
+            "queuegate_config_max_waiting{queue=\"main\"} 52500",
         ] {
             assert!(body.contains(want), "{want} missing from:\n{body}");
         }
+        let build = format!(
+            "queuegate_build_info{{version=\"{}\"}} 1",
+            env!("CARGO_PKG_VERSION")
+        );
+        assert!(body.contains(&build), "{build} missing from:\n{body}");
+    }
+
+    #[tokio::test]
+    async fn a_process_that_loses_the_lease_stops_reporting_the_line() {
+        let metrics = Arc::new(Metrics::new());
+        metrics.add_queue("main", &Settings::default(), Duration::from_secs(5));
+        metrics.lease("main", true);
+        let counts = queuegate_shared::ops::AdmitCounts {
+            waiting: 100,
+            ..Default::default()
+        };
+        metrics.admit("main", &counts, Duration::from_millis(2), Some(1.0));
+        metrics.lease("main", false);
+        let (_, body) = get_path(router(metrics, Arc::from("o")), "/metrics").await;
+        assert!(!body.contains("queuegate_waiting{"), "{body}");
+        assert!(
+            body.contains("queuegate_lease_held{queue=\"main\"} 0"),
+            "{body}"
+        );
     }
 }

@@ -1,5 +1,7 @@
 //! Prometheus metrics (prometheus-client), one label `queue`, and the
-//! per-queue health that `/healthz` reports.
+//! per-queue health that `/healthz` reports. The dashboard and alert rules
+//! in `deploy/` use these names; `tests/system/tests/observability.rs`
+//! keeps them in step.
 
 use std::collections::BTreeMap;
 use std::sync::Mutex;
@@ -12,6 +14,7 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{exponential_buckets, Histogram};
 use prometheus_client::registry::Registry;
 use queuegate_shared::ops::AdmitCounts;
+use queuegate_shared::Settings;
 
 /// The label set of every queue metric.
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -20,7 +23,14 @@ pub struct QueueLabel {
     pub queue: String,
 }
 
+/// The label set of `queuegate_build_info`.
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct BuildLabel {
+    version: String,
+}
+
 type HistogramFamily = Family<QueueLabel, Histogram, fn() -> Histogram>;
+type FloatGauge = Gauge<f64, std::sync::atomic::AtomicU64>;
 
 /// Every metric the scheduler exports.
 #[derive(Debug)]
@@ -36,8 +46,13 @@ pub struct Metrics {
     lease_held: Family<QueueLabel, Gauge>,
     lease_acquired: Family<QueueLabel, Counter>,
     admitting: Family<QueueLabel, Gauge>,
-    rate: Family<QueueLabel, Gauge<f64, std::sync::atomic::AtomicU64>>,
+    rate: Family<QueueLabel, FloatGauge>,
     errors: Family<QueueLabel, Counter>,
+    max_waiting: Family<QueueLabel, Gauge>,
+    max_active: Family<QueueLabel, Gauge>,
+    lease_ttl: Family<QueueLabel, FloatGauge>,
+    tick_interval: Family<QueueLabel, FloatGauge>,
+    rate_limit: Family<QueueLabel, FloatGauge>,
     health: Mutex<BTreeMap<String, QueueHealth>>,
 }
 
@@ -49,8 +64,9 @@ struct QueueHealth {
 }
 
 fn tick_histogram() -> Histogram {
-    // 0.5 ms … ~1 s: a healthy tick is a millisecond or two.
-    Histogram::new(exponential_buckets(0.0005, 2.0, 12))
+    // 0.5 ms … ~8 s: a healthy tick is a millisecond or two; the top is past
+    // any sane lease TTL, so the "tick near the lease TTL" alert can see it.
+    Histogram::new(exponential_buckets(0.0005, 2.0, 15))
 }
 
 impl Metrics {
@@ -70,9 +86,26 @@ impl Metrics {
             admitting: Family::default(),
             rate: Family::default(),
             errors: Family::default(),
+            max_waiting: Family::default(),
+            max_active: Family::default(),
+            lease_ttl: Family::default(),
+            tick_interval: Family::default(),
+            rate_limit: Family::default(),
             health: Mutex::new(BTreeMap::new()),
             registry: Registry::default(),
         };
+        let build = Family::<BuildLabel, Gauge>::default();
+        build
+            .get_or_create(&BuildLabel {
+                version: env!("CARGO_PKG_VERSION").to_string(),
+            })
+            .set(1);
+        registry.register(
+            "build_info",
+            "Always 1; labels name the running version",
+            build,
+        );
+        // The holder's view of the line: only the lease holder exports these.
         registry.register("waiting", "Users in line", m.waiting.clone());
         registry.register("active_slots", "Order slots in use", m.active.clone());
         registry.register("admitted", "Users given an entry token", m.admitted.clone());
@@ -112,7 +145,7 @@ impl Metrics {
             m.admitting.clone(),
         );
         registry.register(
-            "admission_rate",
+            "admission_rate_per_second",
             "Measured admissions per second (the ETA's rate)",
             m.rate.clone(),
         );
@@ -121,13 +154,55 @@ impl Metrics {
             "Failed ticks (Redis unreachable or erroring)",
             m.errors.clone(),
         );
+        // This process's settings, so rules can compare against them.
+        registry.register(
+            "config_max_waiting",
+            "Longest line (max_waiting)",
+            m.max_waiting.clone(),
+        );
+        registry.register(
+            "config_max_active_slots",
+            "Order slots at most (max_active)",
+            m.max_active.clone(),
+        );
+        registry.register(
+            "config_lease_ttl_seconds",
+            "Lease lifetime (lease_ttl_ms)",
+            m.lease_ttl.clone(),
+        );
+        registry.register(
+            "config_tick_interval_seconds",
+            "Admission tick (tick_ms)",
+            m.tick_interval.clone(),
+        );
+        registry.register(
+            "config_admit_rate_per_second",
+            "Configured admission rate (admit_rate_per_second)",
+            m.rate_limit.clone(),
+        );
         Metrics { registry, ..m }
     }
 
-    /// Registers a queue so it shows in `/metrics` and `/healthz` from the start.
-    pub fn add_queue(&self, queue: &str, stale_after: Duration) {
+    /// Registers a queue so it shows in `/metrics` and `/healthz` from the
+    /// start, with the settings this process runs it with.
+    pub fn add_queue(&self, queue: &str, settings: &Settings, stale_after: Duration) {
         let l = label(queue);
         self.lease_held.get_or_create(&l).set(0);
+        self.max_waiting
+            .get_or_create(&l)
+            .set(gauge(settings.max_waiting));
+        self.max_active
+            .get_or_create(&l)
+            .set(gauge(settings.max_active));
+        self.lease_ttl
+            .get_or_create(&l)
+            .set(seconds(settings.lease_ttl_ms));
+        self.tick_interval
+            .get_or_create(&l)
+            .set(seconds(settings.tick_ms));
+        self.rate_limit
+            .get_or_create(&l)
+            .set(settings.admit_rate_per_second);
         let _ = self.admitted.get_or_create(&l);
         let _ = self.errors.get_or_create(&l);
         self.lock_health().insert(
@@ -152,13 +227,19 @@ impl Metrics {
         self.errors.get_or_create(&label(queue)).inc();
     }
 
-    /// Lease state changed.
+    /// Lease state changed. A process that lost the lease stops exporting
+    /// the line's gauges: its last values would go stale beside the new
+    /// holder's.
     pub fn lease(&self, queue: &str, held: bool) {
-        self.lease_held
-            .get_or_create(&label(queue))
-            .set(i64::from(held));
+        let l = label(queue);
+        self.lease_held.get_or_create(&l).set(i64::from(held));
         if held {
-            self.lease_acquired.get_or_create(&label(queue)).inc();
+            self.lease_acquired.get_or_create(&l).inc();
+        } else {
+            self.waiting.remove(&l);
+            self.active.remove(&l);
+            self.admitting.remove(&l);
+            self.rate.remove(&l);
         }
         if let Some(h) = self.lock_health().get_mut(queue) {
             h.leader = held;
@@ -225,4 +306,8 @@ fn label(queue: &str) -> QueueLabel {
 
 fn gauge(n: u64) -> i64 {
     i64::try_from(n).unwrap_or(i64::MAX)
+}
+
+fn seconds(ms: u64) -> f64 {
+    Duration::from_millis(ms).as_secs_f64()
 }

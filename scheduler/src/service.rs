@@ -69,7 +69,7 @@ pub async fn run(config: Config, shutdown: impl Future<Output = ()>) -> Result<(
     for q in &config.queues {
         // Unhealthy after a few missed ticks, never sooner than a second.
         let stale = Duration::from_millis((5 * q.settings.tick_ms).max(1_000));
-        metrics.add_queue(q.id.as_str(), stale);
+        metrics.add_queue(q.id.as_str(), &q.settings, stale);
     }
     let listener = tokio::net::TcpListener::bind(config.listen)
         .await

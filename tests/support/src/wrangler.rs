@@ -54,14 +54,14 @@ impl WranglerBuilder {
     /// Starts `wrangler dev` on the prebuilt wasm and waits until
     /// `/queue/health` answers.
     pub fn start(self) -> Wrangler {
-        let shim = built_shim();
+        let entry = built_entry();
         let dir = tempfile::Builder::new()
             .prefix("qg-wrangler-")
             .tempdir()
             .expect("temp dir for wrangler");
         let mut config = format!(
             "name = \"queuegate-test\"\nmain = {:?}\ncompatibility_date = \"{COMPATIBILITY_DATE}\"\n\n[vars]\n",
-            shim.to_string_lossy()
+            entry.to_string_lossy()
         );
         for (k, v) in &self.vars {
             config.push_str(&format!("{k} = {v:?}\n"));
@@ -121,14 +121,15 @@ pub fn offline_env() -> [(&'static str, &'static str); 4] {
     ]
 }
 
-fn built_shim() -> PathBuf {
-    let shim = repo_root().join("worker/build/worker/shim.mjs");
+/// worker-build's entry point, the `main` of wrangler.toml.
+fn built_entry() -> PathBuf {
+    let entry = repo_root().join("worker/build/index.js");
     assert!(
-        shim.exists(),
+        entry.exists(),
         "the worker is not built ({} missing); run scripts/build-worker (scripts/test does)",
-        shim.display()
+        entry.display()
     );
-    shim
+    entry
 }
 
 /// A running `wrangler dev`, killed with its workerd on drop.

@@ -1,0 +1,112 @@
+//! The operator kit against a running scheduler: every metric the Grafana
+//! dashboard and the Prometheus alert rules in `deploy/` name is exported
+//! by a real `queuegate-scheduler` admitting a real line.
+
+use std::collections::BTreeSet;
+use std::time::Duration;
+
+use queuegate_shared::ops::EnterReply;
+use queuegate_shared::Settings;
+use queuegate_system_tests::{user, TestQueue};
+use queuegate_testkit::scheduler::Scheduler;
+use queuegate_testkit::{repo_root, wait_until, RedisServer};
+
+/// The files whose metric names must exist.
+const USERS: [&str; 2] = [
+    "deploy/grafana/queuegate.json",
+    "deploy/prometheus/alerts.yml",
+];
+
+/// Every `queuegate_…` name in a file (expressions, legends, descriptions).
+fn names_in(text: &str) -> BTreeSet<String> {
+    let mut names = BTreeSet::new();
+    let mut rest = text;
+    while let Some(at) = rest.find("queuegate_") {
+        let tail = &rest[at..];
+        let end = tail
+            .find(|c: char| !(c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_'))
+            .unwrap_or(tail.len());
+        names.insert(tail[..end].to_string());
+        rest = &tail[end..];
+    }
+    names
+}
+
+/// The sample names of a text exposition (`name{labels} value` lines).
+fn exported(metrics: &str) -> BTreeSet<String> {
+    metrics
+        .lines()
+        .filter(|l| !l.starts_with('#') && !l.is_empty())
+        .filter_map(|l| l.split(['{', ' ']).next())
+        .map(str::to_string)
+        .collect()
+}
+
+/// The names `USERS` need that `metrics` lacks, with the file naming each.
+fn missing(metrics: &str) -> Vec<String> {
+    let have = exported(metrics);
+    let mut gaps = Vec::new();
+    for file in USERS {
+        let text = std::fs::read_to_string(repo_root().join(file)).expect("read deploy file");
+        let wanted = names_in(&text);
+        assert!(wanted.len() > 5, "{file} names only {wanted:?}");
+        gaps.extend(
+            wanted
+                .into_iter()
+                .filter(|n| !have.contains(n))
+                .map(|n| format!("{n} (in {file})")),
+        );
+    }
+    gaps
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_metric_the_dashboard_and_alerts_use_is_exported() {
+    let redis = RedisServer::start();
+    // A slow rate keeps a line waiting for seconds, long enough for the
+    // measured rate (reported after 1 s) to appear.
+    let settings = Settings {
+        admit_rate_per_second: 20.0,
+        ..Settings::default()
+    };
+    let sched = Scheduler::builder(&redis.url())
+        .queue("main", &[("admit_rate_per_second", "20")])
+        .start();
+    let held = wait_until(Duration::from_secs(10), || {
+        sched.metric("queuegate_lease_held{queue=\"main\"}") == Some(1.0)
+    });
+    assert!(held, "the scheduler never took the lease:\n{}", sched.log());
+
+    let q = TestQueue::open(&redis.url(), "main", settings).await;
+    for i in 0..200 {
+        assert!(matches!(q.enter(&user(i)).await, EnterReply::Entered(_)));
+    }
+
+    let mut gaps = Vec::new();
+    let complete = wait_until(Duration::from_secs(15), || {
+        gaps = missing(&sched.metrics());
+        gaps.is_empty()
+    });
+    assert!(
+        complete,
+        "exported by no running scheduler: {gaps:#?}\n/metrics:\n{}",
+        sched.metrics()
+    );
+    let version = format!(
+        "queuegate_build_info{{version=\"{}\"}} 1",
+        env!("CARGO_PKG_VERSION")
+    );
+    assert!(sched.metrics().contains(&version), "{}", sched.metrics());
+    q.assert_conserved().await;
+}
+
+#[test]
+fn the_name_scanner_finds_names_and_ignores_lookalikes() {
+    let text = r#"rate(queuegate_admitted_total{queue=~"$q"}[5m]) / queuegate-scheduler queuegate.json queuegate_x9"#;
+    let names: Vec<String> = names_in(text).into_iter().collect();
+    assert_eq!(names, ["queuegate_admitted_total", "queuegate_x9"]);
+    let metrics =
+        "# TYPE queuegate_waiting gauge\nqueuegate_waiting{queue=\"a\"} 3\nqueuegate_up 1\n# EOF\n";
+    let have: Vec<String> = exported(metrics).into_iter().collect();
+    assert_eq!(have, ["queuegate_up", "queuegate_waiting"]);
+}
