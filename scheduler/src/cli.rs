@@ -346,6 +346,9 @@ mod tests {
             "{text}"
         );
         assert!(text.contains("entered 5000 · admitted 3796"), "{text}");
-        assert!(text.contains("refused     budget 0 · no challenge 0"), "{text}");
+        assert!(
+            text.contains("refused     budget 0 · no challenge 0"),
+            "{text}"
+        );
     }
 }

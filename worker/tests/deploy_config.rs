@@ -5,8 +5,11 @@
 
 use std::collections::BTreeMap;
 
-use queuegate_testkit::repo_root;
 use queuegate_worker::config::EdgeConfig;
+
+fn repo_root() -> std::path::PathBuf {
+    std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
+}
 
 fn read(file: &str) -> String {
     std::fs::read_to_string(repo_root().join(file)).unwrap_or_else(|e| panic!("{file}: {e}"))
