@@ -13,6 +13,10 @@ use queuegate_shared::{QueueId, Settings};
 use queuegate_system_tests::edge::{EdgeStack, Visitor, ORIGIN_SECRET};
 use queuegate_testkit::RedisServer;
 
+/// The worker's vars of a guarded stack (the challenge is off by default
+/// until the page solves it).
+const CHALLENGE_ON: &[(&str, &str)] = &[("ENTRY_CHALLENGE", "auto")];
+
 /// Guard on, at a difficulty a debug-built test solves in milliseconds.
 fn guarded(budget: u64) -> Settings {
     Settings {
@@ -58,7 +62,8 @@ async fn enter(
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn cookieless_enters_without_a_solution_take_no_place() {
-    let stack = EdgeStack::start_with(guarded(40), "anonymous", RedisServer::start(), &[]).await;
+    let stack =
+        EdgeStack::start_with(guarded(40), "anonymous", RedisServer::start(), CHALLENGE_ON).await;
     let before = stack.snapshot().await;
     let mut tasks = Vec::new();
     for chunk in 0..10 {
@@ -97,7 +102,8 @@ async fn cookieless_enters_without_a_solution_take_no_place() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_address_gets_its_budget_and_a_place_refreshes_for_free() {
-    let stack = EdgeStack::start_with(guarded(5), "anonymous", RedisServer::start(), &[]).await;
+    let stack =
+        EdgeStack::start_with(guarded(5), "anonymous", RedisServer::start(), CHALLENGE_ON).await;
     let mut first = None;
     let mut statuses = Vec::new();
     for _ in 0..8 {
@@ -136,7 +142,8 @@ async fn an_address_gets_its_budget_and_a_place_refreshes_for_free() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn solutions_are_single_use_and_forgeries_change_nothing() {
-    let stack = EdgeStack::start_with(guarded(40), "anonymous", RedisServer::start(), &[]).await;
+    let stack =
+        EdgeStack::start_with(guarded(40), "anonymous", RedisServer::start(), CHALLENGE_ON).await;
     let ip = "203.0.113.20";
     let mut v = stack.visitor();
     let good = solution(&mut v, "main").await;

@@ -7,6 +7,11 @@ use super::{err, ConfigError, IdentityMode};
 /// Default of `TURNSTILE_VERIFY_URL`: Cloudflare's documented endpoint.
 pub const TURNSTILE_SITEVERIFY: &str = "https://challenges.cloudflare.com/turnstile/v0/siteverify";
 
+/// `ENTRY_CHALLENGE` when unset. `off` for now: the waiting-room page does
+/// not solve challenges yet, and a default that refused its visitors would
+/// lock every shop out. It becomes `auto` when the page solves them.
+pub const DEFAULT_CHALLENGE: &str = "off";
+
 /// What a new place must pass at the edge.
 #[derive(Clone, PartialEq, Eq)]
 pub struct GuardConfig {
@@ -58,7 +63,8 @@ impl std::fmt::Debug for TurnstileConfig {
 
 impl GuardConfig {
     /// Reads `ENTRY_CHALLENGE` (`auto`: on for anonymous visitors, off for
-    /// JWT ones, who hold one place per account already; `on`; `off`),
+    /// JWT ones, who hold one place per account already; `on`; `off`, the
+    /// default until the waiting-room page solves challenges itself),
     /// `CHALLENGE_SECRET` and the `TURNSTILE_*` variables.
     pub fn from_lookup(
         get: &impl Fn(&str) -> Option<String>,
@@ -70,7 +76,10 @@ impl GuardConfig {
                 .map(|v| v.trim().to_string())
                 .filter(|v| !v.is_empty())
         };
-        let challenge = match text("ENTRY_CHALLENGE").as_deref().unwrap_or("auto") {
+        let challenge = match text("ENTRY_CHALLENGE")
+            .as_deref()
+            .unwrap_or(DEFAULT_CHALLENGE)
+        {
             "auto" => matches!(identity, IdentityMode::Anonymous { .. }),
             "on" => true,
             "off" => false,
