@@ -10,15 +10,17 @@
 use std::collections::BTreeMap;
 
 use anyhow::{bail, Context, Result};
+use queuegate_bench::redis_cost::{
+    add_evalsha, fill, phase, prepare_queue, reset_stats, usec_per_call, used_memory,
+};
 use queuegate_scheduler::engine;
 use queuegate_shared::ops::{Admit, AdmitReply, Consume, Enter, Outcome, Position, Settle};
 use queuegate_shared::token::{EntryToken, Grant};
-use queuegate_shared::{Prefix, QueueId, QueueKeys, QueueState, Settings, UserId};
+use queuegate_shared::{Prefix, QueueId, QueueKeys, Settings, UserId};
 use queuegate_testkit::RedisServer;
 use redis::aio::MultiplexedConnection;
 
 const CALLS: usize = 2_000;
-const PIPELINE: usize = 100;
 
 #[tokio::main(flavor = "current_thread")]
 async fn main() -> Result<()> {
@@ -76,27 +78,7 @@ impl Bench {
                 .unwrap_or(Settings::default().leaver_scan_per_tick),
             ..Settings::default()
         };
-        engine::run(
-            &mut conn,
-            &queuegate_shared::ops::Configure {
-                keys: &keys,
-                settings: &settings,
-                initial_state: QueueState::Open,
-            },
-        )
-        .await?;
-        let _: () = redis::cmd("SET")
-            .arg(keys.lock())
-            .arg("bench")
-            .query_async(&mut conn)
-            .await?;
-        for script in queuegate_shared::script::all() {
-            let _: String = redis::cmd("SCRIPT")
-                .arg("LOAD")
-                .arg(script.source())
-                .query_async(&mut conn)
-                .await?;
-        }
+        prepare_queue(&mut conn, &keys, &settings).await?;
         Ok(Bench {
             conn,
             keys,
@@ -105,26 +87,9 @@ impl Bench {
         })
     }
 
-    /// `depth` waiting users, built with the enter script itself
-    /// (pipelined), so the memory figure is what real entries cost.
+    /// `depth` waiting users, built with the enter script itself.
     async fn fill(&self, depth: usize) -> Result<()> {
-        let mut conn = self.conn.clone();
-        for chunk in (0..depth).collect::<Vec<_>>().chunks(1_000) {
-            let mut pipe = redis::pipe();
-            for &n in chunk {
-                let u = uid(n);
-                add_eval(
-                    &mut pipe,
-                    &queuegate_shared::Operation::invocation(&Enter {
-                        keys: &self.keys,
-                        user: &u,
-                        guard: queuegate_shared::guard::EntryGuard::default(),
-                    }),
-                );
-            }
-            let _: Vec<redis::Value> = pipe.query_async(&mut conn).await?;
-        }
-        Ok(())
+        fill(&mut self.conn.clone(), &self.keys, depth, uid).await
     }
 
     async fn measure(&self) -> Result<Vec<(&'static str, f64)>> {
@@ -265,76 +230,9 @@ impl Bench {
 
     /// Resets the stats, sends CALLS commands in pipelines, returns the
     /// usec_per_call of `stat`.
-    async fn phase(
-        &self,
-        stat: &str,
-        mut add: impl FnMut(&mut redis::Pipeline, usize),
-    ) -> Result<f64> {
-        let mut conn = self.conn.clone();
-        // One call outside the measured window.
-        let mut warm = redis::pipe();
-        add(&mut warm, 0);
-        let _: Vec<redis::Value> = warm.query_async(&mut conn).await?;
-        reset_stats(&mut conn).await?;
-        for start in (1..CALLS).step_by(PIPELINE) {
-            let mut pipe = redis::pipe();
-            for i in start..(start + PIPELINE).min(CALLS) {
-                add(&mut pipe, i);
-            }
-            let _: Vec<redis::Value> = pipe.query_async(&mut conn).await?;
-        }
-        usec_per_call(&mut conn, stat).await
+    async fn phase(&self, stat: &str, add: impl FnMut(&mut redis::Pipeline, usize)) -> Result<f64> {
+        phase(&mut self.conn.clone(), CALLS, stat, add).await
     }
-}
-
-fn add_eval(pipe: &mut redis::Pipeline, inv: &queuegate_shared::Invocation) {
-    pipe.cmd("EVAL")
-        .arg(inv.script.source())
-        .arg(inv.keys.len())
-        .arg(&inv.keys)
-        .arg(&inv.args);
-}
-
-fn add_evalsha(pipe: &mut redis::Pipeline, inv: &queuegate_shared::Invocation) {
-    pipe.cmd("EVALSHA")
-        .arg(inv.script.sha1())
-        .arg(inv.keys.len())
-        .arg(&inv.keys)
-        .arg(&inv.args);
-}
-
-/// Zeroes `INFO commandstats`, so the next read covers one phase only.
-async fn reset_stats(conn: &mut MultiplexedConnection) -> Result<()> {
-    Ok(redis::cmd("CONFIG")
-        .arg("RESETSTAT")
-        .exec_async(conn)
-        .await?)
-}
-
-async fn info(conn: &mut MultiplexedConnection, section: &str) -> Result<String> {
-    Ok(redis::cmd("INFO").arg(section).query_async(conn).await?)
-}
-
-async fn usec_per_call(conn: &mut MultiplexedConnection, command: &str) -> Result<f64> {
-    let text = info(conn, "commandstats").await?;
-    let line = text
-        .lines()
-        .find(|l| l.starts_with(&format!("cmdstat_{command}:")))
-        .with_context(|| format!("no commandstats for {command}"))?;
-    let value = line
-        .split(',')
-        .find_map(|kv| kv.strip_prefix("usec_per_call="))
-        .context("usec_per_call")?;
-    Ok(value.parse()?)
-}
-
-async fn used_memory(conn: &mut MultiplexedConnection) -> Result<i64> {
-    let text = info(conn, "memory").await?;
-    let value = text
-        .lines()
-        .find_map(|l| l.strip_prefix("used_memory:"))
-        .context("used_memory")?;
-    Ok(value.trim().parse()?)
 }
 
 fn print_report(

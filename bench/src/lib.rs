@@ -1,0 +1,7 @@
+//! What queuegate's benchmark binaries share: the Redis side of a bench
+//! (a configured queue, pipelined script calls, `INFO commandstats`), a
+//! seeded generator so runs repeat, and the CPU time of the calling thread.
+
+pub mod cpu_time;
+pub mod redis_cost;
+pub mod seeded;
