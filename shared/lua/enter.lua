@@ -17,7 +17,9 @@
 -- visitor who holds a place passes no guard and spends no budget. The size
 -- check and the ZADD run in one script, so the limit holds under any race.
 local uid, base = ARGV[1], ARGV[2]
-local cfg = read_config(KEYS[6])
+-- The budget's settings come with the rest of the config: one HMGET.
+local CFG_BUDGET_PER_MINUTE, CFG_BUDGET_BURST = CFG_MEASURED + 1, CFG_MEASURED + 2
+local cfg = read_config(KEYS[6], CF_ENTRY_BUDGET_PER_MINUTE, CF_ENTRY_BUDGET_BURST)
 local now = now_ms()
 
 local ticket = redis.call('ZSCORE', KEYS[1], uid)
@@ -47,8 +49,8 @@ if ARGV[5] ~= '' then
 end
 local budget
 if ARGV[3] == '1' then
-  local b = redis.call('HMGET', KEYS[6], CF_ENTRY_BUDGET_PER_MINUTE, CF_ENTRY_BUDGET_BURST)
-  local per_minute, burst = tonumber(b[1] or '0'), tonumber(b[2] or '0')
+  local per_minute = tonumber(cfg[CFG_BUDGET_PER_MINUTE] or '0')
+  local burst = tonumber(cfg[CFG_BUDGET_BURST] or '0')
   if per_minute > 0 then
     budget = take_budget(KEYS[8], now, per_minute, burst)
     if budget.wait then

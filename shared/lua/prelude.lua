@@ -24,12 +24,13 @@ local function record(...)
 end
 
 -- Config fields the edge scripts read, in this order. The scheduler's
--- measured rate lives beside the settings so a poll reads one hash.
+-- measured rate lives beside the settings so a poll reads one hash. A
+-- script may name more fields (...), read in the same HMGET after these.
 local CFG_STATE, CFG_MAX_WAITING, CFG_ABANDON, CFG_RATE, CFG_POLL_MIN, CFG_POLL_MAX, CFG_MEASURED =
   1, 2, 3, 4, 5, 6, 7
-local function read_config(config_key)
+local function read_config(config_key, ...)
   return redis.call('HMGET', config_key, CF_STATE, CF_MAX_WAITING, CF_ABANDON_AFTER_MS,
-    CF_ADMIT_RATE_PER_SECOND, CF_POLL_MIN_MS, CF_POLL_MAX_MS, CF_MEASURED_RATE)
+    CF_ADMIT_RATE_PER_SECOND, CF_POLL_MIN_MS, CF_POLL_MAX_MS, CF_MEASURED_RATE, ...)
 end
 
 -- The published settings a script cannot work without, or nil when any is

@@ -236,16 +236,16 @@ mod tests {
     }
 
     const PINNED: &[(&str, &str)] = &[
-        ("enter", "9367ccd8e11e33211b3c64d2ff29ee8e3438f20f"),
-        ("position", "6f7a4f7832e289bce36cbef42a4d9017b6debd94"),
-        ("admit", "089b19a121015cb47b82e325e83ffb1b5c6cfd3b"),
-        ("consume", "4e11cb024d74129b50838b1018dafa1cd352b58f"),
-        ("settle", "5385be0a79b46d9d688bc752dad1dd1a4073bf45"),
+        ("enter", "8fb6d2ead45ce548f0ba9fe8b7cf0168f447eb79"),
+        ("position", "34f022ac3c147fcae39a7a749fe7b92ae4df2d03"),
+        ("admit", "50d8f398bb1bf75256d7657259600b3a0eb03378"),
+        ("consume", "4b0db7fc1954b877ec2be19469afaa830d647fa8"),
+        ("settle", "338cc938d5524347710b8f40b87f96eae4908cf4"),
         ("lease_acquire", "a833aaaaf0697bdb28f88dbf9a9287445ad0d047"),
         ("lease_release", "50d6848dfa443b39d9edcc35c229c48e0e3179ff"),
         ("configure", "e0a950bcc5c4ef49da0b56aabe1884318fc917e9"),
         ("set_state", "c2e50cd5c138593e9cb82237344ce1173eb17e6e"),
         ("status", "d210a54dc777b7cf2637ec510f1bd23563de2937"),
-        ("challenge", "0d73de95281edf69f303f0fbe3077fbf1bae8341"),
+        ("challenge", "e79ebc5f4327574c0aee862616ffc6977f31a841"),
     ];
 }
