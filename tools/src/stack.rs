@@ -21,6 +21,13 @@ pub struct StackOptions {
     /// The gateway's one-line-per-request debug log; off for measurements,
     /// where writing it would compete for the CPU being measured.
     pub gateway_request_log: bool,
+    /// New places per address per minute (and burst); None: the product
+    /// default. The synthetic crowd comes from addresses of its own.
+    pub entry_budget: Option<u64>,
+    /// The challenge's `maxnumber`; None: the product default.
+    pub challenge_difficulty: Option<u64>,
+    /// The worker's `ENTRY_CHALLENGE`; None: the worker's default.
+    pub entry_challenge: Option<&'static str>,
 }
 
 impl Default for StackOptions {
@@ -32,6 +39,9 @@ impl Default for StackOptions {
             max_active: 100,
             settings: Vec::new(),
             gateway_request_log: true,
+            entry_budget: None,
+            challenge_difficulty: None,
+            entry_challenge: None,
         }
     }
 }
@@ -64,13 +74,19 @@ impl Stack {
         let shop_url = crate::demo_origin::start(ORIGIN_SECRET).await?;
         let rate = opts.admit_rate.to_string();
         let max_active = opts.max_active.to_string();
-        // The synthetic crowd does not solve challenges yet and comes from one
-        // address: the local stack runs with the entry guard off for now.
+        let budget = opts.entry_budget.map(|n| n.to_string());
+        let difficulty = opts.challenge_difficulty.map(|n| n.to_string());
         let mut settings = vec![
             ("admit_rate_per_second", rate.as_str()),
             ("max_active", max_active.as_str()),
-            ("entry_budget_per_minute", "0"),
         ];
+        if let Some(b) = &budget {
+            settings.push(("entry_budget_per_minute", b));
+            settings.push(("entry_budget_burst", b));
+        }
+        if let Some(d) = &difficulty {
+            settings.push(("challenge_max_number", d));
+        }
         settings.extend(opts.settings.iter().map(|(k, v)| (k.as_str(), v.as_str())));
         let scheduler = Scheduler::builder(&redis.url())
             .queue("main", &settings)
@@ -80,8 +96,10 @@ impl Stack {
             .var("PAGE_TITLE", "Demo shop — waiting room")
             // Plain http on loopback: browsers accept Secure cookies on
             // localhost, but curl users would not see them.
-            .var("COOKIE_SECURE", "false")
-            .var("ENTRY_CHALLENGE", "off");
+            .var("COOKIE_SECURE", "false");
+        if let Some(c) = opts.entry_challenge {
+            worker = worker.var("ENTRY_CHALLENGE", c);
+        }
         if opts.port != 0 {
             worker = worker.port(opts.port);
         }

@@ -7,6 +7,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use queuegate_shared::guard::altcha;
 use queuegate_shared::{QueueKeys, UserId};
 use queuegate_testkit::{now_ms, set_cookie_pair};
 use redis::aio::MultiplexedConnection;
@@ -83,6 +84,8 @@ pub enum Route {
     Position,
     /// `POST /orders`.
     Order,
+    /// `GET /queue/challenge`, when a new place needs a proof of work.
+    Challenge,
 }
 
 /// One request a visitor sent.
@@ -168,6 +171,10 @@ pub async fn run(http: &Client, shared: &Shared, start: Instant, plan: Plan) -> 
         http,
         shared,
         cookie: String::new(),
+        // Each simulated person comes from an address of their own, as a
+        // crowd does: the per-address budget sees a crowd, not one client.
+        ip: synthetic_address(plan.seed),
+        altcha: None,
         record: Record {
             polling: plan.polling,
             leaver: plan.leave_after_polls.is_some(),
@@ -204,6 +211,10 @@ struct Visitor<'a> {
     http: &'a Client,
     shared: &'a Shared,
     cookie: String,
+    /// Sent as `CF-Connecting-IP`.
+    ip: String,
+    /// A solved challenge for the next enter.
+    altcha: Option<String>,
     record: Record,
     start: Instant,
 }
@@ -230,9 +241,18 @@ impl Visitor<'_> {
     }
 
     async fn wait_and_order(&mut self, plan: &Plan) -> Outcome {
+        let mut solved = 0;
         let mut reply = loop {
             match self.send(Route::Enter, None).await {
                 Some(r) if r.status.is_success() => break r,
+                // A new place needs a proof of work: solve one as the page
+                // would (a few tries: a challenge may expire or be refused).
+                Some(r) if wants_challenge(&r.body) && solved < 3 => {
+                    solved += 1;
+                    if self.solve().await {
+                        continue;
+                    }
+                }
                 Some(r) if matches!(r.status.as_u16(), 429 | 503) => {
                     self.record.enters += 1;
                     return Outcome::Refused;
@@ -333,6 +353,24 @@ impl Visitor<'_> {
         queuegate_shared::fields::issued_at(&status?)
     }
 
+    /// Fetches a challenge and solves it off the async threads; false when
+    /// none could be had.
+    async fn solve(&mut self) -> bool {
+        let Some(reply) = self.send(Route::Challenge, None).await else {
+            return false;
+        };
+        let Ok(challenge) = serde_json::from_value::<altcha::Challenge>(reply.body) else {
+            self.error();
+            return false;
+        };
+        let solved = tokio::task::spawn_blocking(move || {
+            altcha::solve(&challenge).map(|n| altcha::payload(&challenge, n))
+        })
+        .await;
+        self.altcha = solved.ok().flatten();
+        self.altcha.is_some()
+    }
+
     /// Sleeps unless that would pass the deadline; false when it would.
     async fn pause(&self, d: Duration) -> bool {
         let until = Instant::now() + d;
@@ -364,11 +402,18 @@ impl Visitor<'_> {
             Route::Enter => (Method::POST, "/queue/enter"),
             Route::Position => (Method::GET, "/queue/position"),
             Route::Order => (Method::POST, "/orders"),
+            Route::Challenge => (Method::GET, "/queue/challenge"),
         };
         let mut req = self
             .http
             .request(method, format!("{}{path}", self.shared.base))
-            .timeout(Duration::from_secs(10));
+            .timeout(Duration::from_secs(10))
+            .header(CLIENT_IP_HEADER, &self.ip);
+        if route == Route::Enter {
+            if let Some(a) = self.altcha.take() {
+                req = req.header(ALTCHA_HEADER, a);
+            }
+        }
         if !self.cookie.is_empty() {
             req = req.header("cookie", &self.cookie);
         }
@@ -403,6 +448,25 @@ impl Visitor<'_> {
             }
         }
     }
+}
+
+/// Header the edge reads the client address from.
+const CLIENT_IP_HEADER: &str = "cf-connecting-ip";
+/// Header carrying a proof-of-work solution.
+const ALTCHA_HEADER: &str = "x-altcha";
+
+/// True when an enter was refused for want of a (fresh) proof of work.
+fn wants_challenge(body: &Json) -> bool {
+    matches!(
+        body["error"].as_str(),
+        Some("challenge_required" | "challenge_expired" | "challenge_invalid" | "challenge_reused")
+    )
+}
+
+/// A private IPv4 address from a visitor's seed.
+fn synthetic_address(seed: u64) -> String {
+    let s = splitmix(seed);
+    format!("10.{}.{}.{}", (s >> 16) & 255, (s >> 8) & 255, s & 255)
 }
 
 /// The `qg_visitor=…` pair a reply sets, ready for a `Cookie` header.
