@@ -33,6 +33,14 @@ struct Args {
     /// Order slots at the shop.
     #[arg(long, default_value_t = 100)]
     max_active: u64,
+    /// New places one address may take per minute (and at once); the
+    /// product default (40) when not given. 0 turns the budget off.
+    #[arg(long)]
+    entry_budget: Option<u64>,
+    /// Proof-of-work difficulty (ALTCHA `maxnumber`); the product default
+    /// (100000) when not given.
+    #[arg(long)]
+    challenge_difficulty: Option<u64>,
     /// Stop by itself after this many seconds (0: run until Ctrl-C).
     #[arg(long, default_value_t = 0)]
     exit_after: u64,
@@ -51,6 +59,8 @@ async fn main() -> anyhow::Result<()> {
         port: args.port,
         admit_rate: args.admit_rate,
         max_active: args.max_active,
+        entry_budget: args.entry_budget,
+        challenge_difficulty: args.challenge_difficulty,
         ..StackOptions::default()
     })
     .await?;

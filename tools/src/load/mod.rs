@@ -200,6 +200,11 @@ pub async fn run(opts: &Options) -> anyhow::Result<Report> {
         max_active: opts.max_active,
         settings: opts.queue_settings(),
         gateway_request_log: false,
+        // The product's guard: the visitors come from addresses of their
+        // own and solve challenges when the worker asks for them.
+        entry_budget: None,
+        challenge_difficulty: None,
+        entry_challenge: None,
     })
     .await?;
     let keys = QueueKeys::new(&Prefix::default(), &QueueId::new("main")?);
