@@ -10,6 +10,10 @@ use worker::Method;
 /// An edge failure.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum EdgeError {
+    /// The request itself is malformed (e.g. a body that is not the
+    /// documented JSON).
+    #[error("bad request: {0}")]
+    BadRequest(String),
     /// `?queue=` is not a queue id.
     #[error("invalid queue id: {0}")]
     InvalidQueue(String),
@@ -108,7 +112,7 @@ impl EdgeError {
     /// HTTP status.
     pub fn status(&self) -> u16 {
         match self {
-            EdgeError::InvalidQueue(_) => 400,
+            EdgeError::InvalidQueue(_) | EdgeError::BadRequest(_) => 400,
             EdgeError::IdentityRequired | EdgeError::IdentityInvalid(_) => 401,
             EdgeError::TokenMissing | EdgeError::TokenInvalid => 403,
             EdgeError::ChallengeRequired
@@ -132,6 +136,7 @@ impl EdgeError {
     pub fn code(&self) -> &'static str {
         match self {
             EdgeError::InvalidQueue(_) => "invalid_queue",
+            EdgeError::BadRequest(_) => "bad_request",
             EdgeError::UnknownQueue => "unknown_queue",
             EdgeError::NotFound => "not_found",
             EdgeError::MethodNotAllowed { .. } => "method_not_allowed",
@@ -161,6 +166,7 @@ impl EdgeError {
     pub fn public_message(&self) -> String {
         match self {
             EdgeError::InvalidQueue(why) => format!("The queue id is not valid: {why}."),
+            EdgeError::BadRequest(why) => format!("The request is not valid: {why}."),
             EdgeError::UnknownQueue => "There is no such queue here.".into(),
             EdgeError::NotFound => "There is nothing at this address.".into(),
             EdgeError::MethodNotAllowed { allow } => {

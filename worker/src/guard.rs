@@ -29,22 +29,47 @@ pub struct Presented {
     pub turnstile: Option<String>,
 }
 
+/// The body's fields: a string where present (`null` is no string).
 #[derive(Deserialize)]
 struct Fields {
+    #[serde(default, deserialize_with = "present_string")]
     altcha: Option<String>,
-    #[serde(rename = "cf-turnstile-response")]
+    #[serde(
+        rename = "cf-turnstile-response",
+        default,
+        deserialize_with = "present_string"
+    )]
     turnstile: Option<String>,
 }
 
-/// The solution and token from headers, or from a JSON or form body.
+fn present_string<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<String>, D::Error> {
+    String::deserialize(d).map(Some)
+}
+
+/// The solution and token from headers, or from a JSON or form body. A
+/// body that says it is JSON but is not the documented object is refused.
 pub fn presented(
     altcha_header: Option<String>,
     turnstile_header: Option<String>,
     content_type: &str,
     body: &str,
-) -> Presented {
+) -> Result<Presented, EdgeError> {
     let from_body = if content_type.starts_with("application/json") {
-        serde_json::from_str::<Fields>(body).ok()
+        if body.trim().is_empty() {
+            None
+        } else {
+            let refused = || {
+                EdgeError::BadRequest(
+                    "the body must be a JSON object with optional string fields \"altcha\" and \"cf-turnstile-response\"".into(),
+                )
+            };
+            // An object, not the array form serde also accepts for a struct.
+            let value: serde_json::Value = serde_json::from_str(body).map_err(|_| refused())?;
+            if !value.is_object() {
+                return Err(refused());
+            }
+            Some(serde_json::from_value::<Fields>(value).map_err(|_| refused())?)
+        }
     } else if content_type.starts_with("application/x-www-form-urlencoded") {
         let mut f = Fields {
             altcha: None,
@@ -62,15 +87,33 @@ pub fn presented(
         None
     };
     let (a, t) = from_body.map_or((None, None), |f| (f.altcha, f.turnstile));
-    let some = |v: Option<String>| v.filter(|s| !s.trim().is_empty());
-    Presented {
+    let some = |v: Option<String>| v.filter(|s| !s.is_empty());
+    let presented = Presented {
         altcha: some(altcha_header).or(some(a)),
         turnstile: some(turnstile_header).or(some(t)),
+    };
+    // Shapes as documented: anything else is a bad request, whether or
+    // not the value would have been used.
+    let base64 = |c: char| c.is_ascii_alphanumeric() || matches!(c, '+' | '/' | '=');
+    if let Some(a) = &presented.altcha {
+        if a.len() > 4096 || !a.chars().all(base64) {
+            return Err(EdgeError::BadRequest(
+                "the solution must be base64, at most 4096 bytes".into(),
+            ));
+        }
     }
+    if let Some(t) = &presented.turnstile {
+        if t.len() > 2048 || !t.chars().all(|c| c.is_ascii_graphic()) {
+            return Err(EdgeError::BadRequest(
+                "the Turnstile token must be printable ASCII, at most 2048 bytes".into(),
+            ));
+        }
+    }
+    Ok(presented)
 }
 
-/// Reads what an enter request presents; the body only when the headers
-/// leave something unsaid.
+/// Reads what an enter request presents, headers first, then a (small)
+/// body, which must be well formed when present.
 pub async fn read(req: &mut Request) -> Result<Presented, EdgeError> {
     let header = |name: &str| req.headers().get(name).ok().flatten();
     let (a, t) = (header(ALTCHA_HEADER), header(TURNSTILE_HEADER));
@@ -80,14 +123,14 @@ pub async fn read(req: &mut Request) -> Result<Presented, EdgeError> {
     let length: usize = header("content-length")
         .and_then(|l| l.parse().ok())
         .unwrap_or(0);
-    let body = if (a.is_none() || t.is_none()) && length > 0 && length <= MAX_BODY {
+    let body = if length > 0 && length <= MAX_BODY {
         req.text()
             .await
             .map_err(|e| EdgeError::Internal(e.to_string()))?
     } else {
         String::new()
     };
-    Ok(presented(a, t, &content_type, &body))
+    presented(a, t, &content_type, &body)
 }
 
 /// The budget's address: `CF-Connecting-IP`, grouped; without it (a local
@@ -226,27 +269,38 @@ mod tests {
 
     #[test]
     fn solutions_come_from_a_header_a_json_or_a_form_body() {
-        let h = presented(Some("AAA".into()), None, "", "");
+        let h = presented(Some("AAA".into()), None, "", "").unwrap();
         assert_eq!(h.altcha.as_deref(), Some("AAA"));
         let j = presented(
             None,
             None,
             "application/json",
             r#"{"altcha":"BBB","cf-turnstile-response":"T"}"#,
-        );
+        )
+        .unwrap();
         assert_eq!(
             (j.altcha.as_deref(), j.turnstile.as_deref()),
             (Some("BBB"), Some("T"))
         );
-        let f = presented(
-            None,
-            None,
-            "application/x-www-form-urlencoded",
-            "altcha=a%2Bb%3D&x=1",
-        );
+        let form = "application/x-www-form-urlencoded";
+        let f = presented(None, None, form, "altcha=a%2Bb%3D&x=1").unwrap();
         assert_eq!(f.altcha.as_deref(), Some("a+b="));
-        let none = presented(Some(" ".into()), None, "text/plain", "altcha=x");
+        let none = presented(Some(String::new()), None, "text/plain", "altcha=x").unwrap();
         assert_eq!(none, Presented::default());
+        assert!(presented(Some(" ".into()), None, "", "").is_err());
+        for bad in [
+            "D\u{10}o/",
+            "[]",
+            r#"{"altcha":5}"#,
+            r#"{"cf-turnstile-response":null}"#,
+        ] {
+            let e = presented(None, None, "application/json", bad).unwrap_err();
+            assert_eq!((e.status(), e.code()), (400, "bad_request"), "{bad}");
+        }
+        assert!(presented(None, None, "application/json", "  ").is_ok());
+        let long = "A".repeat(2049);
+        assert!(presented(None, Some(long), "", "").is_err());
+        assert!(presented(Some("not base64!".into()), None, "", "").is_err());
     }
 
     #[test]

@@ -8,6 +8,7 @@ use std::collections::BTreeSet;
 use std::time::{Duration, Instant};
 
 use queuegate_edge::identity;
+use queuegate_shared::guard::altcha;
 use queuegate_shared::ops::{Consume, ConsumeReply, SetState};
 use queuegate_shared::token::EntryToken;
 use queuegate_shared::{Prefix, QueueId, QueueKeys, QueueState, Settings, UserId};
@@ -228,6 +229,7 @@ struct Call<'a> {
     cookie: Option<String>,
     token: Option<String>,
     body: Option<&'a str>,
+    headers: Vec<(&'static str, String)>,
 }
 
 fn call<'a>(method: &'a str, path: &'a str) -> Call<'a> {
@@ -254,6 +256,10 @@ impl<'a> Call<'a> {
         self.body = Some(b);
         self
     }
+    fn header(mut self, name: &'static str, value: &str) -> Self {
+        self.headers.push((name, value.to_string()));
+        self
+    }
 }
 
 impl Checker {
@@ -270,6 +276,9 @@ impl Checker {
         }
         if let Some(t) = &c.token {
             req = req.header("x-entry-token", t);
+        }
+        for (k, v) in &c.headers {
+            req = req.header(*k, v);
         }
         if let Some(b) = c.body {
             req = req
@@ -316,6 +325,64 @@ impl Checker {
         assert!(response.is_object(), "components/responses/{component}");
         self.spec.check_response(response, &reply, &what);
     }
+}
+
+/// The entry guard's route and refusals, on a stack of their own with the
+/// challenge on and a budget of two new places per address.
+async fn guarded_routes(ck: &mut Checker) {
+    let settings = Settings {
+        entry_budget_per_minute: 2,
+        entry_budget_burst: 2,
+        challenge_max_number: 1_000,
+        ..Settings::default()
+    };
+    let mut stack = EdgeStack::start_with(
+        settings,
+        "anonymous",
+        RedisServer::start(),
+        &[("ENTRY_CHALLENGE", "on")],
+    )
+    .await;
+    let base = std::mem::replace(&mut ck.base, stack.worker.url());
+    async fn solve(ck: &mut Checker) -> String {
+        let c = ck.expect(call("GET", "/queue/challenge"), 200).await.json();
+        let c: altcha::Challenge = serde_json::from_value(c).expect("challenge JSON");
+        altcha::payload(&c, altcha::solve(&c).expect("solvable"))
+    }
+    ck.expect(call("GET", "/queue/challenge?queue=Bad%20Id"), 400)
+        .await;
+    ck.expect(call("GET", "/queue/challenge?queue=nope"), 404)
+        .await;
+    ck.expect_component(call("POST", "/queue/challenge"), 405, "MethodNotAllowed")
+        .await;
+    let ip = "203.0.113.50";
+    let need = ck
+        .expect(
+            call("POST", "/queue/enter").header("cf-connecting-ip", ip),
+            403,
+        )
+        .await;
+    assert_eq!(need.json()["error"], "challenge_required");
+    let solution = solve(ck).await;
+    let enter = |v: &Visitor, s: &str| {
+        call("POST", "/queue/enter")
+            .visitor(v)
+            .header("cf-connecting-ip", ip)
+            .header("x-altcha", s)
+    };
+    ck.expect(enter(&visitor(31), &solution), 200).await;
+    let reused = ck.expect(enter(&visitor(32), &solution), 409).await;
+    assert_eq!(reused.json()["error"], "challenge_reused");
+    // A refused reuse spent no budget: one more place, then the budget.
+    let fresh = solve(ck).await;
+    ck.expect(enter(&visitor(33), &fresh), 200).await;
+    let fresh = solve(ck).await;
+    let over = ck.expect(enter(&visitor(34), &fresh), 429).await;
+    assert_eq!(over.json()["error"], "too_many_entries");
+    stack.redis.stop();
+    let down = ck.expect(call("GET", "/queue/challenge"), 503).await;
+    assert_eq!(down.json()["error"], "unavailable");
+    ck.base = base;
 }
 
 /// A visitor with a signed identity cookie (as the worker mints them).
@@ -622,6 +689,8 @@ async fn every_documented_status_matches_the_openapi_document() {
     assert_eq!(gone.json()["error"], "origin_unreachable");
 
     // Redis goes away: everything that needs it fails closed.
+    guarded_routes(&mut ck).await;
+
     stack.redis.stop();
     let down = ck.expect(call("GET", "/queue/health"), 503).await;
     assert_eq!(down.json()["redis"], "unreachable");
