@@ -128,6 +128,39 @@ mod tests {
         assert!(body.contains(&build), "{build} missing from:\n{body}");
     }
 
+    /// The refusal counter follows Redis's totals while we hold the lease:
+    /// a new holder starts from where the totals stand, never double counts.
+    #[tokio::test]
+    async fn refusals_count_what_redis_adds_while_we_hold_the_lease() {
+        use queuegate_shared::ops::{AdmitCounts, Refused};
+        let metrics = Arc::new(Metrics::new());
+        metrics.add_queue("main", &Settings::default(), Duration::from_secs(5));
+        metrics.lease("main", true);
+        let tick = |budget, challenge| AdmitCounts {
+            refused: Refused {
+                budget,
+                challenge,
+                ..Refused::default()
+            },
+            ..AdmitCounts::default()
+        };
+        let d = Duration::from_millis(1);
+        metrics.admit("main", &tick(40, 300), d, None);
+        metrics.admit("main", &tick(43, 310), d, None);
+        metrics.lease("main", false);
+        metrics.lease("main", true);
+        metrics.admit("main", &tick(50, 310), d, None);
+        metrics.admit("main", &tick(51, 312), d, None);
+        let (_, body) = get_path(router(metrics, Arc::from("o")), "/metrics").await;
+        for want in [
+            "queuegate_entries_refused_total{queue=\"main\",reason=\"budget\"} 4",
+            "queuegate_entries_refused_total{queue=\"main\",reason=\"challenge\"} 12",
+            "queuegate_entries_refused_total{queue=\"main\",reason=\"turnstile\"} 0",
+        ] {
+            assert!(body.contains(want), "{want} missing from:\n{body}");
+        }
+    }
+
     #[tokio::test]
     async fn a_process_that_loses_the_lease_stops_reporting_the_line() {
         let metrics = Arc::new(Metrics::new());

@@ -13,7 +13,7 @@ use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{exponential_buckets, Histogram};
 use prometheus_client::registry::Registry;
-use queuegate_shared::ops::AdmitCounts;
+use queuegate_shared::ops::{AdmitCounts, Refused};
 use queuegate_shared::Settings;
 
 /// The label set of every queue metric.
@@ -21,6 +21,15 @@ use queuegate_shared::Settings;
 pub struct QueueLabel {
     /// The queue id.
     pub queue: String,
+}
+
+/// The label set of `queuegate_entries_refused_total`.
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct RefusalLabel {
+    /// The queue id.
+    pub queue: String,
+    /// budget, challenge, reused or turnstile.
+    pub reason: String,
 }
 
 /// The label set of `queuegate_build_info`.
@@ -48,6 +57,7 @@ pub struct Metrics {
     admitting: Family<QueueLabel, Gauge>,
     rate: Family<QueueLabel, FloatGauge>,
     errors: Family<QueueLabel, Counter>,
+    refused: Family<RefusalLabel, Counter>,
     max_waiting: Family<QueueLabel, Gauge>,
     max_active: Family<QueueLabel, Gauge>,
     lease_ttl: Family<QueueLabel, FloatGauge>,
@@ -61,6 +71,9 @@ struct QueueHealth {
     last_ok: Option<Instant>,
     stale_after: Duration,
     leader: bool,
+    /// The refusal totals Redis reported last while we held the lease: the
+    /// counter grows by what was added since (a new holder starts here).
+    refused_seen: Option<Refused>,
 }
 
 fn tick_histogram() -> Histogram {
@@ -86,6 +99,7 @@ impl Metrics {
             admitting: Family::default(),
             rate: Family::default(),
             errors: Family::default(),
+            refused: Family::default(),
             max_waiting: Family::default(),
             max_active: Family::default(),
             lease_ttl: Family::default(),
@@ -154,6 +168,11 @@ impl Metrics {
             "Failed ticks (Redis unreachable or erroring)",
             m.errors.clone(),
         );
+        registry.register(
+            "entries_refused",
+            "New places the entry guard refused, by reason (counted while holding the lease)",
+            m.refused.clone(),
+        );
         // This process's settings, so rules can compare against them.
         registry.register(
             "config_max_waiting",
@@ -211,6 +230,7 @@ impl Metrics {
                 last_ok: None,
                 stale_after,
                 leader: false,
+                refused_seen: None,
             },
         );
     }
@@ -243,6 +263,7 @@ impl Metrics {
         }
         if let Some(h) = self.lock_health().get_mut(queue) {
             h.leader = held;
+            h.refused_seen = None;
         }
     }
 
@@ -259,8 +280,27 @@ impl Metrics {
         self.tick_seconds
             .get_or_create(&l)
             .observe(took.as_secs_f64());
+        self.count_refusals(queue, c.refused);
         if let Some(r) = rate {
             self.rate.get_or_create(&l).set(r);
+        }
+    }
+
+    /// Grows the refusal counter by what Redis's totals gained since the
+    /// last tick; the first tick of a lease only records where they stand.
+    fn count_refusals(&self, queue: &str, now: Refused) {
+        let before = self
+            .lock_health()
+            .get_mut(queue)
+            .and_then(|h| h.refused_seen.replace(now));
+        for (i, (reason, total)) in now.by_reason().into_iter().enumerate() {
+            let counter = self.refused.get_or_create(&RefusalLabel {
+                queue: queue.to_string(),
+                reason: reason.to_string(),
+            });
+            if let Some(b) = before {
+                counter.inc_by(total.saturating_sub(b.by_reason()[i].1));
+            }
         }
     }
 

@@ -9,14 +9,15 @@
 -- ARGV[11] lease ttl ms: the owner's lease is extended by it (so a tick is
 --   one round trip)
 -- ARGV[12..] pairs: token, activation jitter ms (one pair per possible admission)
--- Reply: {code, admitted, expired, lapsed, abandoned, waiting, active}
+-- Reply: {code, admitted, expired, lapsed, abandoned, waiting, active,
+--   then the totals of refused entries: budget, challenge, reused, turnstile}
 --   code 1 admitted (maybe 0 users) · 2 queue not admitting (paused/closed;
 --   sweeps still ran) · 0 caller does not own the lease: nothing changed.
 -- Safety never depends on the lock alone: free slots are computed here, so
 -- two schedulers running at once cannot over-admit, and a stale owner is
 -- fenced off by the owner check.
 if redis.call('GET', KEYS[3]) ~= ARGV[1] then
-  return {0, 0, 0, 0, 0, 0, 0}
+  return {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0}
 end
 redis.call('PEXPIRE', KEYS[3], ARGV[11])
 
@@ -115,4 +116,10 @@ if lapsed > 0 then redis.call('HINCRBY', KEYS[5], SF_LAPSED, lapsed) end
 if abandoned > 0 then redis.call('HINCRBY', KEYS[5], SF_ABANDONED, abandoned) end
 if ARGV[10] ~= '' then redis.call('HSET', KEYS[4], CF_MEASURED_RATE, ARGV[10]) end
 
-return {code, admitted, expired, lapsed, abandoned, redis.call('ZCARD', KEYS[1]), redis.call('ZCARD', KEYS[2])}
+-- 5. The edge's refusals, for the operator's metrics (totals; read here so
+--    the tick stays one round trip).
+local refused = redis.call('HMGET', KEYS[5], SF_REFUSED_BUDGET, SF_REFUSED_CHALLENGE,
+  SF_REFUSED_REUSED, SF_REFUSED_TURNSTILE)
+return {code, admitted, expired, lapsed, abandoned, redis.call('ZCARD', KEYS[1]), redis.call('ZCARD', KEYS[2]),
+  tonumber(refused[1] or '0'), tonumber(refused[2] or '0'), tonumber(refused[3] or '0'),
+  tonumber(refused[4] or '0')}

@@ -238,7 +238,7 @@ mod tests {
     const PINNED: &[(&str, &str)] = &[
         ("enter", "8fb6d2ead45ce548f0ba9fe8b7cf0168f447eb79"),
         ("position", "34f022ac3c147fcae39a7a749fe7b92ae4df2d03"),
-        ("admit", "50d8f398bb1bf75256d7657259600b3a0eb03378"),
+        ("admit", "0db8440dc889e6e0d8ded07689a01e935bd10789"),
         ("consume", "4b0db7fc1954b877ec2be19469afaa830d647fa8"),
         ("settle", "338cc938d5524347710b8f40b87f96eae4908cf4"),
         ("lease_acquire", "a833aaaaf0697bdb28f88dbf9a9287445ad0d047"),

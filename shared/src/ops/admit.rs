@@ -44,6 +44,33 @@ pub struct AdmitCounts {
     pub waiting: u64,
     /// Slots in use after the tick.
     pub active: u64,
+    /// Entries the edge refused so far (totals, not this tick's).
+    pub refused: Refused,
+}
+
+/// Totals of new places the entry guard refused, by reason.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Refused {
+    /// The address spent its budget.
+    pub budget: u64,
+    /// No proof-of-work solution.
+    pub challenge: u64,
+    /// A solution used before.
+    pub reused: u64,
+    /// No valid Turnstile token.
+    pub turnstile: u64,
+}
+
+impl Refused {
+    /// Each reason with its total, named as in the metrics.
+    pub fn by_reason(&self) -> [(&'static str, u64); 4] {
+        [
+            ("budget", self.budget),
+            ("challenge", self.challenge),
+            ("reused", self.reused),
+            ("turnstile", self.turnstile),
+        ]
+    }
 }
 
 /// The outcome of a tick.
@@ -95,8 +122,8 @@ impl Operation for Admit<'_> {
 
     fn decode(&self, value: Value) -> Result<AdmitReply, DecodeError> {
         let f = Fields::new("admit", value)?;
-        if f.len() != 7 {
-            return Err(f.error(format!("expected 7 fields, got {}", f.len())));
+        if f.len() != 11 {
+            return Err(f.error(format!("expected 11 fields, got {}", f.len())));
         }
         let counts = AdmitCounts {
             admitting: f.int(0)? == 1,
@@ -106,6 +133,12 @@ impl Operation for Admit<'_> {
             abandoned: f.uint(4)?,
             waiting: f.uint(5)?,
             active: f.uint(6)?,
+            refused: Refused {
+                budget: f.uint(7)?,
+                challenge: f.uint(8)?,
+                reused: f.uint(9)?,
+                turnstile: f.uint(10)?,
+            },
         };
         match f.int(0)? {
             0 => Ok(AdmitReply::NotOwner),

@@ -11,7 +11,7 @@ mod observed;
 mod settle;
 mod status;
 
-pub use admit::{Admit, AdmitCounts, AdmitReply};
+pub use admit::{Admit, AdmitCounts, AdmitReply, Refused};
 pub use challenge::{ChallengeTerms, Terms};
 pub use configure::{Configure, SetState, StateSwitch};
 pub use consume::{Consume, ConsumeReply};
