@@ -1,5 +1,6 @@
 -- admit: one scheduler tick for one queue, atomically.
 -- KEYS[1] waiting  KEYS[2] active  KEYS[3] lock  KEYS[4] config  KEYS[5] stats
+-- KEYS[6] addr (entry budgets)  KEYS[7] pow (used solutions)
 -- ARGV[1] lease owner id     ARGV[2] key base '<prefix>:{<queue>}:'
 -- ARGV[3] allowance (most admissions this tick, from the caller's token bucket)
 -- ARGV[4] max_active  ARGV[5] token_ttl_ms  ARGV[6] status_ttl_ms
@@ -8,7 +9,8 @@
 --   measured_rate for the ETA ('' keeps the old one)
 -- ARGV[11] lease ttl ms: the owner's lease is extended by it (so a tick is
 --   one round trip)
--- ARGV[12..] pairs: token, activation jitter ms (one pair per possible admission)
+-- ARGV[12] entry_budget_per_minute  ARGV[13] entry_budget_burst
+-- ARGV[14..] pairs: token, activation jitter ms (one pair per possible admission)
 -- Reply: {code, admitted, expired, lapsed, abandoned, waiting, active,
 --   then the totals of refused entries: budget, challenge, reused, turnstile}
 --   code 1 admitted (maybe 0 users) · 2 queue not admitting (paused/closed;
@@ -29,7 +31,7 @@ local status_ttl = tonumber(ARGV[6])
 local abandon_after = tonumber(ARGV[7])
 local limit = tonumber(ARGV[8])
 local scan = tonumber(ARGV[9])
-local FIRST_GRANT = 12
+local FIRST_GRANT = 14
 local now = now_ms()
 local alive = seen_checker(base, now, abandon_after)
 local token_base, status_base = base .. K_TOKEN, base .. K_STATUS
@@ -116,7 +118,25 @@ if lapsed > 0 then redis.call('HINCRBY', KEYS[5], SF_LAPSED, lapsed) end
 if abandoned > 0 then redis.call('HINCRBY', KEYS[5], SF_ABANDONED, abandoned) end
 if ARGV[10] ~= '' then redis.call('HSET', KEYS[4], CF_MEASURED_RATE, ARGV[10]) end
 
--- 5. The edge's refusals, for the operator's metrics (totals; read here so
+-- 5. Entry guard upkeep: used solutions past their expiry go; a rolling
+--    scan deletes address budgets that are full again (no longer needed).
+redis.call('ZREMRANGEBYSCORE', KEYS[7], '-inf', now)
+local per_minute, burst = tonumber(ARGV[12]), tonumber(ARGV[13])
+if scan > 0 and per_minute > 0 then
+  local per_ms = per_minute / 60000
+  local cursor = redis.call('HGET', KEYS[5], SF_ADDR_CURSOR) or '0'
+  local page = redis.call('HSCAN', KEYS[6], cursor, 'COUNT', scan)
+  local full = {}
+  for i = 1, #page[2], 2 do
+    if budget_tokens(page[2][i + 1], now, per_ms, burst) >= burst then full[#full + 1] = page[2][i] end
+  end
+  if #full > 0 then redis.call('HDEL', KEYS[6], unpack(full)) end
+  redis.call('HSET', KEYS[5], SF_ADDR_CURSOR, page[1])
+elseif per_minute == 0 then
+  redis.call('DEL', KEYS[6])
+end
+
+-- 6. The edge's refusals, for the operator's metrics (totals; read here so
 --    the tick stays one round trip).
 local refused = redis.call('HMGET', KEYS[5], SF_REFUSED_BUDGET, SF_REFUSED_CHALLENGE,
   SF_REFUSED_REUSED, SF_REFUSED_TURNSTILE)

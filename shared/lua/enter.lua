@@ -1,11 +1,13 @@
 -- enter: join the line, or report the place/token the user already has.
 -- KEYS[1] waiting  KEYS[2] seq  KEYS[3] token:<uid>  KEYS[4] status:<uid>
 -- KEYS[5] active  KEYS[6] config  KEYS[7] stats
--- KEYS[8] addr:<client address> (its entry budget)  KEYS[9] pow:<challenge>
+-- KEYS[8] addr (HASH address → budget)  KEYS[9] pow (ZSET used solution →
+--   its expiry ms)
 -- ARGV[1] uid  ARGV[2] key base '<prefix>:{<queue>}:' (for the seen bitmaps)
--- ARGV[3] '1' when KEYS[8] names the client's address ('' no budget)
--- ARGV[4] expiry ms of a verified proof-of-work solution for KEYS[9] ('' none)
--- ARGV[5] a check a new place lacks, as the stats counter of its refusals
+-- ARGV[3] the client address group ('' no budget)
+-- ARGV[4] a verified proof-of-work solution's challenge ('' none)
+-- ARGV[5] its expiry ms
+-- ARGV[6] a check a new place lacks, as the stats counter of its refusals
 --   (SF_REFUSED_CHALLENGE or SF_REFUSED_TURNSTILE; '' none): the edge
 --   verified what it was sent, the script knows whether it is needed
 -- Reply: a waiting_reply or settled_state reply (see prelude), or
@@ -43,30 +45,33 @@ local max = tonumber(cfg[CFG_MAX_WAITING])
 if size >= max then return {'full', size, max} end
 
 -- The entry guard: only a new place pays. Checks first, writes after.
-if ARGV[5] ~= '' then
-  redis.call('HINCRBY', KEYS[7], ARGV[5], 1)
-  return {'guard', ARGV[5]}
+if ARGV[6] ~= '' then
+  redis.call('HINCRBY', KEYS[7], ARGV[6], 1)
+  return {'guard', ARGV[6]}
 end
-local budget
-if ARGV[3] == '1' then
+local budget_left
+if ARGV[3] ~= '' then
   local per_minute = tonumber(cfg[CFG_BUDGET_PER_MINUTE] or '0')
-  local burst = tonumber(cfg[CFG_BUDGET_BURST] or '0')
   if per_minute > 0 then
-    budget = take_budget(KEYS[8], now, per_minute, burst)
-    if budget.wait then
+    local per_ms = per_minute / 60000
+    local burst = tonumber(cfg[CFG_BUDGET_BURST] or '0')
+    local tokens = budget_tokens(redis.call('HGET', KEYS[8], ARGV[3]), now, per_ms, burst)
+    if tokens < 1 then
       redis.call('HINCRBY', KEYS[7], SF_REFUSED_BUDGET, 1)
-      return {'too_many', budget.wait}
+      return {'too_many', math.ceil((1 - tokens) / per_ms)}
     end
+    budget_left = tokens - 1
   end
 end
+-- A solution is good once: its challenge joins the used set until it
+-- expires (ZADD NX answers 0 for one seen before).
 if ARGV[4] ~= '' then
-  local ttl = tonumber(ARGV[4]) - now
-  if ttl <= 0 or not redis.call('SET', KEYS[9], uid, 'NX', 'PX', ttl) then
+  if tonumber(ARGV[5]) <= now or redis.call('ZADD', KEYS[9], 'NX', ARGV[5], ARGV[4]) == 0 then
     redis.call('HINCRBY', KEYS[7], SF_REFUSED_REUSED, 1)
     return {'reused'}
   end
 end
-if budget then budget.spend() end
+if budget_left then redis.call('HSET', KEYS[8], ARGV[3], record(budget_left, now)) end
 
 -- A rejoin ends the previous entry: an issued token that lapsed before the
 -- sweep saw it still holds a slot; free it and count it as expired.

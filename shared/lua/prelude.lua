@@ -88,22 +88,14 @@ local function seen_checker(base, now, abandon_after)
   end
 end
 
--- A client address's entry budget: a token bucket of `burst` places that
--- refills `per_minute` a minute, stored as tokens|at and gone once full
--- again. Returns {wait = ms} when empty, else {spend = fn} to take one.
-local function take_budget(key, now, per_minute, burst)
-  local per_ms = per_minute / 60000
-  local tokens = burst
-  local rec = redis.call('GET', key)
-  if rec then
-    local f = split(rec)
-    tokens = math.min(burst, tonumber(f[1]) + (now - tonumber(f[2])) * per_ms)
-  end
-  if tokens < 1 then return {wait = math.ceil((1 - tokens) / per_ms)} end
-  return {spend = function()
-    local left = tokens - 1
-    redis.call('SET', key, record(left, now), 'PX', math.ceil((burst - left) / per_ms))
-  end}
+-- Entry budgets: a token bucket per client address of `burst` places
+-- refilled at `per_ms`, kept as tokens|at in one hash per queue (no key per
+-- address to create and expire on the hot path; the admit tick deletes the
+-- buckets that are full again). The tokens a bucket holds at `now`:
+local function budget_tokens(rec, now, per_ms, burst)
+  if not rec then return burst end
+  local f = split(rec)
+  return math.min(burst, tonumber(f[1]) + (now - tonumber(f[2])) * per_ms)
 end
 
 -- The state of a user who is not in the waiting set:

@@ -62,6 +62,8 @@ names!(
         RESTORED = "restored",
         /// Where the rolling leaver scan goes on (a ticket).
         SCAN_CURSOR = "scan_cursor",
+        /// Where the rolling scan of address budgets goes on (HSCAN cursor).
+        ADDR_CURSOR = "addr_cursor",
         /// New places refused: the address spent its budget.
         REFUSED_BUDGET = "refused_budget",
         /// New places refused: no proof-of-work solution.

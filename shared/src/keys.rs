@@ -4,9 +4,6 @@
 
 use std::fmt;
 
-use crate::guard::altcha::Verified;
-use crate::guard::ClientAddress;
-
 /// Key prefix used when none is configured.
 pub const DEFAULT_PREFIX: &str = "qg";
 
@@ -194,13 +191,13 @@ impl QueueKeys {
     pub fn status(&self, user: &UserId) -> String {
         format!("{}{}{}", self.base, name::STATUS, user.0)
     }
-    /// STRING: a client address's entry budget (`tokens|at`).
-    pub fn addr(&self, address: &ClientAddress) -> String {
-        format!("{}{}{}", self.base, name::ADDR, address.as_str())
+    /// HASH: client address → its entry budget (`tokens|at`).
+    pub fn addr(&self) -> String {
+        self.key(name::ADDR)
     }
-    /// STRING: marks a proof-of-work solution used, until it expires.
-    pub fn pow(&self, solution: &Verified) -> String {
-        format!("{}{}{}", self.base, name::POW, solution.challenge)
+    /// ZSET: proof-of-work challenges used → their expiry (ms).
+    pub fn pow(&self) -> String {
+        self.key(name::POW)
     }
 }
 
@@ -226,10 +223,10 @@ names!(
         STATUS = "status:",
         /// Prefix of the seen bitmaps, `seen:<bucket>:<block>`.
         SEEN = "seen:",
-        /// Prefix of a client address's entry budget, `addr:<address>`.
-        ADDR = "addr:",
-        /// Prefix of a used proof-of-work solution, `pow:<challenge>`.
-        POW = "pow:",
+        /// HASH: entry budgets by client address.
+        ADDR = "addr",
+        /// ZSET: used proof-of-work solutions.
+        POW = "pow",
     }
 );
 

@@ -236,16 +236,16 @@ mod tests {
     }
 
     const PINNED: &[(&str, &str)] = &[
-        ("enter", "8fb6d2ead45ce548f0ba9fe8b7cf0168f447eb79"),
-        ("position", "34f022ac3c147fcae39a7a749fe7b92ae4df2d03"),
-        ("admit", "0db8440dc889e6e0d8ded07689a01e935bd10789"),
-        ("consume", "4b0db7fc1954b877ec2be19469afaa830d647fa8"),
-        ("settle", "338cc938d5524347710b8f40b87f96eae4908cf4"),
-        ("lease_acquire", "a833aaaaf0697bdb28f88dbf9a9287445ad0d047"),
-        ("lease_release", "50d6848dfa443b39d9edcc35c229c48e0e3179ff"),
-        ("configure", "e0a950bcc5c4ef49da0b56aabe1884318fc917e9"),
-        ("set_state", "c2e50cd5c138593e9cb82237344ce1173eb17e6e"),
-        ("status", "d210a54dc777b7cf2637ec510f1bd23563de2937"),
-        ("challenge", "e79ebc5f4327574c0aee862616ffc6977f31a841"),
+        ("enter", "df47f262efb0421a93026093bf6f6e88bce01c81"),
+        ("position", "02664edf10ea5a0ff235a4983f05540c477fbb88"),
+        ("admit", "524e06f1a80d270cf0e20ce6d883feb428f530db"),
+        ("consume", "8c9777aed6e7db7616bf89be479818ad7ba09e44"),
+        ("settle", "fda4e96e1d3090916aab1d39ebc72d45b6e41854"),
+        ("lease_acquire", "22edf08c3ee267c8ad56a800719bb020a2887d31"),
+        ("lease_release", "aef91938edf6e6b8716d6e41ba0b9bf379e44522"),
+        ("configure", "42b5d0c91d77426ef17f7b254295dc5e3cb26fe1"),
+        ("set_state", "abf9fc1a1b451be60c42e38e87f26ac86a8c795f"),
+        ("status", "7a945c3fcae3a5f5ac183c885af9c0eccc76e58a"),
+        ("challenge", "061412252f67412b88b413249828f4dae1a9f8c0"),
     ];
 }

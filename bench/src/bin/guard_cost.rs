@@ -296,16 +296,14 @@ impl Bench {
                     .map(UserId::as_str)
                     .collect::<Vec<_>>(),
             );
-            for i in range {
-                if let Some(a) = addresses.get(i) {
-                    pipe.cmd("DEL").arg(self.keys.addr(a));
-                }
-                if let Some(v) = solutions.get(i) {
-                    pipe.cmd("DEL").arg(self.keys.pow(v));
-                }
-            }
             let _: Vec<redis::Value> = pipe.query_async(conn).await?;
         }
+        // The budgets and used solutions live in one hash and one set.
+        let _: () = redis::cmd("DEL")
+            .arg(self.keys.addr())
+            .arg(self.keys.pow())
+            .query_async(conn)
+            .await?;
         Ok(cost)
     }
 

@@ -104,6 +104,8 @@ impl Operation for Admit<'_> {
                 .map(|r| format!("{r:.3}"))
                 .unwrap_or_default(),
             s.lease_ttl_ms.to_string(),
+            s.entry_budget_per_minute.to_string(),
+            s.entry_budget_burst.to_string(),
         ];
         let n = self
             .grants
@@ -115,7 +117,15 @@ impl Operation for Admit<'_> {
         }
         Invocation {
             script: &ADMIT,
-            keys: vec![k.waiting(), k.active(), k.lock(), k.config(), k.stats()],
+            keys: vec![
+                k.waiting(),
+                k.active(),
+                k.lock(),
+                k.config(),
+                k.stats(),
+                k.addr(),
+                k.pow(),
+            ],
             args,
         }
     }

@@ -67,24 +67,20 @@ impl Operation for Enter<'_> {
                 k.active(),
                 k.config(),
                 k.stats(),
-                // Unused keys still name the slot: the script touches them
-                // only when the guard says so.
-                self.guard
-                    .address
-                    .map_or_else(|| k.base().to_string(), |a| k.addr(a)),
-                self.guard
-                    .solution
-                    .map_or_else(|| k.base().to_string(), |v| k.pow(v)),
+                k.addr(),
+                k.pow(),
             ],
             args: vec![
                 self.user.as_str().to_string(),
                 k.base().to_string(),
-                if self.guard.address.is_some() {
-                    "1"
-                } else {
-                    ""
-                }
-                .to_string(),
+                self.guard
+                    .address
+                    .map(|a| a.as_str().to_string())
+                    .unwrap_or_default(),
+                self.guard
+                    .solution
+                    .map(|v| v.challenge.clone())
+                    .unwrap_or_default(),
                 self.guard
                     .solution
                     .map(|v| v.expires_at_ms.to_string())

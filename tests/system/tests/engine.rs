@@ -842,3 +842,92 @@ async fn the_measured_rate_reaches_the_eta() {
         serde_json::json!(20)
     );
 }
+
+/// The guard's state lives in one hash (address budgets) and one sorted
+/// set (used solutions) per queue; the admit tick sweeps what is no longer
+/// needed, so neither grows with the crowd.
+#[tokio::test]
+async fn the_admit_tick_sweeps_full_budgets_and_expired_solutions() {
+    use queuegate_shared::guard::altcha::Verified;
+    use queuegate_shared::guard::{ClientAddress, EntryGuard};
+    use queuegate_shared::ops::{Enter, Refusal};
+
+    let redis = RedisServer::start();
+    let settings = Settings {
+        entry_budget_per_minute: 600, // one place back every 100 ms
+        entry_budget_burst: 2,
+        ..fast_settings()
+    };
+    let q = TestQueue::open(&redis.url(), "upkeep", settings).await;
+    q.set_lock("me").await;
+    let mut conn = q.conn.clone();
+    let now_ms = queuegate_testkit::now_ms();
+    let home = ClientAddress::parse("203.0.113.9").unwrap();
+    let enter = |i: usize, solution: Option<Verified>| {
+        let (q, home) = (q.clone(), home.clone());
+        async move {
+            q.run(&Enter {
+                keys: &q.keys,
+                user: &user(i),
+                guard: EntryGuard {
+                    address: Some(&home),
+                    solution: solution.as_ref(),
+                    missing: None,
+                },
+            })
+            .await
+            .unwrap()
+        }
+    };
+    let solved = |tag: char, ms: u64| Verified {
+        challenge: tag.to_string().repeat(64),
+        expires_at_ms: now_ms + ms,
+    };
+    assert!(matches!(
+        enter(1, Some(solved('a', 300))).await,
+        EnterReply::Entered(_)
+    ));
+    assert!(matches!(
+        enter(2, Some(solved('b', 60_000))).await,
+        EnterReply::Entered(_)
+    ));
+    assert!(matches!(
+        enter(3, Some(solved('c', 60_000))).await,
+        EnterReply::Refused(Refusal::TooManyEntries { .. })
+    ));
+    let budgets: BTreeMap<String, String> = redis::cmd("HGETALL")
+        .arg(q.keys.addr())
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    assert_eq!(budgets.keys().collect::<Vec<_>>(), ["203.0.113.9"]);
+    let used: u64 = redis::cmd("ZCARD")
+        .arg(q.keys.pow())
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    assert_eq!(used, 2, "the refused enter spent no solution");
+
+    // After the refill and past the first solution's expiry, one tick
+    // forgets both; the unexpired solution stays used.
+    tokio::time::sleep(Duration::from_millis(400)).await;
+    q.admit("me", 0, &[]).await;
+    let budgets: u64 = redis::cmd("HLEN")
+        .arg(q.keys.addr())
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    assert_eq!(budgets, 0, "a full bucket is deleted");
+    let left: Vec<String> = redis::cmd("ZRANGE")
+        .arg(q.keys.pow())
+        .arg(0)
+        .arg(-1)
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    assert_eq!(left, ["b".repeat(64)]);
+    assert!(matches!(
+        enter(4, Some(solved('b', 60_000))).await,
+        EnterReply::Refused(Refusal::SolutionReused)
+    ));
+}
