@@ -179,6 +179,26 @@ test("a visitor waits, is admitted and orders through the gate", { timeout: 170_
     await fallback.waitForSelector("#figures:not([hidden]), #continue:not([hidden])", { timeout: 60_000 });
     console.log(solveReport(fallbackLine, "main thread"));
     await plain.close();
+
+    // Solutions refused again and again: three tries, then plain words and
+    // a button; a too_many_entries refusal is waited out, and said so.
+    const stubborn = await browser.newContext();
+    const refused = await stubborn.newPage();
+    let tries = 0;
+    await refused.route("**/queue/challenge*", (route) => { tries += 1; return route.continue(); });
+    await refused.route("**/queue/enter*", (route) => route.fulfill({
+      status: 403, contentType: "application/json", body: '{"error":"challenge_invalid"}' }));
+    await refused.goto(base + "/queue");
+    await refused.waitForSelector("#rejoin:not([hidden])", { timeout: 60_000 });
+    assert.equal(await refused.textContent("#status"), "We could not check your browser.");
+    assert.equal(await refused.textContent("#rejoin"), "Try again");
+    assert.equal(tries, 3);
+    await refused.unroute("**/queue/enter*");
+    await refused.route("**/queue/enter*", (route) => route.fulfill({ status: 429, contentType: "application/json",
+      headers: { "retry-after": "30" }, body: '{"error":"too_many_entries"}' }), { times: 1 });
+    await refused.click("#rejoin");
+    await refused.waitForFunction(() => /try again in 30 s/.test(document.querySelector("#status").textContent));
+    await stubborn.close();
     assert.deepEqual(problems.filter((p) => /Content Security Policy/.test(p)), [], "no CSP violations");
   } catch (e) {
     throw new Error(`${e.message}\n--- stack log ---\n${stack.log().slice(-4000)}`);
