@@ -13,9 +13,8 @@ use queuegate_shared::{QueueId, Settings};
 use queuegate_system_tests::edge::{EdgeStack, Visitor, ORIGIN_SECRET};
 use queuegate_testkit::RedisServer;
 
-/// The worker's vars of a guarded stack (the challenge is off by default
-/// until the page solves it).
-const CHALLENGE_ON: &[(&str, &str)] = &[("ENTRY_CHALLENGE", "auto")];
+/// The worker's vars of a guarded stack: its defaults.
+const CHALLENGE_ON: &[(&str, &str)] = &[];
 
 /// Guard on, at a difficulty a debug-built test solves in milliseconds.
 fn guarded(budget: u64) -> Settings {

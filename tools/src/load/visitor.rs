@@ -248,6 +248,8 @@ impl Visitor<'_> {
                 // A new place needs a proof of work: solve one as the page
                 // would (a few tries: a challenge may expire or be refused).
                 Some(r) if wants_challenge(&r.body) && solved < 3 => {
+                    // An enter request all the same (one script call).
+                    self.record.enters += 1;
                     solved += 1;
                     if self.solve().await {
                         continue;
@@ -359,15 +361,10 @@ impl Visitor<'_> {
         let Some(reply) = self.send(Route::Challenge, None).await else {
             return false;
         };
-        let Ok(challenge) = serde_json::from_value::<altcha::Challenge>(reply.body) else {
+        self.altcha = solve_challenge(reply.body).await;
+        if self.altcha.is_none() {
             self.error();
-            return false;
-        };
-        let solved = tokio::task::spawn_blocking(move || {
-            altcha::solve(&challenge).map(|n| altcha::payload(&challenge, n))
-        })
-        .await;
-        self.altcha = solved.ok().flatten();
+        }
         self.altcha.is_some()
     }
 
@@ -451,12 +448,24 @@ impl Visitor<'_> {
 }
 
 /// Header the edge reads the client address from.
-const CLIENT_IP_HEADER: &str = "cf-connecting-ip";
+pub const CLIENT_IP_HEADER: &str = "cf-connecting-ip";
 /// Header carrying a proof-of-work solution.
-const ALTCHA_HEADER: &str = "x-altcha";
+pub const ALTCHA_HEADER: &str = "x-altcha";
+
+/// Solves a challenge reply off the async threads, as a browser's Web
+/// Worker would; the `X-Altcha` value, or None for a reply that is not one.
+pub async fn solve_challenge(reply: Json) -> Option<String> {
+    let challenge = serde_json::from_value::<altcha::Challenge>(reply).ok()?;
+    tokio::task::spawn_blocking(move || {
+        altcha::solve(&challenge).map(|n| altcha::payload(&challenge, n))
+    })
+    .await
+    .ok()
+    .flatten()
+}
 
 /// True when an enter was refused for want of a (fresh) proof of work.
-fn wants_challenge(body: &Json) -> bool {
+pub fn wants_challenge(body: &Json) -> bool {
     matches!(
         body["error"].as_str(),
         Some("challenge_required" | "challenge_expired" | "challenge_invalid" | "challenge_reused")
@@ -464,7 +473,7 @@ fn wants_challenge(body: &Json) -> bool {
 }
 
 /// A private IPv4 address from a visitor's seed.
-fn synthetic_address(seed: u64) -> String {
+pub fn synthetic_address(seed: u64) -> String {
     let s = splitmix(seed);
     format!("10.{}.{}.{}", (s >> 16) & 255, (s >> 8) & 255, s & 255)
 }

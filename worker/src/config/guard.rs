@@ -7,10 +7,9 @@ use super::{err, ConfigError, IdentityMode};
 /// Default of `TURNSTILE_VERIFY_URL`: Cloudflare's documented endpoint.
 pub const TURNSTILE_SITEVERIFY: &str = "https://challenges.cloudflare.com/turnstile/v0/siteverify";
 
-/// `ENTRY_CHALLENGE` when unset. `off` for now: the waiting-room page does
-/// not solve challenges yet, and a default that refused its visitors would
-/// lock every shop out. It becomes `auto` when the page solves them.
-pub const DEFAULT_CHALLENGE: &str = "off";
+/// `ENTRY_CHALLENGE` when unset: on for anonymous visitors (the page solves
+/// the challenge in a Web Worker), off for JWT ones.
+pub const DEFAULT_CHALLENGE: &str = "auto";
 
 /// What a new place must pass at the edge.
 #[derive(Clone, PartialEq, Eq)]
@@ -63,8 +62,8 @@ impl std::fmt::Debug for TurnstileConfig {
 
 impl GuardConfig {
     /// Reads `ENTRY_CHALLENGE` (`auto`: on for anonymous visitors, off for
-    /// JWT ones, who hold one place per account already; `on`; `off`, the
-    /// default until the waiting-room page solves challenges itself),
+    /// JWT ones, who hold one place per account already, the default; `on`;
+    /// `off`),
     /// `CHALLENGE_SECRET` and the `TURNSTILE_*` variables.
     pub fn from_lookup(
         get: &impl Fn(&str) -> Option<String>,
