@@ -1,6 +1,6 @@
 -- admit: one scheduler tick for one queue, atomically.
 -- KEYS[1] waiting  KEYS[2] active  KEYS[3] lock  KEYS[4] config  KEYS[5] stats
--- KEYS[6] addr (entry budgets)  KEYS[7] pow (used solutions)
+-- KEYS[6] guard (entry budgets and used solutions)
 -- ARGV[1] lease owner id     ARGV[2] key base '<prefix>:{<queue>}:'
 -- ARGV[3] allowance (most admissions this tick, from the caller's token bucket)
 -- ARGV[4] max_active  ARGV[5] token_ttl_ms  ARGV[6] status_ttl_ms
@@ -118,22 +118,27 @@ if lapsed > 0 then redis.call('HINCRBY', KEYS[5], SF_LAPSED, lapsed) end
 if abandoned > 0 then redis.call('HINCRBY', KEYS[5], SF_ABANDONED, abandoned) end
 if ARGV[10] ~= '' then redis.call('HSET', KEYS[4], CF_MEASURED_RATE, ARGV[10]) end
 
--- 5. Entry guard upkeep: used solutions past their expiry go; a rolling
---    scan deletes address budgets that are full again (no longer needed).
-redis.call('ZREMRANGEBYSCORE', KEYS[7], '-inf', now)
-local per_minute, burst = tonumber(ARGV[12]), tonumber(ARGV[13])
-if scan > 0 and per_minute > 0 then
+-- 5. Entry guard upkeep: a rolling scan of the guard hash deletes used
+--    solutions past their expiry and address budgets that are full again
+--    (or all of them when the budget is off), so it never grows for good.
+if scan > 0 then
+  local per_minute, burst = tonumber(ARGV[12]), tonumber(ARGV[13])
   local per_ms = per_minute / 60000
   local cursor = redis.call('HGET', KEYS[5], SF_ADDR_CURSOR) or '0'
   local page = redis.call('HSCAN', KEYS[6], cursor, 'COUNT', scan)
-  local full = {}
+  local done = {}
   for i = 1, #page[2], 2 do
-    if budget_tokens(page[2][i + 1], now, per_ms, burst) >= burst then full[#full + 1] = page[2][i] end
+    local field, value = page[2][i], page[2][i + 1]
+    local spent
+    if string.sub(field, 1, #GF_POW) == GF_POW then
+      spent = tonumber(value) <= now
+    else
+      spent = per_minute == 0 or budget_tokens(value, now, per_ms, burst) >= burst
+    end
+    if spent then done[#done + 1] = field end
   end
-  if #full > 0 then redis.call('HDEL', KEYS[6], unpack(full)) end
+  if #done > 0 then redis.call('HDEL', KEYS[6], unpack(done)) end
   redis.call('HSET', KEYS[5], SF_ADDR_CURSOR, page[1])
-elseif per_minute == 0 then
-  redis.call('DEL', KEYS[6])
 end
 
 -- 6. The edge's refusals, for the operator's metrics (totals; read here so

@@ -1,8 +1,8 @@
 -- enter: join the line, or report the place/token the user already has.
 -- KEYS[1] waiting  KEYS[2] seq  KEYS[3] token:<uid>  KEYS[4] status:<uid>
 -- KEYS[5] active  KEYS[6] config  KEYS[7] stats
--- KEYS[8] addr (HASH address → budget)  KEYS[9] pow (ZSET used solution →
---   its expiry ms)
+-- KEYS[8] guard (HASH: client address → its budget `tokens|at`, and
+--   GF_POW .. challenge → the used solution's expiry ms)
 -- ARGV[1] uid  ARGV[2] key base '<prefix>:{<queue>}:' (for the seen bitmaps)
 -- ARGV[3] the client address group ('' no budget)
 -- ARGV[4] a verified proof-of-work solution's challenge ('' none)
@@ -49,29 +49,37 @@ if ARGV[6] ~= '' then
   redis.call('HINCRBY', KEYS[7], ARGV[6], 1)
   return {'guard', ARGV[6]}
 end
-local budget_left
-if ARGV[3] ~= '' then
-  local per_minute = tonumber(cfg[CFG_BUDGET_PER_MINUTE] or '0')
-  if per_minute > 0 then
+-- The address's bucket and the solution's single-use mark share one hash:
+-- one HMGET reads both, one HSET records both.
+local per_minute = tonumber(cfg[CFG_BUDGET_PER_MINUTE] or '0')
+local budgeted = ARGV[3] ~= '' and per_minute > 0
+local pow_field = ARGV[4] ~= '' and GF_POW .. ARGV[4] or nil
+local reads = {}
+if budgeted then reads[#reads + 1] = ARGV[3] end
+if pow_field then reads[#reads + 1] = pow_field end
+local writes = {}
+if #reads > 0 then
+  local got = redis.call('HMGET', KEYS[8], unpack(reads))
+  if budgeted then
     local per_ms = per_minute / 60000
-    local burst = tonumber(cfg[CFG_BUDGET_BURST] or '0')
-    local tokens = budget_tokens(redis.call('HGET', KEYS[8], ARGV[3]), now, per_ms, burst)
+    local tokens = budget_tokens(got[1], now, per_ms, tonumber(cfg[CFG_BUDGET_BURST] or '0'))
     if tokens < 1 then
       redis.call('HINCRBY', KEYS[7], SF_REFUSED_BUDGET, 1)
       return {'too_many', math.ceil((1 - tokens) / per_ms)}
     end
-    budget_left = tokens - 1
+    writes[1], writes[2] = ARGV[3], record(tokens - 1, now)
   end
-end
--- A solution is good once: its challenge joins the used set until it
--- expires (ZADD NX answers 0 for one seen before).
-if ARGV[4] ~= '' then
-  if tonumber(ARGV[5]) <= now or redis.call('ZADD', KEYS[9], 'NX', ARGV[5], ARGV[4]) == 0 then
+  -- A solution is good once, until it expires.
+  if pow_field and (tonumber(ARGV[5]) <= now or got[#reads]) then
     redis.call('HINCRBY', KEYS[7], SF_REFUSED_REUSED, 1)
     return {'reused'}
   end
+  if pow_field then
+    writes[#writes + 1] = pow_field
+    writes[#writes + 1] = ARGV[5]
+  end
 end
-if budget_left then redis.call('HSET', KEYS[8], ARGV[3], record(budget_left, now)) end
+if #writes > 0 then redis.call('HSET', KEYS[8], unpack(writes)) end
 
 -- A rejoin ends the previous entry: an issued token that lapsed before the
 -- sweep saw it still holds a slot; free it and count it as expired.

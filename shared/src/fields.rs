@@ -92,6 +92,15 @@ names!(
     }
 );
 
+names!(
+    /// Fields of the `guard` hash besides client addresses.
+    guard_field, "GF_" {
+        /// Prefix of a used proof-of-work solution's field (then its
+        /// challenge); the value is its expiry in ms.
+        POW = "pow:",
+    }
+);
+
 /// Separator of record fields.
 pub const SEPARATOR: char = '|';
 
@@ -164,6 +173,7 @@ pub fn lua_header() -> String {
         .chain(config::ALL)
         .chain(stats::ALL)
         .chain(status::ALL)
+        .chain(guard_field::ALL)
         .map(|(n, v)| (n.to_string(), *v))
         .chain(queue_states());
     for (name, value) in strings {

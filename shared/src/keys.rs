@@ -191,13 +191,10 @@ impl QueueKeys {
     pub fn status(&self, user: &UserId) -> String {
         format!("{}{}{}", self.base, name::STATUS, user.0)
     }
-    /// HASH: client address → its entry budget (`tokens|at`).
-    pub fn addr(&self) -> String {
-        self.key(name::ADDR)
-    }
-    /// ZSET: proof-of-work challenges used → their expiry (ms).
-    pub fn pow(&self) -> String {
-        self.key(name::POW)
+    /// HASH: the entry guard's state: client address → its budget
+    /// (`tokens|at`), and `pow:<challenge>` → a used solution's expiry (ms).
+    pub fn guard(&self) -> String {
+        self.key(name::GUARD)
     }
 }
 
@@ -223,10 +220,8 @@ names!(
         STATUS = "status:",
         /// Prefix of the seen bitmaps, `seen:<bucket>:<block>`.
         SEEN = "seen:",
-        /// HASH: entry budgets by client address.
-        ADDR = "addr",
-        /// ZSET: used proof-of-work solutions.
-        POW = "pow",
+        /// HASH: entry budgets by address and used solutions.
+        GUARD = "guard",
     }
 );
 

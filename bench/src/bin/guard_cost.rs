@@ -298,10 +298,9 @@ impl Bench {
             );
             let _: Vec<redis::Value> = pipe.query_async(conn).await?;
         }
-        // The budgets and used solutions live in one hash and one set.
+        // The budgets and used solutions live in one hash.
         let _: () = redis::cmd("DEL")
-            .arg(self.keys.addr())
-            .arg(self.keys.pow())
+            .arg(self.keys.guard())
             .query_async(conn)
             .await?;
         Ok(cost)

@@ -123,8 +123,7 @@ impl Operation for Admit<'_> {
                 k.lock(),
                 k.config(),
                 k.stats(),
-                k.addr(),
-                k.pow(),
+                k.guard(),
             ],
             args,
         }

@@ -67,8 +67,7 @@ impl Operation for Enter<'_> {
                 k.active(),
                 k.config(),
                 k.stats(),
-                k.addr(),
-                k.pow(),
+                k.guard(),
             ],
             args: vec![
                 self.user.as_str().to_string(),

@@ -843,9 +843,9 @@ async fn the_measured_rate_reaches_the_eta() {
     );
 }
 
-/// The guard's state lives in one hash (address budgets) and one sorted
-/// set (used solutions) per queue; the admit tick sweeps what is no longer
-/// needed, so neither grows with the crowd.
+/// The guard's state (address budgets, used solutions) lives in one hash
+/// per queue; the admit tick sweeps what is no longer needed, so it does
+/// not grow with the crowd.
 #[tokio::test]
 async fn the_admit_tick_sweeps_full_budgets_and_expired_solutions() {
     use queuegate_shared::guard::altcha::Verified;
@@ -860,7 +860,6 @@ async fn the_admit_tick_sweeps_full_budgets_and_expired_solutions() {
     };
     let q = TestQueue::open(&redis.url(), "upkeep", settings).await;
     q.set_lock("me").await;
-    let mut conn = q.conn.clone();
     let now_ms = queuegate_testkit::now_ms();
     let home = ClientAddress::parse("203.0.113.9").unwrap();
     let enter = |i: usize, solution: Option<Verified>| {
@@ -895,37 +894,30 @@ async fn the_admit_tick_sweeps_full_budgets_and_expired_solutions() {
         enter(3, Some(solved('c', 60_000))).await,
         EnterReply::Refused(Refusal::TooManyEntries { .. })
     ));
-    let budgets: BTreeMap<String, String> = redis::cmd("HGETALL")
-        .arg(q.keys.addr())
-        .query_async(&mut conn)
-        .await
-        .unwrap();
-    assert_eq!(budgets.keys().collect::<Vec<_>>(), ["203.0.113.9"]);
-    let used: u64 = redis::cmd("ZCARD")
-        .arg(q.keys.pow())
-        .query_async(&mut conn)
-        .await
-        .unwrap();
-    assert_eq!(used, 2, "the refused enter spent no solution");
+    let guard = |q: TestQueue| async move {
+        let mut conn = q.conn.clone();
+        let fields: BTreeMap<String, String> = redis::cmd("HGETALL")
+            .arg(q.keys.guard())
+            .query_async(&mut conn)
+            .await
+            .unwrap();
+        fields.into_keys().collect::<Vec<_>>()
+    };
+    let (a, b) = (
+        format!("pow:{}", "a".repeat(64)),
+        format!("pow:{}", "b".repeat(64)),
+    );
+    assert_eq!(
+        guard(q.clone()).await,
+        ["203.0.113.9".to_string(), a, b.clone()],
+        "one budget, two used solutions; the refused enter spent none"
+    );
 
     // After the refill and past the first solution's expiry, one tick
     // forgets both; the unexpired solution stays used.
     tokio::time::sleep(Duration::from_millis(400)).await;
     q.admit("me", 0, &[]).await;
-    let budgets: u64 = redis::cmd("HLEN")
-        .arg(q.keys.addr())
-        .query_async(&mut conn)
-        .await
-        .unwrap();
-    assert_eq!(budgets, 0, "a full bucket is deleted");
-    let left: Vec<String> = redis::cmd("ZRANGE")
-        .arg(q.keys.pow())
-        .arg(0)
-        .arg(-1)
-        .query_async(&mut conn)
-        .await
-        .unwrap();
-    assert_eq!(left, ["b".repeat(64)]);
+    assert_eq!(guard(q.clone()).await, [b]);
     assert!(matches!(
         enter(4, Some(solved('b', 60_000))).await,
         EnterReply::Refused(Refusal::SolutionReused)
