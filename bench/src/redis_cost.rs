@@ -158,3 +158,11 @@ pub async fn used_memory(conn: &mut MultiplexedConnection) -> Result<i64> {
         .context("used_memory")?;
     Ok(value.trim().parse()?)
 }
+
+/// The bench's n-th visitor id: 22 characters, the length of the worker's
+/// visitor ids; `[a-z0-9]` only, which `UserId` always accepts.
+pub fn bench_user(n: usize) -> queuegate_shared::UserId {
+    // The format is a valid user id for every n.
+    #[allow(clippy::expect_used)]
+    queuegate_shared::UserId::new(&format!("v{n:021}")).expect("a valid user id")
+}

@@ -66,14 +66,9 @@ pub fn content_security_policy() -> &'static str {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::collections::HashMap;
 
     fn page(pairs: &[(&str, &str)]) -> Result<PageConfig, crate::config::ConfigError> {
-        let map: HashMap<String, String> = pairs
-            .iter()
-            .map(|(k, v)| (k.to_string(), v.to_string()))
-            .collect();
-        PageConfig::from_lookup(&|k| map.get(k).cloned())
+        PageConfig::from_pairs(pairs)
     }
 
     #[test]

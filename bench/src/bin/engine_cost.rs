@@ -11,7 +11,8 @@ use std::collections::BTreeMap;
 
 use anyhow::{bail, Context, Result};
 use queuegate_bench::redis_cost::{
-    add_evalsha, fill, phase, prepare_queue, reset_stats, usec_per_call, used_memory,
+    add_evalsha, bench_user as uid, fill, phase, prepare_queue, reset_stats, usec_per_call,
+    used_memory,
 };
 use queuegate_scheduler::engine;
 use queuegate_shared::ops::{Admit, AdmitReply, Consume, Enter, Outcome, Position, Settle};
@@ -56,11 +57,6 @@ struct Bench {
     keys: QueueKeys,
     settings: Settings,
     depth: usize,
-}
-
-fn uid(n: usize) -> UserId {
-    // 22 characters: the length of the worker's visitor ids.
-    UserId::new(&format!("v{n:021}")).expect("valid id")
 }
 
 impl Bench {

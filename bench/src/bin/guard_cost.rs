@@ -18,7 +18,7 @@ use std::collections::BTreeMap;
 use anyhow::{bail, Context, Result};
 use queuegate_bench::cpu_time::main_thread_cpu_time;
 use queuegate_bench::redis_cost::{
-    fill, prepare_queue, reset_stats, server_pid, usec_per_call, PIPELINE,
+    bench_user as uid, fill, prepare_queue, reset_stats, server_pid, usec_per_call, PIPELINE,
 };
 use queuegate_bench::seeded::SplitMix64;
 use queuegate_shared::guard::altcha::{self, Verified};
@@ -141,12 +141,6 @@ struct Bench {
     next_user: usize,
     next_address: u32,
     rng: SplitMix64,
-}
-
-fn uid(n: usize) -> UserId {
-    // 22 characters: the length of the worker's visitor ids; [a-z0-9] only,
-    // which UserId always accepts.
-    UserId::new(&format!("v{n:021}")).expect("a valid user id")
 }
 
 impl Bench {

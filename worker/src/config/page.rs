@@ -20,6 +20,16 @@ pub struct PageConfig {
 }
 
 impl PageConfig {
+    /// The page settings from name/value pairs (tests).
+    #[cfg(test)]
+    pub(crate) fn from_pairs(pairs: &[(&str, &str)]) -> Result<PageConfig, ConfigError> {
+        let map: std::collections::HashMap<String, String> = pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
+        PageConfig::from_lookup(&|k| map.get(k).cloned())
+    }
+
     /// Reads `PAGE_TITLE`, `PAGE_HEADING`, `PAGE_ACCENT`, `CONTINUE_URL` and
     /// `PAGE_TEXTS`.
     pub fn from_lookup(get: &impl Fn(&str) -> Option<String>) -> Result<PageConfig, ConfigError> {
@@ -72,14 +82,9 @@ impl PageConfig {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::collections::HashMap;
 
     fn page(pairs: &[(&str, &str)]) -> Result<PageConfig, ConfigError> {
-        let map: HashMap<String, String> = pairs
-            .iter()
-            .map(|(k, v)| (k.to_string(), v.to_string()))
-            .collect();
-        PageConfig::from_lookup(&|k| map.get(k).cloned())
+        PageConfig::from_pairs(pairs)
     }
 
     #[test]
