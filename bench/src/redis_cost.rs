@@ -166,3 +166,14 @@ pub fn bench_user(n: usize) -> queuegate_shared::UserId {
     #[allow(clippy::expect_used)]
     queuegate_shared::UserId::new(&format!("v{n:021}")).expect("a valid user id")
 }
+
+/// Queue depths from the first argument (`1000,100000`), or `default`.
+pub fn depths_arg(default: &[usize]) -> Result<Vec<usize>> {
+    match std::env::args().nth(1) {
+        Some(list) => list
+            .split(',')
+            .map(|d| d.trim().parse().context("depths: comma-separated numbers"))
+            .collect(),
+        None => Ok(default.to_vec()),
+    }
+}

@@ -25,13 +25,7 @@ const CALLS: usize = 2_000;
 
 #[tokio::main(flavor = "current_thread")]
 async fn main() -> Result<()> {
-    let depths: Vec<usize> = match std::env::args().nth(1) {
-        Some(list) => list
-            .split(',')
-            .map(|d| d.trim().parse().context("depths: comma-separated numbers"))
-            .collect::<Result<_>>()?,
-        None => vec![1_000, 100_000, 1_000_000],
-    };
+    let depths = queuegate_bench::redis_cost::depths_arg(&[1_000, 100_000, 1_000_000])?;
     let mut table: BTreeMap<&'static str, Vec<f64>> = BTreeMap::new();
     let mut memory = Vec::new();
     for &depth in &depths {

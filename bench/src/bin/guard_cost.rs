@@ -25,6 +25,7 @@ use queuegate_shared::guard::altcha::{self, Verified};
 use queuegate_shared::guard::{ClientAddress, EntryGuard};
 use queuegate_shared::ops::Enter;
 use queuegate_shared::{Invocation, Operation, Prefix, QueueId, QueueKeys, Settings, UserId};
+use queuegate_testkit::now_ms;
 use queuegate_testkit::RedisServer;
 use redis::aio::MultiplexedConnection;
 
@@ -85,13 +86,7 @@ type Rounds = Vec<Cost>;
 
 #[tokio::main(flavor = "current_thread")]
 async fn main() -> Result<()> {
-    let depths: Vec<usize> = match std::env::args().nth(1) {
-        Some(list) => list
-            .split(',')
-            .map(|d| d.trim().parse().context("depths: comma-separated numbers"))
-            .collect::<Result<_>>()?,
-        None => vec![1_000, 100_000],
-    };
+    let depths = queuegate_bench::redis_cost::depths_arg(&[1_000, 100_000])?;
     // Per variant, per depth, the rounds.
     let mut results: BTreeMap<Variant, Vec<Rounds>> = BTreeMap::new();
     let mut bench = Bench::new();
@@ -201,7 +196,7 @@ impl Bench {
 
     /// `n` verified solutions, solved here beforehand.
     fn solutions(&mut self, n: usize) -> Result<Vec<Verified>> {
-        let now = now_ms()?;
+        let now = now_ms();
         let expires = now + Settings::default().challenge_ttl_ms;
         (0..n)
             .map(|_| {
@@ -334,14 +329,6 @@ impl Bench {
             cpu: (cpu1 - cpu0).as_secs_f64() * 1e6 / rest.len() as f64,
         })
     }
-}
-
-fn now_ms() -> Result<u64> {
-    Ok(u64::try_from(
-        std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)?
-            .as_millis(),
-    )?)
 }
 
 fn median(mut v: Vec<f64>) -> f64 {

@@ -17,6 +17,7 @@ use queuegate_bench::cpu_time::thread_cpu_time;
 use queuegate_bench::seeded::SplitMix64;
 use queuegate_shared::guard::altcha;
 use queuegate_shared::{QueueId, Settings};
+use queuegate_testkit::now_ms;
 
 const SECRET: &[u8] = b"bench-secret-bench-secret-bench-s";
 const SEED: u64 = 0x5eed_a17c;
@@ -42,7 +43,7 @@ fn main() -> Result<()> {
     // The default, its steps under pressure (x2, x4), easier and harder.
     let difficulties = [base / 4, base / 2, base, base * 2, base * 4, base * 10];
     let queue = QueueId::new("bench")?;
-    let expires_at_ms = now_ms()? + Settings::default().challenge_ttl_ms;
+    let expires_at_ms = now_ms() + Settings::default().challenge_ttl_ms;
     let mut rng = SplitMix64::new(SEED);
     let mut batches = Vec::new();
     for max_number in difficulties {
@@ -65,14 +66,6 @@ fn main() -> Result<()> {
     println!();
     print_bot_cost(base, &batches);
     Ok(())
-}
-
-fn now_ms() -> Result<u64> {
-    Ok(u64::try_from(
-        std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)?
-            .as_millis(),
-    )?)
 }
 
 fn solve_batch(
@@ -126,7 +119,7 @@ fn solve_batch(
 fn verify_cost(queue: &QueueId, expires_at_ms: u64, rng: &mut SplitMix64) -> Result<f64> {
     let c = altcha::create(SECRET, queue, 1_000, expires_at_ms, rng.bytes12(), 500);
     let payload = altcha::payload(&c, 500);
-    let now = now_ms()?;
+    let now = now_ms();
     let t = Instant::now();
     for _ in 0..VERIFY_CALLS {
         altcha::verify(SECRET, std::hint::black_box(&payload), queue, now)?;
