@@ -50,36 +50,41 @@ if ARGV[6] ~= '' then
   return {'guard', ARGV[6]}
 end
 -- The address's bucket and the solution's single-use mark share one hash:
--- one HMGET reads both, one HSET records both.
+-- one read and one write for both. Plain branches, no tables: this path
+-- runs for every new place at a drop's opening.
 local per_minute = tonumber(cfg[CFG_BUDGET_PER_MINUTE] or '0')
-local budgeted = ARGV[3] ~= '' and per_minute > 0
+local address = ARGV[3] ~= '' and per_minute > 0 and ARGV[3] or nil
 local pow_field = ARGV[4] ~= '' and GF_POW .. ARGV[4] or nil
-local reads = {}
-if budgeted then reads[#reads + 1] = ARGV[3] end
-if pow_field then reads[#reads + 1] = pow_field end
-local writes = {}
-if #reads > 0 then
-  local got = redis.call('HMGET', KEYS[8], unpack(reads))
-  if budgeted then
-    local per_ms = per_minute / 60000
-    local tokens = budget_tokens(got[1], now, per_ms, tonumber(cfg[CFG_BUDGET_BURST] or '0'))
-    if tokens < 1 then
-      redis.call('HINCRBY', KEYS[7], SF_REFUSED_BUDGET, 1)
-      return {'too_many', math.ceil((1 - tokens) / per_ms)}
-    end
-    writes[1], writes[2] = ARGV[3], record(tokens - 1, now)
-  end
-  -- A solution is good once, until it expires.
-  if pow_field and (tonumber(ARGV[5]) <= now or got[#reads]) then
-    redis.call('HINCRBY', KEYS[7], SF_REFUSED_REUSED, 1)
-    return {'reused'}
-  end
-  if pow_field then
-    writes[#writes + 1] = pow_field
-    writes[#writes + 1] = ARGV[5]
-  end
+local bucket, used
+if address and pow_field then
+  local got = redis.call('HMGET', KEYS[8], address, pow_field)
+  bucket, used = got[1], got[2]
+elseif address then
+  bucket = redis.call('HGET', KEYS[8], address)
+elseif pow_field then
+  used = redis.call('HGET', KEYS[8], pow_field)
 end
-if #writes > 0 then redis.call('HSET', KEYS[8], unpack(writes)) end
+if address then
+  local per_ms = per_minute / 60000
+  local tokens = budget_tokens(bucket, now, per_ms, tonumber(cfg[CFG_BUDGET_BURST] or '0'))
+  if tokens < 1 then
+    redis.call('HINCRBY', KEYS[7], SF_REFUSED_BUDGET, 1)
+    return {'too_many', math.ceil((1 - tokens) / per_ms)}
+  end
+  bucket = (tokens - 1) .. SEP .. now
+end
+-- A solution is good once, until it expires.
+if pow_field and (tonumber(ARGV[5]) <= now or used) then
+  redis.call('HINCRBY', KEYS[7], SF_REFUSED_REUSED, 1)
+  return {'reused'}
+end
+if address and pow_field then
+  redis.call('HSET', KEYS[8], address, bucket, pow_field, ARGV[5])
+elseif address then
+  redis.call('HSET', KEYS[8], address, bucket)
+elseif pow_field then
+  redis.call('HSET', KEYS[8], pow_field, ARGV[5])
+end
 
 -- A rejoin ends the previous entry: an issued token that lapsed before the
 -- sweep saw it still holds a slot; free it and count it as expired.

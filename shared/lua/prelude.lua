@@ -91,11 +91,13 @@ end
 -- Entry budgets: a token bucket per client address of `burst` places
 -- refilled at `per_ms`, kept as tokens|at in one hash per queue (no key per
 -- address to create and expire on the hot path; the admit tick deletes the
--- buckets that are full again). The tokens a bucket holds at `now`:
+-- buckets that are full again). BUDGET_RECORD reads one without a table;
+-- budget_tokens gives the tokens a bucket holds at `now`.
+local BUDGET_RECORD = '^([^' .. SEP .. ']+)' .. SEP .. '(.+)$'
 local function budget_tokens(rec, now, per_ms, burst)
   if not rec then return burst end
-  local f = split(rec)
-  return math.min(burst, tonumber(f[1]) + (now - tonumber(f[2])) * per_ms)
+  local tokens, at = string.match(rec, BUDGET_RECORD)
+  return math.min(burst, tonumber(tokens) + (now - tonumber(at)) * per_ms)
 end
 
 -- The state of a user who is not in the waiting set:

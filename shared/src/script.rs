@@ -236,16 +236,16 @@ mod tests {
     }
 
     const PINNED: &[(&str, &str)] = &[
-        ("enter", "e822a792305981bce6bc3e91a78abef8b820d048"),
-        ("position", "055f16ba85b7197af798dca5ab360378c84931b5"),
-        ("admit", "fe5b11b20d4379d3d8ff2aeccbb906049a64375e"),
-        ("consume", "b0f9a6c684db3d229db803fe7162f808c4ead3f2"),
-        ("settle", "ba0cdf06d6d43efee9fa780d80ffcf0b882eac3e"),
+        ("enter", "fd566f648e21ca3ac1ad33680bdb86ff75628c49"),
+        ("position", "06731b4dfe0ce527da56d404c19559ff4b75c306"),
+        ("admit", "420b8ead73e92f544b87c316b4d24b42ad697d3a"),
+        ("consume", "8579937deba00e26e373de8e78653651a601a98d"),
+        ("settle", "47df94a6680e4525cdf173e3bb1ae458d85c943b"),
         ("lease_acquire", "937f06a577e461c7b30f1aae374e79c1aae19b48"),
         ("lease_release", "254b57a80fa7e58906ba8308156dcfd54120fae3"),
         ("configure", "18b5405dec84da21b70b69d08ad30e11a88d72c0"),
         ("set_state", "9f7ee3750e3607693d20b24dd624122501646695"),
         ("status", "08bd73430d39ae92aaa948fd3b1ff3b356612e56"),
-        ("challenge", "b1b4092ffbfe1eba691cd58e2dd9e2d09624bf58"),
+        ("challenge", "94b153fed6ec1dfb57525b15245432d7d9c00afa"),
     ];
 }
