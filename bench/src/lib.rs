@@ -1,7 +1,9 @@
 //! What queuegate's benchmark binaries share: the Redis side of a bench
 //! (a configured queue, pipelined script calls, `INFO commandstats`), a
-//! seeded generator so runs repeat, and the CPU time of the calling thread.
+//! seeded generator so runs repeat, the CPU time of the calling thread, and
+//! callgrind's instruction counts where CPU time is too noisy.
 
+pub mod callgrind;
 pub mod cpu_time;
 pub mod redis_cost;
 pub mod seeded;

@@ -167,9 +167,10 @@ pub fn bench_user(n: usize) -> queuegate_shared::UserId {
     queuegate_shared::UserId::new(&format!("v{n:021}")).expect("a valid user id")
 }
 
-/// Queue depths from the first argument (`1000,100000`), or `default`.
+/// Queue depths from the first argument that is not a `--flag`
+/// (`1000,100000`), or `default`.
 pub fn depths_arg(default: &[usize]) -> Result<Vec<usize>> {
-    match std::env::args().nth(1) {
+    match std::env::args().skip(1).find(|a| !a.starts_with("--")) {
         Some(list) => list
             .split(',')
             .map(|d| d.trim().parse().context("depths: comma-separated numbers"))

@@ -12,10 +12,17 @@
 //! variants run interleaved for several rounds, and every phase is undone
 //! afterwards (its users leave, its budget and solution keys are deleted),
 //! so each runs at the nominal depth.
+//!
+//! With `--instructions` the server runs under valgrind's callgrind and the
+//! bench reports the instructions it executes per call instead: the same
+//! work gives the same count whatever else the machine does, so the ratios
+//! hold still on a shared machine (3 rounds; slow: the server runs ~50×
+//! slower, so the default depths are 1,000 and 10,000).
 
 use std::collections::BTreeMap;
 
 use anyhow::{bail, Context, Result};
+use queuegate_bench::callgrind::Callgrind;
 use queuegate_bench::cpu_time::main_thread_cpu_time;
 use queuegate_bench::redis_cost::{
     bench_user as uid, fill, prepare_queue, reset_stats, server_pid, usec_per_call, PIPELINE,
@@ -28,9 +35,13 @@ use queuegate_shared::{Invocation, Operation, Prefix, QueueId, QueueKeys, Settin
 use queuegate_testkit::now_ms;
 use queuegate_testkit::RedisServer;
 use redis::aio::MultiplexedConnection;
+use redis::AsyncConnectionConfig;
+use std::time::Duration;
 
 const CALLS: usize = 2_000;
 const ROUNDS: usize = 9;
+/// Instruction counts barely move between rounds.
+const COUNTED_ROUNDS: usize = 3;
 /// Small enough that solving the challenges beforehand takes a moment;
 /// the enter script's work does not depend on the difficulty.
 const EASY_MAX_NUMBER: u64 = 1_000;
@@ -80,24 +91,47 @@ struct Cost {
     usec_per_call: f64,
     /// The server main thread's CPU time ÷ calls.
     cpu: f64,
+    /// Instructions the server executed ÷ calls (NaN unless counted).
+    instructions: f64,
 }
 
 type Rounds = Vec<Cost>;
 
 #[tokio::main(flavor = "current_thread")]
 async fn main() -> Result<()> {
-    let depths = queuegate_bench::redis_cost::depths_arg(&[1_000, 100_000])?;
+    let counting = std::env::args().any(|a| a == "--instructions");
+    let (default_depths, round_count) = if counting {
+        (&[1_000, 10_000][..], COUNTED_ROUNDS)
+    } else {
+        (&[1_000, 100_000][..], ROUNDS)
+    };
+    let depths = queuegate_bench::redis_cost::depths_arg(default_depths)?;
     // Per variant, per depth, the rounds.
     let mut results: BTreeMap<Variant, Vec<Rounds>> = BTreeMap::new();
     let mut bench = Bench::new();
     for &depth in &depths {
-        let redis = RedisServer::start();
+        let dumps = std::env::temp_dir().join(format!("qg-callgrind-{}", std::process::id()));
+        let redis = if counting {
+            std::fs::create_dir_all(&dumps)?;
+            RedisServer::builder()
+                .wrapper(Callgrind::wrapper(&dumps))
+                .start()
+        } else {
+            RedisServer::start()
+        };
         let client = redis::Client::open(redis.url())?;
-        let mut conn = client.get_multiplexed_async_connection().await?;
+        // A pipeline of 2,000 calls can take longer than the client's
+        // default 500 ms, under valgrind far longer.
+        let patient =
+            AsyncConnectionConfig::new().set_response_timeout(Some(Duration::from_secs(600)));
+        let mut conn = client
+            .get_multiplexed_async_connection_with_config(&patient)
+            .await?;
         bench.open(&mut conn, depth).await?;
+        bench.callgrind = counting.then(|| Callgrind::attach(bench.pid, &dumps));
         let mut order = Variant::ALL;
         let mut rounds: BTreeMap<Variant, Rounds> = BTreeMap::new();
-        for _ in 0..ROUNDS {
+        for _ in 0..round_count {
             for &v in &order {
                 let cost = bench.measure(&mut conn, depth, v).await?;
                 rounds.entry(v).or_default().push(cost);
@@ -108,10 +142,25 @@ async fn main() -> Result<()> {
         for (v, costs) in rounds {
             results.entry(v).or_default().push(costs);
         }
+        drop(redis);
+        if counting {
+            std::fs::remove_dir_all(&dumps)?;
+        }
         eprintln!("depth {depth}: done");
+    }
+    if counting {
+        print_table(
+            "server instructions per call (callgrind, thousands)",
+            round_count,
+            &depths,
+            &results,
+            |c| c.instructions / 1000.0,
+        );
+        return Ok(());
     }
     print_table(
         "server CPU µs per call (main thread CPU time ÷ calls)",
+        round_count,
         &depths,
         &results,
         |c| c.cpu,
@@ -119,6 +168,7 @@ async fn main() -> Result<()> {
     println!();
     print_table(
         "usec_per_call from INFO commandstats (wall time inside the command)",
+        round_count,
         &depths,
         &results,
         |c| c.usec_per_call,
@@ -132,6 +182,7 @@ struct Bench {
     keys: QueueKeys,
     queue: QueueId,
     pid: u32,
+    callgrind: Option<Callgrind>,
     noop_sha: String,
     next_user: usize,
     next_address: u32,
@@ -146,6 +197,7 @@ impl Bench {
             keys: QueueKeys::new(&Prefix::default(), &queue),
             queue,
             pid: 0,
+            callgrind: None,
             noop_sha: String::new(),
             next_user: 0,
             next_address: 0,
@@ -315,6 +367,9 @@ impl Bench {
         send(&mut warm, first);
         let _: Vec<redis::Value> = warm.query_async(conn).await?;
         reset_stats(conn).await?;
+        if let Some(cg) = &self.callgrind {
+            cg.zero()?;
+        }
         let cpu0 = main_thread_cpu_time(self.pid).context("no schedstat for redis-server")?;
         for chunk in rest.chunks(PIPELINE) {
             let mut pipe = redis::pipe();
@@ -324,7 +379,12 @@ impl Bench {
             let _: Vec<redis::Value> = pipe.query_async(conn).await?;
         }
         let cpu1 = main_thread_cpu_time(self.pid).context("no schedstat for redis-server")?;
+        let instructions = match &self.callgrind {
+            Some(cg) => cg.instructions()? as f64 / rest.len() as f64,
+            None => f64::NAN,
+        };
         Ok(Cost {
+            instructions,
             usec_per_call: usec_per_call(conn, "evalsha").await?,
             cpu: (cpu1 - cpu0).as_secs_f64() * 1e6 / rest.len() as f64,
         })
@@ -343,6 +403,7 @@ fn median(mut v: Vec<f64>) -> f64 {
 /// Median [min–max] of the rounds per depth, and the median ÷ (a)'s.
 fn print_table(
     title: &str,
+    rounds: usize,
     depths: &[usize],
     results: &BTreeMap<Variant, Vec<Rounds>>,
     metric: impl Fn(&Cost) -> f64,
@@ -357,7 +418,7 @@ fn print_table(
         .get(&Variant::Bare)
         .map(|d| medians(d))
         .unwrap_or_default();
-    println!("{title}: median of {ROUNDS} rounds of {CALLS} calls [min–max], and ÷ (a)");
+    println!("{title}: median of {rounds} rounds of {CALLS} calls [min–max], and ÷ (a)");
     println!();
     let head: Vec<String> = depths
         .iter()

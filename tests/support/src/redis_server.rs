@@ -16,6 +16,7 @@ use crate::LOOPBACK;
 pub struct RedisServerBuilder {
     aof: bool,
     extra: Vec<String>,
+    wrapper: Vec<String>,
 }
 
 impl RedisServerBuilder {
@@ -28,6 +29,13 @@ impl RedisServerBuilder {
     /// Extra `--flag value` arguments, e.g. `["--cluster-enabled", "yes"]`.
     pub fn arg(mut self, arg: &str) -> Self {
         self.extra.push(arg.to_string());
+        self
+    }
+
+    /// Runs the server under a wrapper command, e.g. `valgrind
+    /// --tool=callgrind`, for benchmarks that count its instructions.
+    pub fn wrapper(mut self, command: Vec<String>) -> Self {
+        self.wrapper = command;
         self
     }
 
@@ -114,7 +122,14 @@ impl RedisServer {
 
     fn launch(&mut self) -> bool {
         let dir = self.dir.path();
-        let mut cmd = Command::new("redis-server");
+        let mut cmd = match self.options.wrapper.split_first() {
+            Some((program, args)) => {
+                let mut cmd = Command::new(program);
+                cmd.args(args).arg("redis-server");
+                cmd
+            }
+            None => Command::new("redis-server"),
+        };
         cmd.current_dir(dir)
             .args(["--port", &self.port.to_string()])
             .args(["--bind", LOOPBACK])
@@ -131,7 +146,13 @@ impl RedisServer {
         let log = dir.join("redis.log");
         let mut process = Process::spawn("redis-server", cmd, &log);
         let port = self.port;
-        let up = wait_until(Duration::from_secs(10), || {
+        // Under a wrapper such as valgrind the server starts far slower.
+        let patience = if self.options.wrapper.is_empty() {
+            10
+        } else {
+            120
+        };
+        let up = wait_until(Duration::from_secs(patience), || {
             if !process.is_running() {
                 return true;
             }
