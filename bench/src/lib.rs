@@ -3,5 +3,6 @@
 //! seeded generator so runs repeat, and the CPU time of the calling thread.
 
 pub mod cpu_time;
+pub mod poll_sim;
 pub mod redis_cost;
 pub mod seeded;
