@@ -88,7 +88,10 @@ impl Workerd {
             let config = config(modules, &bindings, port);
             let path = dir.path().join("config.capnp");
             std::fs::write(&path, config).expect("write config.capnp");
-            let mut process = spawn(&path, dir.path());
+            let inspect = matches!(script, Script::Built)
+                .then(|| std::env::var(INSPECTOR_ENV).ok())
+                .flatten();
+            let mut process = spawn(&path, dir.path(), inspect.as_deref());
             let up = wait_until(Duration::from_secs(30), || {
                 !process.is_running() || http_get(port, ready_path).is_some()
             });
@@ -154,12 +157,19 @@ fn clock_ticks_per_second() -> u64 {
     })
 }
 
-fn spawn(config: &Path, dir: &Path) -> Process {
+/// Set to `127.0.0.1:PORT`, the built worker's workerd opens its V8
+/// inspector there (for a CPU profile: bench/edge-profile.mjs).
+pub const INSPECTOR_ENV: &str = "QG_WORKERD_INSPECTOR_ADDR";
+
+fn spawn(config: &Path, dir: &Path, inspector: Option<&str>) -> Process {
     let mut cmd = Command::new(workerd_bin());
     cmd.current_dir(dir)
         .arg("serve")
         .arg(config)
         .arg("--verbose");
+    if let Some(addr) = inspector {
+        cmd.arg(format!("--inspector-addr={addr}"));
+    }
     Process::spawn("workerd", cmd, &dir.join("workerd.log"))
 }
 
