@@ -3,7 +3,7 @@
 //! polling mode on the same crowd, and the policy's closed-form load bound
 //! checked against the simulated polls/s.
 //!
-//! `cargo run --profile release-native -p queuegate-bench --bin poll_sim [-- CHART.svg]`
+//! `cargo run --profile release-native -p queuegate-bench --bin poll_sim [-- CHART.svg [ARRIVALS]]`
 //!
 //! Prints markdown tables; writes the chart to the path given (default
 //! `docs/benchmarks/poll-sim.svg`). Deterministic: a fixed seed.
@@ -26,7 +26,10 @@ fn main() -> Result<()> {
         .nth(1)
         .map(PathBuf::from)
         .unwrap_or_else(|| PathBuf::from("docs/benchmarks/poll-sim.svg"));
-    let scenario = Scenario::production();
+    let mut scenario = Scenario::production();
+    if let Some(n) = std::env::args().nth(2) {
+        scenario.arrivals = n.parse()?;
+    }
     let policy = scenario.settings.poll_policy();
     let modes = [
         Polling::Adaptive(policy),
@@ -73,6 +76,19 @@ fn main() -> Result<()> {
             o.admitted_absent,
             percentile(&o.wait_ms, 50.0) / 1_000.0,
             percentile(&o.wait_ms, 95.0) / 1_000.0,
+        );
+    }
+    println!("\n| polling | enter requests | position requests | per 1,000 admitted: enters / positions |");
+    println!("|---|---:|---:|---:|");
+    for (mode, o) in &outcomes {
+        let per = 1_000.0 / o.admitted.max(1) as f64;
+        println!(
+            "| {} | {} | {} | {:.0} / {:.0} |",
+            mode.label(),
+            o.enters,
+            o.polls,
+            o.enters as f64 * per,
+            o.polls as f64 * per,
         );
     }
     bound_check(&outcomes[0].1, &scenario);
@@ -142,7 +158,10 @@ fn draw(outcomes: &[(Polling, Outcome)], scenario: &Scenario, path: &PathBuf) ->
         * 1.1;
     let mut chart = ChartBuilder::on(&top)
         .caption(
-            "Position requests per second, 200,000 arrivals over 10 min (simulated)",
+            format!(
+                "Position requests per second, {} arrivals over 10 min (simulated)",
+                scenario.arrivals
+            ),
             (FONT, 18),
         )
         .margin(12)
