@@ -5,5 +5,6 @@
 
 pub mod callgrind;
 pub mod cpu_time;
+pub mod poll_sim;
 pub mod redis_cost;
 pub mod seeded;

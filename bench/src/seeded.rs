@@ -29,6 +29,11 @@ impl SplitMix64 {
         }
     }
 
+    /// Uniform in `[0, 1)` (53 random bits).
+    pub fn unit(&mut self) -> f64 {
+        (self.next_u64() >> 11) as f64 / (1u64 << 53) as f64
+    }
+
     /// 12 random bytes (an ALTCHA salt's randomness).
     pub fn bytes12(&mut self) -> [u8; 12] {
         let mut out = [0; 12];

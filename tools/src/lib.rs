@@ -5,5 +5,6 @@
 
 pub mod crowd;
 pub mod demo_origin;
+pub mod edge_bench;
 pub mod load;
 pub mod stack;

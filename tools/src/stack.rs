@@ -4,7 +4,8 @@
 
 use queuegate_testkit::gateway::Gateway;
 use queuegate_testkit::scheduler::Scheduler;
-use queuegate_testkit::{RedisServer, Wrangler, ORIGIN_SECRET};
+use queuegate_testkit::workerd::Workerd;
+use queuegate_testkit::{RedisServer, Wrangler, WranglerBuilder, ORIGIN_SECRET};
 
 /// Settings of the local demo.
 #[derive(Debug, Clone)]
@@ -59,6 +60,8 @@ pub struct Stack {
     pub redis: RedisServer,
     /// The demo shop's own URL (behind the worker).
     pub shop_url: String,
+    /// The worker's vars and secrets.
+    worker_settings: WranglerBuilder,
 }
 
 impl Stack {
@@ -100,6 +103,7 @@ impl Stack {
         if let Some(c) = opts.entry_challenge {
             worker = worker.var("ENTRY_CHALLENGE", c);
         }
+        let worker_settings = worker.clone();
         if opts.port != 0 {
             worker = worker.port(opts.port);
         }
@@ -110,6 +114,16 @@ impl Stack {
             gateway,
             redis,
             shop_url,
+            worker_settings,
         })
+    }
+
+    /// The same worker, vars and secrets served by the `workerd` binary
+    /// alone, on another free port: what throughput is measured against,
+    /// since `wrangler dev`'s Node process and proxy cost the CPU several
+    /// times over (docs/benchmarks/load.md).
+    pub async fn start_workerd(&self) -> anyhow::Result<Workerd> {
+        let settings = self.worker_settings.clone();
+        Ok(tokio::task::spawn_blocking(move || settings.start_workerd()).await?)
     }
 }

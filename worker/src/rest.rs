@@ -98,27 +98,40 @@ pub fn to_value(json: &serde_json::Value) -> Value {
     }
 }
 
-/// A client for one REST endpoint.
-#[derive(Debug, Clone)]
+/// A client for one REST endpoint. Built once per isolate (see `lib.rs`),
+/// so the URL and the `Authorization` value are formatted once, not per call.
+#[derive(Clone)]
 pub struct RestClient {
-    endpoint: RedisRest,
-    timeout_ms: u64,
+    url: String,
+    authorization: String,
+    timeout_ms: u32,
+}
+
+impl std::fmt::Debug for RestClient {
+    // The token never reaches a log.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RestClient")
+            .field("url", &self.url)
+            .field("timeout_ms", &self.timeout_ms)
+            .finish_non_exhaustive()
+    }
 }
 
 impl RestClient {
     /// A client for `endpoint` with a per-call timeout.
     pub fn new(endpoint: RedisRest, timeout_ms: u64) -> Self {
         RestClient {
-            endpoint,
-            timeout_ms,
+            url: format!("{}/", endpoint.url),
+            authorization: format!("Bearer {}", endpoint.token),
+            timeout_ms: u32::try_from(timeout_ms).unwrap_or(u32::MAX),
         }
     }
 
     /// Runs a script operation: one HTTP request (two on NOSCRIPT).
     pub async fn run<O: Operation>(&self, op: &O) -> Result<O::Reply, EdgeError> {
         let inv = op.invocation();
-        let value = match self.post(&evalsha_body(&inv)).await {
-            Err(RestError::NoScript) => self.post(&eval_body(&inv)).await?,
+        let value = match self.post(&evalsha_body(&inv).to_string()).await {
+            Err(RestError::NoScript) => self.post(&eval_body(&inv).to_string()).await?,
             other => other?,
         };
         op.decode(value)
@@ -127,49 +140,63 @@ impl RestClient {
 
     /// `PING`, for health.
     pub async fn ping(&self) -> Result<(), RestError> {
-        match self.post(&json!(["PING"])).await? {
+        match self.post(r#"["PING"]"#).await? {
             Value::Data(d) if d == b"PONG" => Ok(()),
             other => Err(RestError::Protocol(format!("PING answered {other:?}"))),
         }
     }
 
-    async fn post(&self, body: &serde_json::Value) -> Result<Value, RestError> {
-        use futures_util::future::{select, Either};
-        use worker::{Delay, Fetch, Headers, Method, Request, RequestInit};
+    /// One POST through the runtime's own `fetch`, read with the runtime's
+    /// `Response.text()` (one call into JS, where workers-rs' `text()` pulls
+    /// the body through a Rust stream reader chunk by chunk). The deadline
+    /// is an `AbortSignal.timeout`: at the deadline the runtime aborts the
+    /// subrequest itself, connection and body, instead of a Rust timer that
+    /// only stops waiting and leaves the fetch running.
+    async fn post(&self, body: &str) -> Result<Value, RestError> {
+        use worker::wasm_bindgen::{JsCast, JsValue};
+        use worker::wasm_bindgen_futures::JsFuture;
+        use worker::{js_sys, web_sys};
 
-        let headers = Headers::new();
-        let set = |k: &str, v: &str| {
-            headers
-                .set(k, v)
-                .map_err(|e| RestError::Protocol(format!("header: {e}")))
-        };
-        set("Authorization", &format!("Bearer {}", self.endpoint.token))?;
-        set("Content-Type", "application/json")?;
-        let mut init = RequestInit::new();
-        init.with_method(Method::Post)
-            .with_headers(headers)
-            .with_body(Some(body.to_string().into()));
-        let request = Request::new_with_init(&format!("{}/", self.endpoint.url), &init)
-            .map_err(|e| RestError::Protocol(format!("request: {e}")))?;
-        let call = async move {
-            let mut resp = Fetch::Request(request)
-                .send()
-                .await
-                .map_err(|e| RestError::Unreachable(e.to_string()))?;
-            let text = resp
-                .text()
-                .await
-                .map_err(|e| RestError::Unreachable(e.to_string()))?;
-            parse_reply(resp.status_code(), &text)
-        };
-        let timeout = Delay::from(std::time::Duration::from_millis(self.timeout_ms));
-        match select(Box::pin(call), timeout).await {
-            Either::Left((result, _)) => result,
-            Either::Right(_) => Err(RestError::Unreachable(format!(
-                "no answer within {} ms",
-                self.timeout_ms
-            ))),
+        fn protocol(what: &'static str) -> impl Fn(JsValue) -> RestError {
+            move |_| RestError::Protocol(format!("{what} failed"))
         }
+        let headers = web_sys::Headers::new().map_err(protocol("new Headers"))?;
+        headers
+            .set("authorization", &self.authorization)
+            .map_err(protocol("header"))?;
+        headers
+            .set("content-type", "application/json")
+            .map_err(protocol("header"))?;
+        let signal = web_sys::AbortSignal::timeout_with_u32(self.timeout_ms);
+        let init = web_sys::RequestInit::new();
+        init.set_method("POST");
+        init.set_headers(&headers);
+        init.set_body(&JsValue::from_str(body));
+        init.set_signal(Some(&signal));
+        let unreachable = |e: JsValue| {
+            if signal.aborted() {
+                RestError::Unreachable(format!("no answer within {} ms", self.timeout_ms))
+            } else {
+                RestError::Unreachable(
+                    js_sys::Error::from(e)
+                        .message()
+                        .as_string()
+                        .unwrap_or_else(|| "fetch failed".into()),
+                )
+            }
+        };
+        let global: web_sys::WorkerGlobalScope = js_sys::global().unchecked_into();
+        let resp: web_sys::Response =
+            JsFuture::from(global.fetch_with_str_and_init(&self.url, &init))
+                .await
+                .map_err(unreachable)?
+                .unchecked_into();
+        let text = JsFuture::from(resp.text().map_err(protocol("Response.text"))?)
+            .await
+            .map_err(unreachable)?
+            .as_string()
+            .ok_or_else(|| RestError::Protocol("body is not text".into()))?;
+        parse_reply(resp.status(), &text)
     }
 }
 

@@ -4,7 +4,8 @@
 //! Every handle kills its process on drop and, when the test is failing,
 //! prints the process log so the cause is in the test output. Readiness is
 //! always polled; nothing waits a fixed time. [`Wrangler::local`] is the
-//! worker's preset for a local stack; [`now_ms`] and [`set_cookie_pair`]
+//! worker's preset for a local stack ([`workerd::Workerd`] serves the same
+//! build with the `workerd` binary alone, for benchmarks); [`now_ms`] and [`set_cookie_pair`]
 //! are the clock and cookie reading the tests and tools share.
 
 mod clock;
@@ -14,6 +15,7 @@ mod paths;
 mod process;
 mod redis_server;
 pub mod scheduler;
+pub mod workerd;
 mod wrangler;
 
 pub use clock::{now_ms, since_epoch};

@@ -51,6 +51,14 @@ impl WranglerBuilder {
         self
     }
 
+    /// The same vars and secrets served by the `workerd` binary directly,
+    /// without wrangler's Node process and proxy (for measurements).
+    pub fn start_workerd(self) -> crate::workerd::Workerd {
+        let mut bindings = self.vars;
+        bindings.extend(self.secrets);
+        crate::workerd::Workerd::start(&crate::workerd::Script::Built, &bindings, "/queue/health")
+    }
+
     /// Starts `wrangler dev` on the prebuilt wasm and waits until
     /// `/queue/health` answers.
     pub fn start(self) -> Wrangler {

@@ -6,7 +6,8 @@
 //!   a crowd of them live.
 //! * [`sampler`] — the queue seen from Redis while the crowd runs.
 //! * [`counters`] — the gateway's round-trip counters (`GET /_stats`).
-//! * [`throughput`] — position requests/s through workerd beside `redis-benchmark`.
+//! * [`throughput`] — position requests/s through the `workerd` binary
+//!   (not `wrangler dev`) beside `redis-benchmark`.
 //! * [`figures`] — the figures of a run; [`report`] prints them; [`charts`]
 //!   draws them as SVG.
 
@@ -273,8 +274,9 @@ pub async fn run(opts: &Options) -> anyhow::Result<Report> {
 
     let throughput = match &opts.throughput {
         Some(t) => {
+            let direct = stack.start_workerd().await?;
             let plan = throughput::Plan {
-                base,
+                base: direct.url(),
                 redis_port: stack.redis.port(),
                 visitors: t.visitors,
                 concurrency: t.concurrency,

@@ -80,7 +80,7 @@ impl fmt::Display for Report {
 
         writeln!(
             f,
-            "\n## Edge latency during the crowd (client side, through workerd)"
+            "\n## Edge latency during the crowd (client side, through wrangler dev)"
         )?;
         for (name, route) in [
             ("enter", Route::Enter),
@@ -108,7 +108,7 @@ impl fmt::Display for Report {
             )?;
             writeln!(
                 f,
-                "through workerd → gateway → Redis: {:.0}/s (p50 {:.2} ms, p99 {:.2} ms, {} ok, {} failed)",
+                "through the workerd binary → gateway → Redis: {:.0}/s (p50 {:.2} ms, p99 {:.2} ms, {} ok, {} failed)",
                 t.worker.rps, t.worker.p50_ms, t.worker.p99_ms, t.worker.ok, t.worker.failed
             )?;
             writeln!(

@@ -1,5 +1,6 @@
 //! Position requests per second: a bounded concurrent load of
-//! `GET /queue/position` through workerd, beside the same script run by
+//! `GET /queue/position` through the worker served by the `workerd` binary
+//! directly (the crowd itself runs through `wrangler dev`), beside the same script run by
 //! `redis-benchmark` straight against Redis (the ceiling the edge sits on).
 //! The queue is paused meanwhile, so the line holds still and every call
 //! takes the script's full waiting path.

@@ -1,0 +1,199 @@
+//! One measured window: `concurrency` loops sending one route's requests
+//! to one workerd for a fixed time, every reply checked, and the workerd
+//! process's CPU time read from /proc before and after.
+
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use queuegate_edge::TOKEN_HEADER;
+use queuegate_testkit::workerd::process_cpu_time;
+
+/// A route of the benchmark.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Route {
+    /// `GET /queue/position` of a waiting visitor.
+    Position,
+    /// `POST /queue/enter` of a new visitor.
+    Enter,
+    /// `POST /orders` with a valid, active entry token.
+    Order,
+}
+
+impl Route {
+    /// Its name in tables.
+    pub fn name(self) -> &'static str {
+        match self {
+            Route::Position => "position",
+            Route::Enter => "enter",
+            Route::Order => "order",
+        }
+    }
+}
+
+/// The worker or the floor.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Side {
+    /// The built queuegate worker.
+    Worker,
+    /// The plain-JS floor (same I/O, no checks).
+    Floor,
+}
+
+/// What the loops send: waiting visitors' cookies, and admitted visitors'
+/// cookies with their tokens (each order spends one).
+#[derive(Debug, Clone)]
+pub struct Visitors {
+    /// `Cookie` header values of waiting visitors.
+    pub waiting: Arc<Vec<String>>,
+    /// `Cookie` header values and tokens of admitted visitors.
+    pub admitted: Arc<Vec<(String, String)>>,
+    /// The next unspent admitted visitor.
+    pub next_admitted: Arc<AtomicUsize>,
+}
+
+/// One window's result.
+#[derive(Debug, Clone, Default)]
+pub struct Window {
+    /// Replies that were right for the route.
+    pub ok: u64,
+    /// Replies that were not (status, body) or transport errors.
+    pub failed: u64,
+    /// The first wrong reply, for the report.
+    pub first_failure: Option<String>,
+    /// Latency of each right reply (ms).
+    pub latencies_ms: Vec<f64>,
+    /// Wall time of the window.
+    pub wall: Duration,
+    /// CPU time workerd used during it (user + system).
+    pub cpu: Duration,
+}
+
+/// Runs one window against the workerd at `base` (process `pid`).
+#[allow(clippy::too_many_arguments)]
+pub async fn window(
+    http: &reqwest::Client,
+    base: &str,
+    pid: u32,
+    side: Side,
+    route: Route,
+    visitors: &Visitors,
+    concurrency: usize,
+    duration: Duration,
+) -> Window {
+    let cpu_before = process_cpu_time(pid).unwrap_or_default();
+    let started = Instant::now();
+    let end = started + duration;
+    let failed = Arc::new(AtomicU64::new(0));
+    let first_failure = Arc::new(Mutex::new(None));
+    let mut tasks = Vec::with_capacity(concurrency);
+    for lane in 0..concurrency {
+        let (http, visitors) = (http.clone(), visitors.clone());
+        let (failed, first_failure) = (failed.clone(), first_failure.clone());
+        let base = base.to_string();
+        tasks.push(tokio::spawn(async move {
+            let mut latencies = Vec::new();
+            let mut i = lane;
+            while Instant::now() < end {
+                let Some(request) = build(&http, &base, side, route, &visitors, i) else {
+                    break; // no unspent token left
+                };
+                i += concurrency;
+                let sent = Instant::now();
+                match check(side, route, request.send().await).await {
+                    Ok(()) => latencies.push(sent.elapsed().as_secs_f64() * 1e3),
+                    Err(why) => {
+                        failed.fetch_add(1, Ordering::Relaxed);
+                        if let Ok(mut first) = first_failure.lock() {
+                            first.get_or_insert(why);
+                        }
+                    }
+                }
+            }
+            latencies
+        }));
+    }
+    let mut latencies_ms = Vec::new();
+    for t in tasks {
+        latencies_ms.extend(t.await.unwrap_or_default());
+    }
+    let wall = started.elapsed();
+    // An order's settle runs after its reply (waitUntil): let it finish
+    // inside this window's CPU reading. Nothing else is sent meanwhile.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let cpu = process_cpu_time(pid)
+        .unwrap_or_default()
+        .saturating_sub(cpu_before);
+    let first_failure = first_failure.lock().ok().and_then(|mut f| f.take());
+    Window {
+        ok: latencies_ms.len() as u64,
+        failed: failed.load(Ordering::Relaxed),
+        first_failure,
+        latencies_ms,
+        wall,
+        cpu,
+    }
+}
+
+fn build(
+    http: &reqwest::Client,
+    base: &str,
+    side: Side,
+    route: Route,
+    visitors: &Visitors,
+    i: usize,
+) -> Option<reqwest::RequestBuilder> {
+    Some(match route {
+        Route::Position => {
+            let cookie = &visitors.waiting[i % visitors.waiting.len()];
+            http.get(format!("{base}/queue/position"))
+                .header("cookie", cookie)
+        }
+        Route::Enter => http.post(format!("{base}/queue/enter")),
+        Route::Order if side == Side::Floor => http.post(format!("{base}/orders")),
+        Route::Order => {
+            let n = visitors.next_admitted.fetch_add(1, Ordering::Relaxed);
+            let (cookie, token) = visitors.admitted.get(n)?;
+            http.post(format!("{base}/orders"))
+                .header("cookie", cookie)
+                .header(TOKEN_HEADER, token)
+        }
+    })
+}
+
+/// The worker must give each route its right answer; the floor only has to
+/// answer (it checks nothing, so its order reaches the shop unsigned).
+async fn check(
+    side: Side,
+    route: Route,
+    reply: reqwest::Result<reqwest::Response>,
+) -> Result<(), String> {
+    let resp = reply.map_err(|e| format!("transport: {e}"))?;
+    let status = resp.status().as_u16();
+    let body = resp.text().await.map_err(|e| format!("body: {e}"))?;
+    let ok = match (side, route) {
+        (Side::Floor, Route::Order) => status < 500,
+        (_, Route::Position | Route::Enter) => {
+            status == 200
+                && serde_json::from_str::<serde_json::Value>(&body)
+                    .is_ok_and(|b| b["state"] == "waiting")
+        }
+        (Side::Worker, Route::Order) => status == 201,
+    };
+    if ok {
+        Ok(())
+    } else {
+        Err(format!(
+            "{} {}: {status} {body}",
+            side_name(side),
+            route.name()
+        ))
+    }
+}
+
+fn side_name(side: Side) -> &'static str {
+    match side {
+        Side::Worker => "worker",
+        Side::Floor => "floor",
+    }
+}

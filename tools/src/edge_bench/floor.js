@@ -1,0 +1,32 @@
+// The floor of the edge benchmark: the I/O a queuegate route does and none
+// of its work (no identity, no checks, no state model, no cookies).
+// Position and enter: one POST to the REST endpoint and a small JSON reply.
+// An order: one REST call, the origin, and one more REST call after the
+// reply (waitUntil), as consume, forward and settle do.
+const rest = (env) =>
+  fetch(env.UPSTASH_REDIS_REST_URL + "/", {
+    method: "POST",
+    headers: {
+      authorization: "Bearer " + env.UPSTASH_REDIS_REST_TOKEN,
+      "content-type": "application/json",
+    },
+    body: env.FLOOR_BODY,
+  }).then((r) => r.json());
+
+export default {
+  async fetch(request, env, ctx) {
+    if (new URL(request.url).pathname === "/orders") {
+      await rest(env);
+      const origin = await fetch(env.ORIGIN_URL + "/orders", { method: "POST" });
+      ctx.waitUntil(rest(env));
+      return new Response(origin.body, {
+        status: origin.status,
+        headers: { "content-type": "application/json" },
+      });
+    }
+    const reply = await rest(env);
+    return new Response(JSON.stringify({ state: "waiting", queue: "main", result: reply.result }), {
+      headers: { "content-type": "application/json; charset=utf-8", "cache-control": "no-store" },
+    });
+  },
+};
