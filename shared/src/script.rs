@@ -91,8 +91,16 @@ pub static STATUS: Script = Script::new("status", false, include_str!("../lua/st
 pub static SET_STATE: Script =
     Script::new("set_state", false, include_str!("../lua/set_state.lua"));
 
+/// Reads the origin's recent answers and records the origin control's
+/// state.
+pub static ORIGIN_WINDOW: Script = Script::new(
+    "origin_window",
+    true,
+    include_str!("../lua/origin_window.lua"),
+);
+
 /// Every script, for preloading (SCRIPT LOAD) and the pinned-hash test.
-pub fn all() -> [&'static Script; 11] {
+pub fn all() -> [&'static Script; 12] {
     [
         &ENTER,
         &POSITION,
@@ -105,6 +113,7 @@ pub fn all() -> [&'static Script; 11] {
         &SET_STATE,
         &STATUS,
         &CHALLENGE,
+        &ORIGIN_WINDOW,
     ]
 }
 
@@ -170,9 +179,11 @@ mod tests {
         let texts = all().into_iter().map(|s| s.body()).chain([PRELUDE]);
         for text in texts {
             for word in lua_words(text) {
-                let contract = ["CF_", "SF_", "ST_", "TR_", "SR_", "QS_", "K_", "GF_"]
-                    .iter()
-                    .any(|p| word.starts_with(p));
+                let contract = [
+                    "CF_", "SF_", "ST_", "TR_", "SR_", "QS_", "K_", "GF_", "OF_", "ORIGIN_",
+                ]
+                .iter()
+                .any(|p| word.starts_with(p));
                 if contract {
                     assert!(
                         defined.contains(&word),
@@ -236,16 +247,17 @@ mod tests {
     }
 
     const PINNED: &[(&str, &str)] = &[
-        ("enter", "e822a792305981bce6bc3e91a78abef8b820d048"),
-        ("position", "055f16ba85b7197af798dca5ab360378c84931b5"),
-        ("admit", "fe5b11b20d4379d3d8ff2aeccbb906049a64375e"),
-        ("consume", "b0f9a6c684db3d229db803fe7162f808c4ead3f2"),
-        ("settle", "ba0cdf06d6d43efee9fa780d80ffcf0b882eac3e"),
-        ("lease_acquire", "937f06a577e461c7b30f1aae374e79c1aae19b48"),
-        ("lease_release", "254b57a80fa7e58906ba8308156dcfd54120fae3"),
-        ("configure", "18b5405dec84da21b70b69d08ad30e11a88d72c0"),
-        ("set_state", "9f7ee3750e3607693d20b24dd624122501646695"),
-        ("status", "08bd73430d39ae92aaa948fd3b1ff3b356612e56"),
-        ("challenge", "b1b4092ffbfe1eba691cd58e2dd9e2d09624bf58"),
+        ("enter", "696f7c907f404f7292dca79d0260a08e9cd6bd47"),
+        ("position", "fc9745642376eb6c985ce0a59e90bbdc4ef72c59"),
+        ("admit", "2a6b38c079b63b3e04cba3a2350bc8eea387d3e2"),
+        ("consume", "25a027a5990cf7d6759b04716d72cad9cbfd22bd"),
+        ("settle", "a1631a063e2075e013c5b6aad7dcac756bc37786"),
+        ("lease_acquire", "8792595978737be951b4034e02087f7e04ed38ad"),
+        ("lease_release", "6f7676d37d3891f4957cf4231e5739fb8dd0268c"),
+        ("configure", "e88e5e1046d8367eed783153501ce24ce258e1df"),
+        ("set_state", "44db206691527c971a4fe1421ca562497de4bf4e"),
+        ("status", "d3d7e3935e6118c7288ba51794b5175b729c9060"),
+        ("challenge", "166f4746fbef9d12f37677c722dba27b1cfeb44b"),
+        ("origin_window", "bc1e26b4c80b2e717926452dd9812881d4167fa4"),
     ];
 }
