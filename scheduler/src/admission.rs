@@ -29,6 +29,19 @@ impl TokenBucket {
         }
     }
 
+    /// A new rate (origin control, a reloaded config): what the bucket
+    /// holds stays, within the new cap.
+    pub fn set_rate(&mut self, rate_per_second: f64, tick: Duration) {
+        let tokens = self.tokens;
+        *self = TokenBucket::new(rate_per_second, tick);
+        self.tokens = tokens.min(self.cap);
+    }
+
+    /// The rate it is refilled at.
+    pub fn rate(&self) -> f64 {
+        self.rate
+    }
+
     /// The most tokens the bucket holds.
     pub fn cap(&self) -> f64 {
         self.cap
@@ -184,6 +197,18 @@ mod tests {
         assert_eq!(b.cap(), 35.0);
         b.idle();
         assert_eq!(b.allowance(), 17);
+    }
+
+    #[test]
+    fn a_new_rate_keeps_what_fits_under_its_cap() {
+        let mut b = TokenBucket::new(175.0, TICK);
+        b.refill(TICK * 2);
+        b.set_rate(50.0, TICK);
+        assert_eq!(b.allowance(), 10, "capped at two ticks of the new rate");
+        assert_eq!(b.rate(), 50.0);
+        b.spend(10);
+        b.refill(TICK);
+        assert_eq!(b.allowance(), 5);
     }
 
     #[test]

@@ -110,7 +110,9 @@ pub async fn execute(
     let config = Config::load(&cli.config)?;
     let switch = |queue: Option<String>, state| (queue, state, None);
     let (queue, target, expect) = match cli.command {
-        Command::Run => return Ok(service::run(config, shutdown).await?),
+        Command::Run => {
+            return Ok(service::run_reloading(config, Some(cli.config), shutdown).await?)
+        }
         Command::Check => {
             print!("{}", check_report(&config));
             return Ok(());
@@ -222,7 +224,55 @@ struct QueueStatus {
     admitted_per_second: Option<f64>,
     lease_holder: Option<String>,
     lease_ttl_ms: Option<u64>,
+    origin: OriginStatus,
     stats: BTreeMap<String, i64>,
+}
+
+/// Origin control as the lease holder last recorded it.
+#[derive(Debug, Default, serde::Serialize)]
+struct OriginStatus {
+    control: Option<bool>,
+    target_rate_per_second: Option<f64>,
+    max_rate_per_second: Option<f64>,
+    min_rate_per_second: Option<f64>,
+    error_share: Option<f64>,
+    p95_ms: Option<f64>,
+}
+
+impl OriginStatus {
+    fn of(config: &BTreeMap<String, String>) -> OriginStatus {
+        let num = |field: &str| config.get(field).and_then(|v| v.parse::<f64>().ok());
+        OriginStatus {
+            control: config.get(cf::ORIGIN_CONTROL).and_then(|v| v.parse().ok()),
+            target_rate_per_second: num(cf::TARGET_RATE),
+            max_rate_per_second: num(cf::ADMIT_RATE_PER_SECOND),
+            min_rate_per_second: num(cf::MIN_ADMIT_RATE_PER_SECOND),
+            error_share: num(cf::ORIGIN_ERROR_SHARE),
+            p95_ms: num(cf::ORIGIN_P95_MS),
+        }
+    }
+
+    fn line(&self) -> String {
+        let max = self
+            .max_rate_per_second
+            .map_or("?".to_string(), |m| format!("{m:.1}"));
+        if self.control == Some(false) {
+            return format!("control off: fixed {max}/s");
+        }
+        let target = self
+            .target_rate_per_second
+            .map_or("not measured yet".to_string(), |t| format!("{t:.1}/s"));
+        let min = self
+            .min_rate_per_second
+            .map_or("?".to_string(), |m| format!("{m:.1}"));
+        let errors = self
+            .error_share
+            .map_or("no answers".to_string(), |e| format!("{:.1} %", e * 100.0));
+        let p95 = self
+            .p95_ms
+            .map_or("-".to_string(), |p| format!("{p:.0} ms"));
+        format!("target {target} (min {min}, max {max}) · errors {errors} · p95 {p95}")
+    }
 }
 
 async fn read_status(conn: &mut RedisConn, keys: &QueueKeys) -> Result<QueueStatus, CliError> {
@@ -236,6 +286,7 @@ async fn read_status(conn: &mut RedisConn, keys: &QueueKeys) -> Result<QueueStat
         admitted_per_second: s.measured_rate(),
         lease_ttl_ms: s.lease.as_ref().map(|(_, ttl)| *ttl),
         lease_holder: s.lease.as_ref().map(|(holder, _)| holder.clone()),
+        origin: OriginStatus::of(&s.config),
         stats: s.counters(),
     })
 }
@@ -272,11 +323,12 @@ fn render(s: &QueueStatus) -> String {
         _ => "none: no scheduler holds this queue".to_string(),
     };
     format!(
-        "queue {}\n  state       {}\n  waiting     {}\n  active      {} / {max}\n  admitted/s  {rate}\n  lease       {lease}\n  totals      entered {} · admitted {} · abandoned {} · expired {} · ordered {} · lapsed {}\n  refused     budget {} · no challenge {} · reused {} · turnstile {}\n",
+        "queue {}\n  state       {}\n  waiting     {}\n  active      {} / {max}\n  admitted/s  {rate}\n  lease       {lease}\n  origin      {}\n  totals      entered {} · admitted {} · abandoned {} · expired {} · ordered {} · lapsed {}\n  refused     budget {} · no challenge {} · reused {} · turnstile {}\n",
         s.queue,
         s.state.as_deref().unwrap_or("unconfigured (no scheduler has published settings)"),
         s.waiting,
         s.active,
+        s.origin.line(),
         stat(sf::ENTERED),
         stat(sf::ADMITTED),
         stat(sf::ABANDONED),
@@ -336,6 +388,13 @@ mod tests {
             admitted_per_second: Some(174.96),
             lease_holder: Some("vm1/42/ab12cd34".into()),
             lease_ttl_ms: Some(1800),
+            origin: OriginStatus::of(&BTreeMap::from([
+                ("target_rate".into(), "87.500".into()),
+                ("admit_rate_per_second".into(), "175.0".into()),
+                ("min_admit_rate_per_second".into(), "1.0".into()),
+                ("origin_error_share".into(), "0.420".into()),
+                ("origin_p95_ms".into(), "120.000".into()),
+            ])),
             stats: BTreeMap::from([("entered".into(), 5000), ("admitted".into(), 3796)]),
         };
         let text = render(&s);
@@ -346,6 +405,12 @@ mod tests {
             "{text}"
         );
         assert!(text.contains("entered 5000 · admitted 3796"), "{text}");
+        assert!(
+            text.contains(
+                "origin      target 87.5/s (min 1.0, max 175.0) · errors 42.0 % · p95 120 ms"
+            ),
+            "{text}"
+        );
         assert!(
             text.contains("refused     budget 0 · no challenge 0"),
             "{text}"

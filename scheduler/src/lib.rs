@@ -4,6 +4,7 @@
 //! * [`service`] — `run(config, shutdown)`: the HTTP listener and one task per queue.
 //! * [`queue`] — one queue's loop: lease (acquire, renew, release) and admit.
 //! * [`admission`] — the token bucket, rate estimate and backoff (pure).
+//! * [`control`] — origin control: the AIMD rate from the origin's answers (pure).
 //! * [`connect`] — one Redis handle for a server or a cluster.
 //! * [`engine`] — runs the shared crate's scripts over redis-rs.
 //! * [`metrics`] and [`http`] — Prometheus metrics, `/healthz`, `/metrics`.
@@ -13,6 +14,7 @@ pub mod admission;
 pub mod cli;
 pub mod config;
 pub mod connect;
+pub mod control;
 pub mod engine;
 pub mod http;
 pub mod metrics;

@@ -63,6 +63,10 @@ pub struct Metrics {
     lease_ttl: Family<QueueLabel, FloatGauge>,
     tick_interval: Family<QueueLabel, FloatGauge>,
     rate_limit: Family<QueueLabel, FloatGauge>,
+    target_rate: Family<QueueLabel, FloatGauge>,
+    origin_errors: Family<QueueLabel, FloatGauge>,
+    origin_p95: Family<QueueLabel, FloatGauge>,
+    rate_cuts: Family<QueueLabel, Counter>,
     health: Mutex<BTreeMap<String, QueueHealth>>,
 }
 
@@ -105,6 +109,10 @@ impl Metrics {
             lease_ttl: Family::default(),
             tick_interval: Family::default(),
             rate_limit: Family::default(),
+            target_rate: Family::default(),
+            origin_errors: Family::default(),
+            origin_p95: Family::default(),
+            rate_cuts: Family::default(),
             health: Mutex::new(BTreeMap::new()),
             registry: Registry::default(),
         };
@@ -199,6 +207,27 @@ impl Metrics {
             "Configured admission rate (admit_rate_per_second)",
             m.rate_limit.clone(),
         );
+        // Origin control (lease holder only, like the line's gauges).
+        registry.register(
+            "target_admit_rate_per_second",
+            "Admission rate in force: the configured rate, or less while origin control has cut it",
+            m.target_rate.clone(),
+        );
+        registry.register(
+            "origin_error_share",
+            "Share of gated orders the origin answered 5xx or not at all over the control window, as the edge saw them",
+            m.origin_errors.clone(),
+        );
+        registry.register(
+            "origin_latency_p95_seconds",
+            "The origin's p95 latency over the control window, as the edge saw it",
+            m.origin_p95.clone(),
+        );
+        registry.register(
+            "admit_rate_cuts",
+            "Times origin control cut the admission rate (by this process)",
+            m.rate_cuts.clone(),
+        );
         Metrics { registry, ..m }
     }
 
@@ -207,21 +236,8 @@ impl Metrics {
     pub fn add_queue(&self, queue: &str, settings: &Settings, stale_after: Duration) {
         let l = label(queue);
         self.lease_held.get_or_create(&l).set(0);
-        self.max_waiting
-            .get_or_create(&l)
-            .set(gauge(settings.max_waiting));
-        self.max_active
-            .get_or_create(&l)
-            .set(gauge(settings.max_active));
-        self.lease_ttl
-            .get_or_create(&l)
-            .set(seconds(settings.lease_ttl_ms));
-        self.tick_interval
-            .get_or_create(&l)
-            .set(seconds(settings.tick_ms));
-        self.rate_limit
-            .get_or_create(&l)
-            .set(settings.admit_rate_per_second);
+        self.settings(queue, settings);
+        let _ = self.rate_cuts.get_or_create(&l);
         let _ = self.admitted.get_or_create(&l);
         let _ = self.errors.get_or_create(&l);
         self.lock_health().insert(
@@ -260,6 +276,9 @@ impl Metrics {
             self.active.remove(&l);
             self.admitting.remove(&l);
             self.rate.remove(&l);
+            self.target_rate.remove(&l);
+            self.origin_errors.remove(&l);
+            self.origin_p95.remove(&l);
         }
         if let Some(h) = self.lock_health().get_mut(queue) {
             h.leader = held;
@@ -284,6 +303,60 @@ impl Metrics {
         if let Some(r) = rate {
             self.rate.get_or_create(&l).set(r);
         }
+    }
+
+    /// The admission rate in force, and what origin control last saw of
+    /// the origin (None: no answers in the window, or control is off).
+    pub fn origin(
+        &self,
+        queue: &str,
+        target_rate: f64,
+        error_share: Option<f64>,
+        p95_ms: Option<f64>,
+    ) {
+        let l = label(queue);
+        self.target_rate.get_or_create(&l).set(target_rate);
+        match error_share {
+            Some(e) => {
+                self.origin_errors.get_or_create(&l).set(e);
+            }
+            None => {
+                self.origin_errors.remove(&l);
+            }
+        }
+        match p95_ms {
+            Some(p) => {
+                self.origin_p95.get_or_create(&l).set(p / 1_000.0);
+            }
+            None => {
+                self.origin_p95.remove(&l);
+            }
+        }
+    }
+
+    /// Origin control cut the rate.
+    pub fn rate_cut(&self, queue: &str) {
+        self.rate_cuts.get_or_create(&label(queue)).inc();
+    }
+
+    /// This process's settings changed (a reloaded config).
+    pub fn settings(&self, queue: &str, settings: &Settings) {
+        let l = label(queue);
+        self.max_waiting
+            .get_or_create(&l)
+            .set(gauge(settings.max_waiting));
+        self.max_active
+            .get_or_create(&l)
+            .set(gauge(settings.max_active));
+        self.lease_ttl
+            .get_or_create(&l)
+            .set(seconds(settings.lease_ttl_ms));
+        self.tick_interval
+            .get_or_create(&l)
+            .set(seconds(settings.tick_ms));
+        self.rate_limit
+            .get_or_create(&l)
+            .set(settings.admit_rate_per_second);
     }
 
     /// Grows the refusal counter by what Redis's totals gained since the

@@ -6,15 +6,18 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use queuegate_shared::ops::{
-    Admit, AdmitCounts, AdmitReply, Configure, LeaseAcquire, LeaseRelease,
+    Admit, AdmitCounts, AdmitReply, Configure, LeaseAcquire, LeaseRelease, OriginReply,
+    OriginWindow,
 };
 use queuegate_shared::token::Grant;
 use queuegate_shared::{QueueKeys, QueueState, Settings};
-use tokio::time::MissedTickBehavior;
+use tokio::sync::watch;
+use tokio::time::{Interval, MissedTickBehavior};
 use tokio_util::sync::CancellationToken;
 
 use crate::admission::{Backoff, RateEstimate, TokenBucket};
 use crate::connect::RedisConn;
+use crate::control::{self, Change, Controller, Knobs};
 use crate::engine::{self, EngineError};
 use crate::metrics::Metrics;
 
@@ -66,6 +69,14 @@ pub struct QueueWorker {
     rate: RateEstimate,
     last_tick: Option<Instant>,
     holder: Option<String>,
+    control: Controller,
+    /// When origin control last stepped (None: not since taking the lease,
+    /// so the next step first resumes the state recorded in Redis).
+    control_stepped: Option<Instant>,
+    /// Settings from a reloaded config (SIGHUP).
+    reloads: Option<watch::Receiver<Settings>>,
+    /// Settings changed while holding the lease: publish them next tick.
+    publish: bool,
 }
 
 impl QueueWorker {
@@ -79,6 +90,7 @@ impl QueueWorker {
     ) -> Self {
         let tick = Duration::from_millis(settings.tick_ms);
         QueueWorker {
+            control: Controller::new(Knobs::of(&settings)),
             bucket: TokenBucket::new(settings.admit_rate_per_second, tick),
             rate: RateEstimate::new(RATE_WINDOW),
             keys,
@@ -89,7 +101,17 @@ impl QueueWorker {
             role: Role::Standby,
             last_tick: None,
             holder: None,
+            control_stepped: None,
+            reloads: None,
+            publish: false,
         }
+    }
+
+    /// Takes new settings from `reloads` as they come (a reloaded config);
+    /// the lease is kept.
+    pub fn with_reloads(mut self, reloads: watch::Receiver<Settings>) -> Self {
+        self.reloads = Some(reloads);
+        self
     }
 
     fn queue(&self) -> &str {
@@ -99,17 +121,23 @@ impl QueueWorker {
     /// Ticks until `cancel` fires, then finishes the tick in progress and
     /// releases the lease.
     pub async fn run(mut self, cancel: CancellationToken) {
+        let mut interval = ticks(self.settings.tick_ms);
         let tick = Duration::from_millis(self.settings.tick_ms);
-        let mut interval = tokio::time::interval(tick);
-        // A slow tick delays the next one instead of firing a catch-up
-        // burst: the bucket already counts the time that passed.
-        interval.set_missed_tick_behavior(MissedTickBehavior::Delay);
         let mut backoff = Backoff::new(tick, MAX_BACKOFF.max(tick));
         let mut failing = false;
         loop {
             tokio::select! {
                 biased;
                 () = cancel.cancelled() => break,
+                Some(settings) = reloaded(&mut self.reloads) => {
+                    if settings.tick_ms != self.settings.tick_ms {
+                        interval = ticks(settings.tick_ms);
+                        let tick = Duration::from_millis(settings.tick_ms);
+                        backoff = Backoff::new(tick, MAX_BACKOFF.max(tick));
+                    }
+                    self.reconfigure(settings);
+                    continue;
+                }
                 _ = interval.tick() => {}
             }
             match self.tick().await {
@@ -155,6 +183,9 @@ impl QueueWorker {
         match self.role {
             Role::Leader { valid_until } if started < valid_until => {
                 self.bucket.refill(elapsed);
+                if self.publish {
+                    self.publish_settings().await?;
+                }
             }
             _ => {
                 // Standby, or our lease may have run out during an outage:
@@ -185,7 +216,127 @@ impl QueueWorker {
                 self.on_acquired(was_leader, elapsed).await?;
             }
         }
+        self.steer(started).await?;
         self.admit(started, elapsed).await
+    }
+
+    /// New settings from a reloaded config: the rate, the controller's
+    /// knobs and the metrics follow at once; the lease is kept, and a
+    /// holder publishes them on its next tick.
+    fn reconfigure(&mut self, settings: Settings) {
+        if settings == self.settings {
+            return;
+        }
+        tracing::info!(
+            queue = self.queue(),
+            admit_rate_per_second = settings.admit_rate_per_second,
+            max_active = settings.max_active,
+            origin_control = settings.origin_control,
+            "settings reloaded"
+        );
+        self.settings = settings;
+        self.control.retune(Knobs::of(&self.settings));
+        self.bucket
+            .set_rate(self.rate_in_force(), self.tick_length());
+        self.metrics.settings(self.queue(), &self.settings);
+        self.publish = self.role != Role::Standby;
+    }
+
+    async fn publish_settings(&mut self) -> Result<(), TickError> {
+        engine::run(
+            &mut self.conn,
+            &Configure {
+                keys: &self.keys,
+                settings: &self.settings,
+                initial_state: QueueState::Open,
+            },
+        )
+        .await?;
+        self.publish = false;
+        tracing::info!(queue = self.queue(), "reloaded settings published");
+        Ok(())
+    }
+
+    fn tick_length(&self) -> Duration {
+        Duration::from_millis(self.settings.tick_ms)
+    }
+
+    fn rate_in_force(&self) -> f64 {
+        if self.settings.origin_control {
+            self.control.target()
+        } else {
+            self.settings.admit_rate_per_second
+        }
+    }
+
+    /// Origin control, once a [`control::STEP`]: read the origin's answers
+    /// (recording the last step's state for a successor), step the
+    /// controller, set the bucket's rate. Off: the configured rate.
+    async fn steer(&mut self, now: Instant) -> Result<(), TickError> {
+        if !self.settings.origin_control {
+            self.bucket
+                .set_rate(self.settings.admit_rate_per_second, self.tick_length());
+            self.metrics.origin(
+                self.queue(),
+                self.settings.admit_rate_per_second,
+                None,
+                None,
+            );
+            return Ok(());
+        }
+        let elapsed = match self.control_stepped {
+            Some(t) if now.duration_since(t) < control::STEP => return Ok(()),
+            Some(t) => Some(now.duration_since(t)),
+            None => None,
+        };
+        let record = elapsed.is_some().then(|| self.control.record());
+        let window = Knobs::of(&self.settings).window_s;
+        let reply = engine::run(
+            &mut self.conn,
+            &OriginWindow {
+                keys: &self.keys,
+                owner: &self.owner,
+                seconds: window,
+                record: record.as_ref(),
+            },
+        )
+        .await?;
+        // Not the holder any more: the admit that follows finds out.
+        let OriginReply::Read(read) = reply else {
+            return Ok(());
+        };
+        if elapsed.is_none() {
+            // A new lease: carry on from the state the last holder recorded.
+            self.control.resume(&read);
+        }
+        self.control_stepped = Some(now);
+        let from = self.control.target();
+        match self.control.step(&read, elapsed.unwrap_or(control::STEP)) {
+            Change::Cut { why, .. } if self.control.target() < from => {
+                self.metrics.rate_cut(self.queue());
+                tracing::warn!(
+                    queue = self.queue(),
+                    from = format_args!("{from:.1}"),
+                    to = format_args!("{:.1}", self.control.target()),
+                    "origin in trouble ({why}): admission rate cut"
+                );
+            }
+            Change::BackToMax => tracing::info!(
+                queue = self.queue(),
+                rate = self.settings.admit_rate_per_second,
+                "origin healthy: admission back at the full rate"
+            ),
+            _ => {}
+        }
+        self.bucket
+            .set_rate(self.control.target(), self.tick_length());
+        self.metrics.origin(
+            self.queue(),
+            self.control.target(),
+            self.control.error_share(),
+            self.control.p95_ms(),
+        );
+        Ok(())
     }
 
     fn lease_for(&self) -> Duration {
@@ -204,12 +355,14 @@ impl QueueWorker {
             },
         )
         .await?;
+        self.publish = false;
         if was_leader {
             // Our own lease, extended after an outage: carry on.
             self.bucket.refill(elapsed);
         } else {
             self.bucket.prime();
             self.rate.reset();
+            self.control_stepped = None;
             self.metrics.lease(self.queue(), true);
         }
         self.holder = Some(self.owner.to_string());
@@ -309,6 +462,27 @@ impl QueueWorker {
         self.role = Role::Standby;
         self.metrics.lease(self.queue(), false);
     }
+}
+
+/// A tick interval. A slow tick delays the next one instead of firing a
+/// catch-up burst: the bucket already counts the time that passed.
+fn ticks(tick_ms: u64) -> Interval {
+    let mut interval = tokio::time::interval(Duration::from_millis(tick_ms));
+    interval.set_missed_tick_behavior(MissedTickBehavior::Delay);
+    interval
+}
+
+/// The next settings from a reloaded config; never resolves without a
+/// sender (or once it is gone).
+async fn reloaded(reloads: &mut Option<watch::Receiver<Settings>>) -> Option<Settings> {
+    let Some(rx) = reloads else {
+        return std::future::pending().await;
+    };
+    if rx.changed().await.is_err() {
+        *reloads = None;
+        return std::future::pending().await;
+    }
+    Some(rx.borrow_and_update().clone())
 }
 
 /// `n` tokens with activation jitter, from the OS CSPRNG.

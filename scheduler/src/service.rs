@@ -3,10 +3,12 @@
 //! releases its lease before `run` returns.
 
 use std::future::Future;
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
 use queuegate_shared::QueueKeys;
+use tokio::sync::watch;
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 
@@ -64,6 +66,18 @@ async fn preload_scripts<C: redis::aio::ConnectionLike + Send>(conn: &mut C) {
 
 /// Runs every configured queue until `shutdown` resolves.
 pub async fn run(config: Config, shutdown: impl Future<Output = ()>) -> Result<(), RunError> {
+    run_reloading(config, None, shutdown).await
+}
+
+/// Like [`run`]; with `reload_from`, SIGHUP reloads that file: new queue
+/// settings take effect at once without touching the leases, and a file
+/// that does not validate (or changes what needs a restart) is refused
+/// with the reason logged, the running config kept.
+pub async fn run_reloading(
+    config: Config,
+    reload_from: Option<PathBuf>,
+    shutdown: impl Future<Output = ()>,
+) -> Result<(), RunError> {
     let owner: Arc<str> = Arc::from(owner_id());
     let metrics = Arc::new(Metrics::new());
     for q in &config.queues {
@@ -111,15 +125,27 @@ pub async fn run(config: Config, shutdown: impl Future<Output = ()>) -> Result<(
     preload_scripts(&mut conn.clone()).await;
 
     let mut tasks = JoinSet::new();
+    let mut senders = Vec::new();
     for q in &config.queues {
+        let (tx, rx) = watch::channel(q.settings.clone());
+        senders.push(tx);
         let worker = QueueWorker::new(
             QueueKeys::new(&config.prefix, &q.id),
             q.settings.clone(),
             owner.clone(),
             conn.clone(),
             metrics.clone(),
-        );
+        )
+        .with_reloads(rx);
         tasks.spawn(worker.run(cancel.child_token()));
+    }
+    if let Some(path) = reload_from {
+        tokio::spawn(reload_on_hangup(
+            path,
+            config,
+            senders,
+            cancel.child_token(),
+        ));
     }
     shutdown.await;
     tracing::info!("shutting down: finishing ticks and releasing leases");
@@ -132,6 +158,54 @@ pub async fn run(config: Config, shutdown: impl Future<Output = ()>) -> Result<(
     let _ = http.await;
     tracing::info!("stopped");
     Ok(())
+}
+
+/// Reloads `path` on every SIGHUP until `cancel`; see [`run_reloading`].
+async fn reload_on_hangup(
+    path: PathBuf,
+    mut running: Config,
+    senders: Vec<watch::Sender<queuegate_shared::Settings>>,
+    cancel: CancellationToken,
+) {
+    #[cfg(unix)]
+    let mut hangups = match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup()) {
+        Ok(s) => s,
+        Err(e) => {
+            tracing::warn!(error = %e, "cannot listen for SIGHUP; config reload is off");
+            return;
+        }
+    };
+    loop {
+        #[cfg(unix)]
+        tokio::select! {
+            () = cancel.cancelled() => return,
+            got = hangups.recv() => if got.is_none() { return },
+        }
+        #[cfg(not(unix))]
+        {
+            let _ = (&path, &senders);
+            return cancel.cancelled().await;
+        }
+        let new = match Config::load(&path) {
+            Ok(new) => new,
+            Err(e) => {
+                tracing::error!("config reload refused, running config kept: {e}");
+                continue;
+            }
+        };
+        if let Some(why) = running.restart_needed(&new) {
+            tracing::error!(
+                path = %path.display(),
+                "config reload refused, running config kept: {why}, which needs a restart"
+            );
+            continue;
+        }
+        for (tx, q) in senders.iter().zip(&new.queues) {
+            tx.send_replace(q.settings.clone());
+        }
+        tracing::info!(path = %path.display(), "config reloaded");
+        running = new;
+    }
 }
 
 /// A single server's handle is lazy (never fails here); a cluster needs its

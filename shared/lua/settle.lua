@@ -1,14 +1,24 @@
 -- settle: the origin's answer after a consume.
 -- KEYS[1] status:<uid>  KEYS[2] token:<uid>  KEYS[3] active  KEYS[4] stats
 -- KEYS[5] config (retry_window_ms, status_ttl_ms)
--- ARGV[1] uid  ARGV[2] token  ARGV[3] 'ok' | 'fail'
+-- ARGV[1] uid  ARGV[2] token
+-- ARGV[3] the origin's answer: OF_OK (2xx/3xx) | OF_CLIENT_ERROR (4xx) |
+--   OF_SERVER_ERROR (5xx) | OF_NO_ANSWER; only OF_OK is a success
+-- ARGV[4] the origin's latency in ms  ARGV[5] key base '<prefix>:{<queue>}:'
 -- Reply: {'ordered'} · {'restored', expiresAt} (the same token is valid
 --   again) · {'expired'} (failure, but no retry window is left) · {'stale'}
 --   (not in flight with this token: a duplicate settle changes nothing)
 --   · UNCONFIGURED (no published settings; nothing changed, the slot lapses).
 -- A failed order gets one retry window: the first restore extends the
 -- token to at least now + retry_window, later ones keep that expiry.
-local uid, token, outcome = ARGV[1], ARGV[2], ARGV[3]
+-- Every real settle also counts the answer in origin:<second> for the
+-- scheduler's origin control (docs/engine.md).
+local uid, token, answer = ARGV[1], ARGV[2], ARGV[3]
+if answer ~= OF_OK and answer ~= OF_CLIENT_ERROR and answer ~= OF_SERVER_ERROR and answer ~= OF_NO_ANSWER then
+  return redis.error_reply('settle: unknown answer class')
+end
+local latency = tonumber(ARGV[4])
+if not latency then return redis.error_reply('settle: latency is not a number') end
 local st = redis.call('GET', KEYS[1])
 if not st then return {'stale'} end
 local f = split(st)
@@ -18,12 +28,21 @@ if not cfg then return UNCONFIGURED end
 local retry_window, status_ttl = tonumber(cfg[1]), tonumber(cfg[2])
 
 local now = now_ms()
+
+-- Origin health: one hash per Redis second, counts by answer class and
+-- latency bucket, expiring by itself (no extra round trip for the edge).
+local seen = ARGV[5] .. K_ORIGIN .. math.floor(now / ORIGIN_BUCKET_MS)
+if redis.call('HINCRBY', seen, answer, 1) == 1 then redis.call('PEXPIRE', seen, ORIGIN_KEEP_MS) end
+local slot = 1
+while slot <= #ORIGIN_LATENCY_EDGES and latency > ORIGIN_LATENCY_EDGES[slot] do slot = slot + 1 end
+redis.call('HINCRBY', seen, OF_LATENCY .. slot, 1)
+
 -- A slot swept while in flight was counted as lapsed; this settle moves
 -- the entry out of 'lapsed' into its final state.
 local held = redis.call('ZREM', KEYS[3], uid) == 1
 if not held then redis.call('HINCRBY', KEYS[4], SF_LAPSED, -1) end
 
-if outcome == 'ok' then
+if answer == OF_OK then
   redis.call('SET', KEYS[1], record(ST_ORDERED, now, token), 'PX', status_ttl)
   redis.call('HINCRBY', KEYS[4], SF_ORDERED, 1)
   return {'ordered'}

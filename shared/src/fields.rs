@@ -40,6 +40,23 @@ names!(
         CHALLENGE_MAX_NUMBER = "challenge_max_number",
         /// Setting: a challenge's lifetime.
         CHALLENGE_TTL_MS = "challenge_ttl_ms",
+        /// Setting: whether origin control steers the rate.
+        ORIGIN_CONTROL = "origin_control",
+        /// Setting: the lowest rate origin control cuts to.
+        MIN_ADMIT_RATE_PER_SECOND = "min_admit_rate_per_second",
+        /// Origin control: the admissions per second now in force (between
+        /// `min_admit_rate_per_second` and `admit_rate_per_second`); kept
+        /// here so a new lease holder carries on from it.
+        TARGET_RATE = "target_rate",
+        /// Origin control: the Redis second of the last cut (0: none);
+        /// only answers recorded after it count towards the next one.
+        ORIGIN_CUT_AT = "origin_cut_at",
+        /// Origin control: the share of 5xx and unanswered orders over the
+        /// last window, as the edge saw them ('' without answers).
+        ORIGIN_ERROR_SHARE = "origin_error_share",
+        /// Origin control: the origin's p95 latency in ms over the last
+        /// window ('' without answers).
+        ORIGIN_P95_MS = "origin_p95_ms",
     }
 );
 
@@ -74,6 +91,34 @@ names!(
         REFUSED_TURNSTILE = "refused_turnstile",
     }
 );
+
+names!(
+    /// Fields of an `origin:<second>` hash: what the edge's settles saw of
+    /// the origin in that second, by class, and by latency bucket
+    /// (`lat:<i>`, `i` = 1-based index into [`ORIGIN_LATENCY_EDGES_MS`],
+    /// one past the end for slower answers).
+    origin, "OF_" {
+        /// 2xx/3xx.
+        OK = "ok",
+        /// 4xx: the visitor's mistake, not the origin's trouble.
+        CLIENT_ERROR = "c4",
+        /// 5xx.
+        SERVER_ERROR = "c5",
+        /// No answer (network error, timeout).
+        NO_ANSWER = "none",
+        /// Prefix of a latency bucket's field.
+        LATENCY = "lat:",
+    }
+);
+
+/// Upper bounds (ms, inclusive) of the origin latency buckets; a last,
+/// open bucket holds slower answers.
+pub const ORIGIN_LATENCY_EDGES_MS: [u64; 8] = [50, 100, 250, 500, 1_000, 2_500, 5_000, 10_000];
+/// Width of one `origin:<second>` bucket.
+pub const ORIGIN_BUCKET_MS: u64 = 1_000;
+/// How long an `origin:<second>` hash lives: the longest window
+/// (`origin_window_ms` ≤ 60 s) plus a margin.
+pub const ORIGIN_KEEP_MS: u64 = 65_000;
 
 names!(
     /// Kinds of a `status:<uid>` record (its first field).
@@ -174,6 +219,7 @@ pub fn lua_header() -> String {
         .chain(stats::ALL)
         .chain(status::ALL)
         .chain(guard_field::ALL)
+        .chain(origin::ALL)
         .map(|(n, v)| (n.to_string(), *v))
         .chain(queue_states());
     for (name, value) in strings {
@@ -183,6 +229,13 @@ pub fn lua_header() -> String {
         out.push_str(&format!("local {name} = {index}\n"));
     }
     out.push_str(&format!("local SEP = '{SEPARATOR}'\n"));
+    let edges: Vec<String> = ORIGIN_LATENCY_EDGES_MS.iter().map(u64::to_string).collect();
+    out.push_str(&format!(
+        "local ORIGIN_LATENCY_EDGES = {{{}}}\n",
+        edges.join(", ")
+    ));
+    out.push_str(&format!("local ORIGIN_BUCKET_MS = {ORIGIN_BUCKET_MS}\n"));
+    out.push_str(&format!("local ORIGIN_KEEP_MS = {ORIGIN_KEEP_MS}\n"));
     out
 }
 
@@ -204,7 +257,15 @@ mod tests {
     fn config_fields_the_scripts_read_are_settings() {
         let settings = Settings::field_names();
         for (_, field) in config::ALL {
-            if [config::STATE, config::MEASURED_RATE].contains(field) {
+            let kept_by_the_scheduler = [
+                config::STATE,
+                config::MEASURED_RATE,
+                config::TARGET_RATE,
+                config::ORIGIN_CUT_AT,
+                config::ORIGIN_ERROR_SHARE,
+                config::ORIGIN_P95_MS,
+            ];
+            if kept_by_the_scheduler.contains(field) {
                 assert!(!settings.iter().any(|s| s == field), "{field} is a setting");
                 continue;
             }

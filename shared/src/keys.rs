@@ -196,6 +196,12 @@ impl QueueKeys {
     pub fn guard(&self) -> String {
         self.key(name::GUARD)
     }
+
+    /// HASH: the origin's answers recorded by settles in Redis second
+    /// `second` (see [`fields::origin`](crate::fields::origin)).
+    pub fn origin(&self, second: u64) -> String {
+        format!("{}{}{second}", self.base, name::ORIGIN)
+    }
 }
 
 names!(
@@ -222,6 +228,9 @@ names!(
         SEEN = "seen:",
         /// HASH: entry budgets by address and used solutions.
         GUARD = "guard",
+        /// Prefix of the origin's answers per second, `origin:<second>`
+        /// (a HASH of counts by class and latency bucket; expires itself).
+        ORIGIN = "origin:",
     }
 );
 

@@ -91,8 +91,16 @@ pub static STATUS: Script = Script::new("status", false, include_str!("../lua/st
 pub static SET_STATE: Script =
     Script::new("set_state", false, include_str!("../lua/set_state.lua"));
 
+/// Reads the origin's recent answers and records the origin control's
+/// state.
+pub static ORIGIN_WINDOW: Script = Script::new(
+    "origin_window",
+    true,
+    include_str!("../lua/origin_window.lua"),
+);
+
 /// Every script, for preloading (SCRIPT LOAD) and the pinned-hash test.
-pub fn all() -> [&'static Script; 11] {
+pub fn all() -> [&'static Script; 12] {
     [
         &ENTER,
         &POSITION,
@@ -105,6 +113,7 @@ pub fn all() -> [&'static Script; 11] {
         &SET_STATE,
         &STATUS,
         &CHALLENGE,
+        &ORIGIN_WINDOW,
     ]
 }
 
@@ -170,9 +179,11 @@ mod tests {
         let texts = all().into_iter().map(|s| s.body()).chain([PRELUDE]);
         for text in texts {
             for word in lua_words(text) {
-                let contract = ["CF_", "SF_", "ST_", "TR_", "SR_", "QS_", "K_", "GF_"]
-                    .iter()
-                    .any(|p| word.starts_with(p));
+                let contract = [
+                    "CF_", "SF_", "ST_", "TR_", "SR_", "QS_", "K_", "GF_", "OF_", "ORIGIN_",
+                ]
+                .iter()
+                .any(|p| word.starts_with(p));
                 if contract {
                     assert!(
                         defined.contains(&word),
@@ -236,16 +247,17 @@ mod tests {
     }
 
     const PINNED: &[(&str, &str)] = &[
-        ("enter", "fd566f648e21ca3ac1ad33680bdb86ff75628c49"),
-        ("position", "06731b4dfe0ce527da56d404c19559ff4b75c306"),
-        ("admit", "420b8ead73e92f544b87c316b4d24b42ad697d3a"),
-        ("consume", "8579937deba00e26e373de8e78653651a601a98d"),
-        ("settle", "47df94a6680e4525cdf173e3bb1ae458d85c943b"),
-        ("lease_acquire", "937f06a577e461c7b30f1aae374e79c1aae19b48"),
-        ("lease_release", "254b57a80fa7e58906ba8308156dcfd54120fae3"),
-        ("configure", "18b5405dec84da21b70b69d08ad30e11a88d72c0"),
-        ("set_state", "9f7ee3750e3607693d20b24dd624122501646695"),
-        ("status", "08bd73430d39ae92aaa948fd3b1ff3b356612e56"),
-        ("challenge", "94b153fed6ec1dfb57525b15245432d7d9c00afa"),
+        ("enter", "0631789108ee9071ba9744cb4e073a314d35ede6"),
+        ("position", "3f4bfa5bdaf25b332fefe0ea781747af9b93256f"),
+        ("admit", "d0427069085ffb49dd5de8a8929403c17eabf26e"),
+        ("consume", "d98ec1414e5f8e1681f55e3094df2f835ba2ba27"),
+        ("settle", "d5d7115e479b430d05d51d8e9bbb8e54535d6634"),
+        ("lease_acquire", "8792595978737be951b4034e02087f7e04ed38ad"),
+        ("lease_release", "6f7676d37d3891f4957cf4231e5739fb8dd0268c"),
+        ("configure", "e88e5e1046d8367eed783153501ce24ce258e1df"),
+        ("set_state", "44db206691527c971a4fe1421ca562497de4bf4e"),
+        ("status", "d3d7e3935e6118c7288ba51794b5175b729c9060"),
+        ("challenge", "2f2d0bcde16e0ae175aee10b7c486ba7f38da704"),
+        ("origin_window", "6b9f5016f6142723a3274857cef77978cf8a616e"),
     ];
 }

@@ -55,6 +55,28 @@ pub struct Settings {
     pub challenge_max_number: u64,
     /// How long a challenge may be solved and used.
     pub challenge_ttl_ms: u64,
+    /// Origin control: admit at `admit_rate_per_second` only while the
+    /// origin copes; cut the rate when orders fail or slow down, and raise
+    /// it back while they do not. False: always the fixed rate.
+    pub origin_control: bool,
+    /// Origin control: the lowest rate a cut goes to (at most
+    /// `admit_rate_per_second`).
+    pub min_admit_rate_per_second: f64,
+    /// Origin control: the answers looked at (the last this many ms, and
+    /// only those after the last cut).
+    pub origin_window_ms: u64,
+    /// Origin control: answers needed in the window before a cut.
+    pub origin_min_samples: u64,
+    /// Origin control: cut when more than this share of the answers are
+    /// 5xx or missing (4xx do not count: they are the visitor's).
+    pub origin_max_error_share: f64,
+    /// Origin control: cut when the origin's p95 latency exceeds this.
+    pub origin_p95_target_ms: u64,
+    /// Origin control: a cut multiplies the rate by this.
+    pub origin_decrease_factor: f64,
+    /// Origin control: while healthy the rate climbs from the minimum to
+    /// the maximum in this long (a fixed step per second).
+    pub origin_recover_ms: u64,
 }
 
 impl Default for Settings {
@@ -79,6 +101,14 @@ impl Default for Settings {
             entry_budget_burst: 40,
             challenge_max_number: 100_000,
             challenge_ttl_ms: 600_000,
+            origin_control: true,
+            min_admit_rate_per_second: 1.0,
+            origin_window_ms: 10_000,
+            origin_min_samples: 20,
+            origin_max_error_share: 0.1,
+            origin_p95_target_ms: 2_000,
+            origin_decrease_factor: 0.5,
+            origin_recover_ms: 20_000,
         }
     }
 }
@@ -212,6 +242,58 @@ impl Settings {
                 "challenge_ttl_ms",
                 self.challenge_ttl_ms,
                 "must be 10000 to 3600000",
+            ));
+        }
+        self.validate_origin_control()
+    }
+
+    fn validate_origin_control(&self) -> Result<(), SettingsError> {
+        let min = self.min_admit_rate_per_second;
+        if !(min.is_finite() && min > 0.0 && min <= self.admit_rate_per_second) {
+            return Err(invalid(
+                "min_admit_rate_per_second",
+                min,
+                "must be above 0 and at most admit_rate_per_second",
+            ));
+        }
+        if !(1_000..=60_000).contains(&self.origin_window_ms) {
+            return Err(invalid(
+                "origin_window_ms",
+                self.origin_window_ms,
+                "must be 1000 to 60000 (the edge keeps 65 s of answers)",
+            ));
+        }
+        if self.origin_min_samples == 0 {
+            return Err(invalid("origin_min_samples", 0, "must be at least 1"));
+        }
+        let share = self.origin_max_error_share;
+        if !(share > 0.0 && share < 1.0) {
+            return Err(invalid(
+                "origin_max_error_share",
+                share,
+                "must be above 0 and below 1",
+            ));
+        }
+        if !(50..=60_000).contains(&self.origin_p95_target_ms) {
+            return Err(invalid(
+                "origin_p95_target_ms",
+                self.origin_p95_target_ms,
+                "must be 50 to 60000",
+            ));
+        }
+        let factor = self.origin_decrease_factor;
+        if !(0.05..=0.95).contains(&factor) {
+            return Err(invalid(
+                "origin_decrease_factor",
+                factor,
+                "must be 0.05 to 0.95",
+            ));
+        }
+        if !(1_000..=3_600_000).contains(&self.origin_recover_ms) {
+            return Err(invalid(
+                "origin_recover_ms",
+                self.origin_recover_ms,
+                "must be 1000 to 3600000",
             ));
         }
         Ok(())
@@ -455,6 +537,69 @@ mod tests {
                     ..Default::default()
                 },
                 "challenge_ttl_ms",
+            ),
+            (
+                Settings {
+                    min_admit_rate_per_second: 200.0,
+                    ..Default::default()
+                },
+                "min_admit_rate_per_second",
+            ),
+            (
+                Settings {
+                    min_admit_rate_per_second: 0.0,
+                    ..Default::default()
+                },
+                "min_admit_rate_per_second",
+            ),
+            (
+                Settings {
+                    origin_window_ms: 120_000,
+                    ..Default::default()
+                },
+                "origin_window_ms",
+            ),
+            (
+                Settings {
+                    origin_min_samples: 0,
+                    ..Default::default()
+                },
+                "origin_min_samples",
+            ),
+            (
+                Settings {
+                    origin_max_error_share: 1.0,
+                    ..Default::default()
+                },
+                "origin_max_error_share",
+            ),
+            (
+                Settings {
+                    origin_max_error_share: f64::NAN,
+                    ..Default::default()
+                },
+                "origin_max_error_share",
+            ),
+            (
+                Settings {
+                    origin_p95_target_ms: 10,
+                    ..Default::default()
+                },
+                "origin_p95_target_ms",
+            ),
+            (
+                Settings {
+                    origin_decrease_factor: 1.0,
+                    ..Default::default()
+                },
+                "origin_decrease_factor",
+            ),
+            (
+                Settings {
+                    origin_recover_ms: 0,
+                    ..Default::default()
+                },
+                "origin_recover_ms",
             ),
         ];
         for (s, field) in cases {

@@ -1,10 +1,12 @@
 //! A tiny shop behind the waiting room: a home page, a checkout page whose
 //! button posts the order, and `POST /orders`, which accepts only requests
 //! that carry a valid queuegate signature (the check every origin should
-//! make; see README "Origin verification").
+//! make; see README "Origin verification"). For demos and tests it can be
+//! made to fail or slow down at run time: `POST /_demo/conditions`.
 
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode};
@@ -12,31 +14,124 @@ use axum::response::Html;
 use axum::routing::{get, post};
 use axum::{Json, Router};
 
+/// The longest latency the shop can be told to add.
+pub const MAX_LATENCY_MS: u64 = 60_000;
+
+/// How the shop answers orders: a share of them with 503, every one after
+/// a delay.
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
+pub struct Conditions {
+    /// Share of signed orders answered 503 (0 to 1), spread evenly.
+    pub error_rate: f64,
+    /// Added before every order's answer.
+    pub latency_ms: u64,
+}
+
+impl Conditions {
+    /// Checks the ranges.
+    pub fn validate(&self) -> Result<(), String> {
+        if !(0.0..=1.0).contains(&self.error_rate) {
+            return Err(format!(
+                "errorRate {} is not between 0 and 1",
+                self.error_rate
+            ));
+        }
+        if self.latency_ms > MAX_LATENCY_MS {
+            return Err(format!(
+                "latencyMs {} is above {MAX_LATENCY_MS}",
+                self.latency_ms
+            ));
+        }
+        Ok(())
+    }
+
+    /// These conditions changed by a `POST /_demo/conditions` body:
+    /// `{"errorRate": 0..1, "latencyMs": n}`, either or both.
+    pub fn updated(&self, body: &serde_json::Value) -> Result<Conditions, String> {
+        let fields = body.as_object().ok_or(
+            "the body must be a JSON object like {\"errorRate\": 0.5, \"latencyMs\": 200}",
+        )?;
+        if fields.is_empty() {
+            return Err("give errorRate and/or latencyMs".into());
+        }
+        let mut next = *self;
+        for (name, value) in fields {
+            match name.as_str() {
+                "errorRate" => {
+                    next.error_rate = value
+                        .as_f64()
+                        .ok_or("errorRate must be a number from 0 to 1")?;
+                }
+                "latencyMs" => {
+                    next.latency_ms = value
+                        .as_u64()
+                        .ok_or("latencyMs must be a whole number of milliseconds")?;
+                }
+                other => {
+                    return Err(format!(
+                        "unknown field {other:?}; fields are errorRate, latencyMs"
+                    ))
+                }
+            }
+        }
+        next.validate()?;
+        Ok(next)
+    }
+
+    fn json(&self) -> serde_json::Value {
+        serde_json::json!({ "errorRate": self.error_rate, "latencyMs": self.latency_ms })
+    }
+}
+
 /// The demo shop's state.
 #[derive(Debug)]
 struct Shop {
     secret: Vec<u8>,
     orders: AtomicU64,
+    conditions: Mutex<Conditions>,
+    /// Signed orders received, and how many were answered 503 on purpose.
+    attempts: AtomicU64,
+    failed: AtomicU64,
+}
+
+impl Shop {
+    fn conditions(&self) -> Conditions {
+        // Plain data: a poisoned lock still holds usable conditions.
+        *self.conditions.lock().unwrap_or_else(|e| e.into_inner())
+    }
 }
 
 /// The shop's router, verifying signatures with `secret`.
-pub fn router(secret: &str) -> Router {
+pub fn router(secret: &str, conditions: Conditions) -> Router {
     let shop = Arc::new(Shop {
         secret: secret.as_bytes().to_vec(),
         orders: AtomicU64::new(0),
+        conditions: Mutex::new(conditions),
+        attempts: AtomicU64::new(0),
+        failed: AtomicU64::new(0),
     });
     Router::new()
         .route("/", get(home))
         .route("/checkout", get(checkout))
         .route("/orders", post(order))
+        .route(
+            "/_demo/conditions",
+            get(show_conditions).post(set_conditions),
+        )
         .with_state(shop)
 }
 
 /// Starts the shop on a free loopback port; returns its URL.
 pub async fn start(secret: &str) -> anyhow::Result<String> {
+    start_with(secret, Conditions::default()).await
+}
+
+/// Starts the shop answering under `conditions` (validated).
+pub async fn start_with(secret: &str, conditions: Conditions) -> anyhow::Result<String> {
+    conditions.validate().map_err(anyhow::Error::msg)?;
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
     let url = format!("http://{}", listener.local_addr()?);
-    let app = router(secret);
+    let app = router(secret, conditions);
     tokio::spawn(async move {
         let _ = axum::serve(listener, app).await;
     });
@@ -101,9 +196,101 @@ async fn order(
             ),
         );
     }
+    let now = shop.conditions();
+    if now.latency_ms > 0 {
+        tokio::time::sleep(Duration::from_millis(now.latency_ms)).await;
+    }
+    // Fail exactly errorRate of the orders, spread evenly (no randomness,
+    // so a run is repeatable).
+    let n = shop.attempts.fetch_add(1, Ordering::SeqCst) as f64;
+    if ((n + 1.0) * now.error_rate).floor() > (n * now.error_rate).floor() {
+        shop.failed.fetch_add(1, Ordering::SeqCst);
+        return (
+            StatusCode::SERVICE_UNAVAILABLE,
+            Json(
+                serde_json::json!({ "error": "unavailable", "message": "the shop is failing on purpose (/_demo/conditions)" }),
+            ),
+        );
+    }
     let n = shop.orders.fetch_add(1, Ordering::SeqCst) + 1;
     (
         StatusCode::CREATED,
         Json(serde_json::json!({ "order": n, "user": user })),
     )
+}
+
+/// `GET /_demo/conditions`: the conditions and what they did so far.
+async fn show_conditions(State(shop): State<Arc<Shop>>) -> Json<serde_json::Value> {
+    let mut body = shop.conditions().json();
+    body["orders"] = shop.orders.load(Ordering::SeqCst).into();
+    body["failed"] = shop.failed.load(Ordering::SeqCst).into();
+    Json(body)
+}
+
+/// `POST /_demo/conditions`: change them; a bad body is a 400 and changes
+/// nothing.
+async fn set_conditions(
+    State(shop): State<Arc<Shop>>,
+    body: axum::body::Bytes,
+) -> (StatusCode, Json<serde_json::Value>) {
+    let bad = |message: String| {
+        (
+            StatusCode::BAD_REQUEST,
+            Json(serde_json::json!({ "error": "bad_request", "message": message })),
+        )
+    };
+    let value: serde_json::Value = match serde_json::from_slice(&body) {
+        Ok(v) => v,
+        Err(e) => return bad(format!("the body is not JSON: {e}")),
+    };
+    let mut held = shop.conditions.lock().unwrap_or_else(|e| e.into_inner());
+    match held.updated(&value) {
+        Ok(next) => {
+            *held = next;
+            (StatusCode::OK, Json(next.json()))
+        }
+        Err(message) => bad(message),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn conditions_change_by_field_and_refuse_bad_input_whole() {
+        let c = Conditions::default();
+        let next = c
+            .updated(&json!({"errorRate": 1, "latencyMs": 250}))
+            .unwrap();
+        assert_eq!(
+            next,
+            Conditions {
+                error_rate: 1.0,
+                latency_ms: 250
+            }
+        );
+        let only = next.updated(&json!({"errorRate": 0.25})).unwrap();
+        assert_eq!(
+            only,
+            Conditions {
+                error_rate: 0.25,
+                latency_ms: 250
+            }
+        );
+        for bad in [
+            json!({"errorRate": 1.5}),
+            json!({"errorRate": -0.1}),
+            json!({"errorRate": "half"}),
+            json!({"latencyMs": -1}),
+            json!({"latencyMs": 2.5}),
+            json!({"latencyMs": 600_000}),
+            json!({"errorRate": 0.5, "colour": "red"}),
+            json!({}),
+            json!([0.5]),
+        ] {
+            assert!(c.updated(&bad).is_err(), "{bad}");
+        }
+    }
 }

@@ -1,10 +1,12 @@
 //! The local demo and its measurements: [`stack`] starts the whole waiting
 //! room (redis-server, gateway, scheduler, the worker under `wrangler dev`,
 //! a demo shop), [`crowd`] sends synthetic visitors through it, and [`load`]
-//! drives a measured flash-sale crowd and reports figures (`queuegate-load`).
+//! drives a measured flash-sale crowd and reports figures (`queuegate-load`);
+//! [`origin_bench`] measures origin control (`queuegate-origin-bench`).
 
 pub mod crowd;
 pub mod demo_origin;
 pub mod edge_bench;
 pub mod load;
+pub mod origin_bench;
 pub mod stack;

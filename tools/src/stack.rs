@@ -7,6 +7,8 @@ use queuegate_testkit::scheduler::Scheduler;
 use queuegate_testkit::workerd::Workerd;
 use queuegate_testkit::{RedisServer, Wrangler, WranglerBuilder, ORIGIN_SECRET};
 
+use crate::demo_origin::Conditions;
+
 /// Settings of the local demo.
 #[derive(Debug, Clone)]
 pub struct StackOptions {
@@ -29,6 +31,9 @@ pub struct StackOptions {
     pub challenge_difficulty: Option<u64>,
     /// The worker's `ENTRY_CHALLENGE`; None: the worker's default.
     pub entry_challenge: Option<&'static str>,
+    /// How the demo shop answers orders at the start (changed at run time
+    /// with `POST /_demo/conditions`).
+    pub origin: Conditions,
 }
 
 impl Default for StackOptions {
@@ -43,6 +48,7 @@ impl Default for StackOptions {
             entry_budget: None,
             challenge_difficulty: None,
             entry_challenge: None,
+            origin: Conditions::default(),
         }
     }
 }
@@ -74,7 +80,7 @@ impl Stack {
             "redis_rest=info"
         };
         let gateway = Gateway::builder(&redis.url()).env("RUST_LOG", log).start();
-        let shop_url = crate::demo_origin::start(ORIGIN_SECRET).await?;
+        let shop_url = crate::demo_origin::start_with(ORIGIN_SECRET, opts.origin).await?;
         let rate = opts.admit_rate.to_string();
         let max_active = opts.max_active.to_string();
         let budget = opts.entry_budget.map(|n| n.to_string());

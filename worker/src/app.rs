@@ -291,12 +291,16 @@ impl App {
             ConsumeReply::Early { wait_ms } => return Err(EdgeError::NotYetActive { wait_ms }),
             ConsumeReply::Unconfigured => return Err(EdgeError::QueueClosed),
         }
+        // The clock moves across I/O in Workers, so this is the origin's
+        // latency (settle counts it for the scheduler's origin control).
+        let sent = Date::now().as_millis();
         let forwarded = self.forward(req, Some((&queue, &visitor.user))).await;
+        let latency_ms = Date::now().as_millis().saturating_sub(sent);
         // 2xx/3xx: the order is done. 4xx/5xx or no answer: the same token
         // comes back for one retry window (see docs/edge.md).
         let outcome = match &forwarded {
-            Ok(resp) if resp.status_code() < 400 => Outcome::Success,
-            _ => Outcome::Failure,
+            Ok(resp) => Outcome::of_status(resp.status_code()),
+            Err(_) => Outcome::NoAnswer,
         };
         let user = visitor.user;
         ctx.wait_until(async move {
@@ -305,6 +309,7 @@ impl App {
                 user: &user,
                 token: &token,
                 outcome,
+                latency_ms,
             };
             if let Err(e) = redis.run(&settle).await {
                 worker::console_error!("settle failed: {e}");

@@ -210,6 +210,7 @@ impl Bench {
                     user,
                     token,
                     outcome: Outcome::Success,
+                    latency_ms: 20,
                 },
             )
             .await?;

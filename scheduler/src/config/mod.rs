@@ -147,6 +147,28 @@ impl Config {
     pub fn queue(&self, id: &str) -> Option<&QueueConfig> {
         self.queues.iter().find(|q| q.id.as_str() == id)
     }
+
+    /// What `new` changes that a running process cannot take over (a
+    /// reload applies queue settings only), or None.
+    pub fn restart_needed(&self, new: &Config) -> Option<&'static str> {
+        let (a, b) = (&self.redis, &new.redis);
+        let same_redis = a.endpoint == b.endpoint
+            && a.username == b.username
+            && a.password == b.password
+            && a.ca_file == b.ca_file
+            && a.connect_timeout == b.connect_timeout
+            && a.response_timeout == b.response_timeout;
+        let ids = |c: &Config| c.queues.iter().map(|q| q.id.clone()).collect::<Vec<_>>();
+        if !same_redis || self.prefix != new.prefix {
+            Some("the [redis] section changed")
+        } else if self.listen != new.listen {
+            Some("[http] listen changed")
+        } else if ids(self) != ids(new) {
+            Some("the list of queues changed")
+        } else {
+            None
+        }
+    }
 }
 
 #[derive(Debug, Deserialize)]

@@ -8,6 +8,7 @@ mod consume;
 mod enter;
 mod lease;
 mod observed;
+mod origin;
 mod settle;
 mod status;
 
@@ -18,5 +19,6 @@ pub use consume::{Consume, ConsumeReply};
 pub use enter::{Enter, EnterReply, Refusal};
 pub use lease::{LeaseAcquire, LeaseAcquired, LeaseRelease};
 pub use observed::{Observed, Position, WaitingFacts};
+pub use origin::{Answers, ControlRecord, OriginRead, OriginReply, OriginWindow, LATENCY_BUCKETS};
 pub use settle::{Outcome, Settle, SettleReply};
 pub use status::{QueueStatus, Status};

@@ -1,17 +1,45 @@
 //! `settle`: record the origin's answer after a consume.
 
+use crate::fields::origin;
 use crate::keys::{QueueKeys, UserId};
 use crate::script::{Invocation, Operation, SETTLE};
 use crate::token::EntryToken;
 use crate::value::{DecodeError, Fields, Value};
 
-/// How the origin answered.
+/// How the origin answered. Anything but a success gives the same token
+/// back (one retry window); the class is also counted for the scheduler's
+/// origin control, which reacts to 5xx and no answer, not to 4xx.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Outcome {
     /// 2xx or 3xx: the order is done, free the slot.
     Success,
-    /// 4xx, 5xx or no answer: give the same token back (one retry window).
-    Failure,
+    /// 4xx: the request was refused (the visitor may fix it and retry).
+    ClientError,
+    /// 5xx: the origin failed.
+    ServerError,
+    /// No answer at all (network error, timeout).
+    NoAnswer,
+}
+
+impl Outcome {
+    /// The class of an HTTP status the origin answered with.
+    pub fn of_status(status: u16) -> Outcome {
+        match status {
+            0..=399 => Outcome::Success,
+            400..=499 => Outcome::ClientError,
+            _ => Outcome::ServerError,
+        }
+    }
+
+    /// The field it is counted under in `origin:<second>`.
+    pub fn field(self) -> &'static str {
+        match self {
+            Outcome::Success => origin::OK,
+            Outcome::ClientError => origin::CLIENT_ERROR,
+            Outcome::ServerError => origin::SERVER_ERROR,
+            Outcome::NoAnswer => origin::NO_ANSWER,
+        }
+    }
 }
 
 /// Settle a consumed token.
@@ -25,6 +53,8 @@ pub struct Settle<'a> {
     pub token: &'a EntryToken,
     /// The origin's outcome.
     pub outcome: Outcome,
+    /// How long the origin took to answer (or to fail), in ms.
+    pub latency_ms: u64,
 }
 
 /// The outcome of a settle.
@@ -62,11 +92,9 @@ impl Operation for Settle<'_> {
             args: vec![
                 self.user.as_str().to_string(),
                 self.token.expose().to_string(),
-                match self.outcome {
-                    Outcome::Success => "ok",
-                    Outcome::Failure => "fail",
-                }
-                .to_string(),
+                self.outcome.field().to_string(),
+                self.latency_ms.to_string(),
+                k.base().to_string(),
             ],
         }
     }
@@ -83,5 +111,31 @@ impl Operation for Settle<'_> {
             "unconfigured" => Ok(SettleReply::Unconfigured),
             other => Err(f.error(format!("unknown reply kind {other:?}"))),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn statuses_fall_into_their_classes() {
+        let classes: Vec<Outcome> = [200, 302, 400, 429, 500, 503]
+            .into_iter()
+            .map(Outcome::of_status)
+            .collect();
+        use Outcome::*;
+        assert_eq!(
+            classes,
+            [
+                Success,
+                Success,
+                ClientError,
+                ClientError,
+                ServerError,
+                ServerError
+            ]
+        );
+        assert_eq!(NoAnswer.field(), "none");
     }
 }

@@ -192,6 +192,11 @@ impl Scheduler {
         self.process.signal(15);
     }
 
+    /// Sends SIGHUP (reload the config file), without waiting.
+    pub fn sighup(&self) {
+        self.process.signal(1);
+    }
+
     /// SIGKILL, like a crash.
     pub fn kill(&mut self) {
         self.process.kill();

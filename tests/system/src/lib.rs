@@ -176,6 +176,7 @@ impl TestQueue {
             user: u,
             token,
             outcome,
+            latency_ms: 5,
         })
         .await
         .expect("settle")

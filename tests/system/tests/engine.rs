@@ -295,7 +295,7 @@ async fn tokens_are_one_time_and_refusals_change_nothing() {
 
     // Origin failure: the same token comes back and works once more.
     assert!(matches!(
-        q.settle(&replayed, &t_replayed, Outcome::Failure).await,
+        q.settle(&replayed, &t_replayed, Outcome::ServerError).await,
         SettleReply::Restored { .. }
     ));
     assert_eq!(q.token_of(&replayed).await, Some(t_replayed.clone()));
@@ -309,7 +309,7 @@ async fn tokens_are_one_time_and_refusals_change_nothing() {
         SettleReply::Ordered
     );
     assert_eq!(
-        q.settle(&replayed, &t_replayed, Outcome::Failure).await,
+        q.settle(&replayed, &t_replayed, Outcome::ServerError).await,
         SettleReply::Stale
     );
     assert_eq!(q.consume(&replayed, &t_replayed).await, ConsumeReply::Used);
@@ -614,7 +614,7 @@ async fn missing_config_is_refused_alike_and_changes_nothing() {
         ConsumeReply::Unconfigured
     );
     assert_eq!(
-        q.settle(&ann, &token, Outcome::Failure).await,
+        q.settle(&ann, &token, Outcome::ServerError).await,
         SettleReply::Unconfigured
     );
     assert_eq!(
@@ -703,7 +703,7 @@ async fn randomized_run_conserves_every_user() {
                     let outcome = if rng.random_bool(0.7) {
                         Outcome::Success
                     } else {
-                        Outcome::Failure
+                        Outcome::ServerError
                     };
                     let t = tokens[u].clone().unwrap();
                     q.settle(&id, &t, outcome).await;

@@ -7,6 +7,7 @@ use std::time::Duration;
 use clap::Parser;
 use queuegate_signal::shutdown_signal;
 use queuegate_tools::crowd;
+use queuegate_tools::demo_origin::Conditions;
 use queuegate_tools::load::tally::Tally;
 use queuegate_tools::stack::{Stack, StackOptions};
 
@@ -41,6 +42,13 @@ struct Args {
     /// (100000) when not given.
     #[arg(long)]
     challenge_difficulty: Option<u64>,
+    /// Share of orders the demo shop answers with 503 at the start (0 to 1);
+    /// change it while running with `POST /_demo/conditions`.
+    #[arg(long, default_value_t = 0.0)]
+    origin_error_rate: f64,
+    /// Milliseconds the demo shop waits before answering an order.
+    #[arg(long, default_value_t = 0)]
+    origin_latency_ms: u64,
     /// Stop by itself after this many seconds (0: run until Ctrl-C).
     #[arg(long, default_value_t = 0)]
     exit_after: u64,
@@ -52,6 +60,13 @@ async fn main() -> anyhow::Result<()> {
     if !(0.0..=1.0).contains(&args.leave_share) {
         anyhow::bail!("--leave-share must be between 0 and 1");
     }
+    let origin = Conditions {
+        error_rate: args.origin_error_rate,
+        latency_ms: args.origin_latency_ms,
+    };
+    if let Err(why) = origin.validate() {
+        anyhow::bail!("--origin-error-rate / --origin-latency-ms: {why}");
+    }
     eprintln!(
         "starting redis-server, redis-rest, queuegate-scheduler, the demo shop and wrangler dev…"
     );
@@ -61,12 +76,16 @@ async fn main() -> anyhow::Result<()> {
         max_active: args.max_active,
         entry_budget: args.entry_budget,
         challenge_difficulty: args.challenge_difficulty,
+        origin,
         ..StackOptions::default()
     })
     .await?;
     let url = stack.worker.url();
     println!("queuegate is running: open {url}/queue");
     println!("  shop (behind the worker): {url}/   checkout: {url}/checkout");
+    println!(
+        "  make the shop fail or slow down: curl -X POST {url}/_demo/conditions -d '{{\"errorRate\":0.5,\"latencyMs\":300}}'"
+    );
     println!(
         "  scheduler metrics: http://127.0.0.1:{}/metrics",
         stack.scheduler.port()

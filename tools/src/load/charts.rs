@@ -28,10 +28,10 @@ pub fn write(report: &Report, dir: &Path) -> anyhow::Result<Vec<PathBuf>> {
     Ok(vec![spike, polls])
 }
 
-type Area<'a> = DrawingArea<SVGBackend<'a>, Shift>;
-type DrawResult = Result<(), Box<dyn std::error::Error>>;
+pub(crate) type Area<'a> = DrawingArea<SVGBackend<'a>, Shift>;
+pub(crate) type DrawResult = Result<(), Box<dyn std::error::Error>>;
 /// A named, coloured line of (x, y) points.
-type Line<'a> = (&'a str, RGBColor, &'a [(f64, f64)]);
+pub(crate) type Line<'a> = (&'a str, RGBColor, &'a [(f64, f64)]);
 
 /// Waiting, admitted/s, active slots and edge requests/s over the run,
 /// one panel each.
@@ -95,7 +95,7 @@ fn spike_chart(report: &Report, path: &Path) -> DrawResult {
 }
 
 /// One time-series panel with an optional dashed limit line.
-fn panel(
+pub(crate) fn panel(
     area: &Area<'_>,
     title: &str,
     x_max: f64,

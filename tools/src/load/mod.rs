@@ -206,6 +206,7 @@ pub async fn run(opts: &Options) -> anyhow::Result<Report> {
         entry_budget: None,
         challenge_difficulty: None,
         entry_challenge: None,
+        origin: Default::default(),
     })
     .await?;
     let keys = QueueKeys::new(&Prefix::default(), &QueueId::new("main")?);
@@ -304,7 +305,7 @@ pub async fn run(opts: &Options) -> anyhow::Result<Report> {
 
 /// The scheduler publishes settings once it holds the lease; entries are
 /// refused until then.
-async fn wait_for_config(
+pub(crate) async fn wait_for_config(
     conn: &mut redis::aio::MultiplexedConnection,
     keys: &QueueKeys,
 ) -> anyhow::Result<()> {

@@ -145,6 +145,12 @@ pub struct Record {
     pub outcome: Outcome,
 }
 
+/// Retries of an order the origin failed (5xx): its token is restored for
+/// a retry window, and a shopper presses the button again.
+const ORDER_RETRIES: u32 = 3;
+/// The pause before such a retry.
+const ORDER_RETRY_AFTER: Duration = Duration::from_secs(2);
+
 /// A small deterministic generator (splitmix64), so a run is repeatable
 /// without a dependency on `rand`.
 pub fn splitmix(seed: u64) -> u64 {
@@ -322,6 +328,7 @@ impl Visitor<'_> {
         if !self.pause(early).await {
             return Outcome::Deadline;
         }
+        let mut failures = 0;
         loop {
             let Some(r) = self.send(Route::Order, Some(&token)).await else {
                 return Outcome::Other;
@@ -329,6 +336,14 @@ impl Visitor<'_> {
             self.record.order_requests += 1;
             match r.status.as_u16() {
                 200..=299 => return Outcome::Ordered,
+                // The origin failed and the token is given back: try again
+                // a little later, as a shopper would.
+                500..=599 if failures < ORDER_RETRIES => {
+                    failures += 1;
+                    if !self.pause(ORDER_RETRY_AFTER).await {
+                        return Outcome::Deadline;
+                    }
+                }
                 429 => {
                     let wait = Duration::from_secs(r.retry_after_s.unwrap_or(1));
                     if !self.pause(wait).await {
@@ -379,7 +394,7 @@ impl Visitor<'_> {
     }
 
     /// One request; `None` (counted as an error) unless a JSON reply came
-    /// back with a status below 500.
+    /// back with a status below 500 (or any status, for an order).
     async fn send(&mut self, route: Route, token: Option<&str>) -> Option<Reply> {
         let sent = Instant::now();
         let reply = self.exchange(route, token).await;
@@ -433,8 +448,14 @@ impl Visitor<'_> {
             .headers()
             .get("retry-after")
             .and_then(|v| v.to_str().ok()?.parse().ok());
+        // An order's 5xx is still a reply (the visitor may retry); it counts
+        // as an error all the same.
+        let server_error = status.as_u16() >= 500;
+        if server_error && route == Route::Order {
+            self.error();
+        }
         match resp.json::<Json>().await {
-            Ok(body) if status.as_u16() < 500 => Some(Reply {
+            Ok(body) if !server_error || route == Route::Order => Some(Reply {
                 status,
                 retry_after_s,
                 body,

@@ -1,0 +1,505 @@
+//! Origin control on the real stack: redis-server, the gateway, the
+//! scheduler process, the worker under workerd and the demo shop, whose
+//! conditions are changed through the worker (`POST /_demo/conditions`).
+//! Visitors take their places directly in Redis (the line is not under
+//! test here) and order through the worker as soon as they are admitted,
+//! retrying a failed order every second while their token is restored.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use queuegate_edge::identity;
+use queuegate_shared::fields::{config as cf, stats as sf};
+use queuegate_shared::{Settings, UserId};
+use queuegate_system_tests::TestQueue;
+use queuegate_testkit::gateway::Gateway;
+use queuegate_testkit::scheduler::{Scheduler, SchedulerBuilder};
+use queuegate_testkit::{RedisServer, Wrangler, IDENTITY_SECRET, ORIGIN_SECRET};
+use queuegate_tools::demo_origin::{self, Conditions};
+use redis::AsyncCommands;
+
+/// The ceiling and floor of every test here.
+const MAX_RATE: f64 = 20.0;
+const MIN_RATE: f64 = 2.0;
+/// Slots: far more than the line needs, so only the controller can slow it.
+const MAX_ACTIVE: u64 = 400;
+const TARGET: &str = "queuegate_target_admit_rate_per_second{queue=\"main\"}";
+
+/// The tests share two cores with everything else: one at a time.
+static SERIAL: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
+fn settings() -> Vec<(&'static str, String)> {
+    [
+        ("admit_rate_per_second", MAX_RATE.to_string()),
+        ("min_admit_rate_per_second", MIN_RATE.to_string()),
+        ("max_active", MAX_ACTIVE.to_string()),
+        ("activation_jitter_ms", "200".into()),
+        ("retry_window_ms", "8000".into()),
+        ("abandon_after_ms", "300000".into()),
+        ("entry_budget_per_minute", "0".into()),
+        ("origin_window_ms", "5000".into()),
+        ("origin_min_samples", "10".into()),
+        ("origin_recover_ms", "10000".into()),
+        ("origin_p95_target_ms", "500".into()),
+    ]
+    .into_iter()
+    .collect()
+}
+
+fn scheduler(redis: &RedisServer) -> SchedulerBuilder {
+    let s = settings();
+    let pairs: Vec<(&str, &str)> = s.iter().map(|(k, v)| (*k, v.as_str())).collect();
+    Scheduler::builder(&redis.url()).queue("main", &pairs)
+}
+
+/// The whole room with `users` in line.
+struct Room {
+    redis: RedisServer,
+    _gateway: Gateway,
+    worker: Wrangler,
+    queue: TestQueue,
+    http: reqwest::Client,
+    users: Arc<Vec<(UserId, String)>>,
+    /// Order requests sent, and those the origin answered 5xx.
+    orders: Arc<AtomicU64>,
+    failed_orders: Arc<AtomicU64>,
+}
+
+impl Room {
+    async fn start(users: usize) -> Room {
+        let redis = RedisServer::start();
+        let gateway = Gateway::start(&redis.url());
+        let shop = demo_origin::start_with(ORIGIN_SECRET, Conditions::default())
+            .await
+            .expect("demo shop");
+        let worker = Wrangler::local(&gateway, &shop).var("ENTRY_CHALLENGE", "off");
+        let worker = tokio::task::spawn_blocking(move || worker.start())
+            .await
+            .expect("start the worker");
+        let published = Settings {
+            admit_rate_per_second: MAX_RATE,
+            min_admit_rate_per_second: MIN_RATE,
+            max_active: MAX_ACTIVE,
+            abandon_after_ms: 300_000,
+            ..Settings::default()
+        };
+        let queue = TestQueue::open(&redis.url(), "main", published).await;
+        let users: Vec<(UserId, String)> = (0..users)
+            .map(|i| {
+                let mut seed = [7u8; 16];
+                seed[..8].copy_from_slice(&(i as u64).to_be_bytes());
+                identity::mint_visitor(IDENTITY_SECRET.as_bytes(), seed)
+            })
+            .collect();
+        // Places in this order: the admitted ones are always a prefix.
+        for (u, _) in &users {
+            queue.enter(u).await;
+        }
+        Room {
+            redis,
+            _gateway: gateway,
+            worker,
+            queue,
+            http: reqwest::Client::new(),
+            users: Arc::new(users),
+            orders: Arc::default(),
+            failed_orders: Arc::default(),
+        }
+    }
+
+    /// Sets the shop's conditions through the worker, like any visitor could
+    /// reach an unprotected path.
+    async fn conditions(&self, body: serde_json::Value) -> (u16, serde_json::Value) {
+        let resp = self
+            .http
+            .post(format!("{}/_demo/conditions", self.worker.url()))
+            .json(&body)
+            .send()
+            .await
+            .expect("conditions request");
+        let status = resp.status().as_u16();
+        (status, resp.json().await.unwrap_or_default())
+    }
+
+    async fn admitted(&self) -> u64 {
+        self.queue.stat(sf::ADMITTED).await.max(0) as u64
+    }
+
+    async fn active(&self) -> u64 {
+        let mut conn = self.queue.conn.clone();
+        conn.zcard(self.queue.keys.active()).await.expect("zcard")
+    }
+
+    /// Orders for every admitted visitor, until the returned guard drops.
+    fn start_ordering(&self) -> Orderer {
+        let (queue, users, http) = (self.queue.clone(), self.users.clone(), self.http.clone());
+        let (base, orders, failed) = (
+            self.worker.url(),
+            self.orders.clone(),
+            self.failed_orders.clone(),
+        );
+        Orderer(tokio::spawn(async move {
+            let mut next = 0usize;
+            let mut conn = queue.conn.clone();
+            loop {
+                // Err once the test is over and Redis is gone: stop.
+                let Ok(admitted) = conn
+                    .hget::<_, _, Option<usize>>(queue.keys.stats(), sf::ADMITTED)
+                    .await
+                else {
+                    return;
+                };
+                let admitted = admitted.unwrap_or(0);
+                while next < admitted.min(users.len()) {
+                    let (u, cookie) = users[next].clone();
+                    let (q, http, base) = (queue.clone(), http.clone(), base.clone());
+                    let (orders, failed) = (orders.clone(), failed.clone());
+                    tokio::spawn(async move {
+                        order(&q, &http, &base, &u, &cookie, &orders, &failed).await;
+                    });
+                    next += 1;
+                }
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+        }))
+    }
+}
+
+/// Stops the orderer when a test ends.
+struct Orderer(tokio::task::JoinHandle<()>);
+
+impl Drop for Orderer {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
+
+/// Polls `ready` every 100 ms without blocking the runtime's threads.
+async fn eventually(limit: Duration, mut ready: impl FnMut() -> bool) -> bool {
+    let start = Instant::now();
+    while start.elapsed() < limit {
+        if ready() {
+            return true;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    ready()
+}
+
+/// One visitor's order: wait for activation, post it, retry every second
+/// while the origin fails and the token is given back.
+async fn order(
+    q: &TestQueue,
+    http: &reqwest::Client,
+    base: &str,
+    u: &UserId,
+    cookie: &str,
+    orders: &AtomicU64,
+    failed: &AtomicU64,
+) {
+    let mut conn = q.conn.clone();
+    for _ in 0..30 {
+        let record: Option<String> = conn.get(q.keys.token(u)).await.unwrap_or(None);
+        let Some(record) = record else { return };
+        let mut parts = record.split('|');
+        let token = parts.next().unwrap_or_default().to_string();
+        let activate: u64 = parts.next().and_then(|t| t.parse().ok()).unwrap_or(0);
+        let wait = activate.saturating_sub(queuegate_testkit::now_ms());
+        tokio::time::sleep(Duration::from_millis(wait)).await;
+        let Ok(resp) = http
+            .post(format!("{base}/orders"))
+            .header("x-entry-token", &token)
+            .header("cookie", format!("qg_visitor={cookie}"))
+            .send()
+            .await
+        else {
+            return;
+        };
+        orders.fetch_add(1, Ordering::Relaxed);
+        match resp.status().as_u16() {
+            200..=299 => return,
+            500..=599 => {
+                failed.fetch_add(1, Ordering::Relaxed);
+            }
+            429 => {}
+            _ => return,
+        }
+        tokio::time::sleep(Duration::from_secs(1)).await;
+    }
+}
+
+/// Admissions over time, sampled every 250 ms; checks the ceiling and the
+/// slots on every sample.
+struct Samples {
+    at: Vec<(Instant, u64)>,
+}
+
+impl Samples {
+    fn new() -> Samples {
+        Samples { at: Vec::new() }
+    }
+
+    async fn take(&mut self, room: &Room, scheduler: &Scheduler) {
+        let admitted = room.admitted().await;
+        self.at.push((Instant::now(), admitted));
+        let active = room.active().await;
+        assert!(active <= MAX_ACTIVE, "{active} slots in use > {MAX_ACTIVE}");
+        if let Some(target) = scheduler.metric(TARGET) {
+            assert!(
+                target <= MAX_RATE + 1e-9,
+                "target {target} above the maximum"
+            );
+        }
+        assert!(
+            self.trailing(Duration::from_secs(3)) <= MAX_RATE * 1.25,
+            "admitted {:.1}/s over 3 s, above the maximum {MAX_RATE}",
+            self.trailing(Duration::from_secs(3))
+        );
+    }
+
+    /// Admissions per second over the last `span` (0 until covered).
+    fn trailing(&self, span: Duration) -> f64 {
+        let Some(&(now, last)) = self.at.last() else {
+            return 0.0;
+        };
+        let Some(&(then, first)) = self
+            .at
+            .iter()
+            .rev()
+            .find(|(t, _)| now.duration_since(*t) >= span)
+        else {
+            return 0.0;
+        };
+        (last - first) as f64 / now.duration_since(then).as_secs_f64()
+    }
+
+    /// Samples until `done(rate over the last 3 s)` or `limit` passes;
+    /// returns how long it took.
+    async fn until(
+        &mut self,
+        room: &Room,
+        scheduler: &Scheduler,
+        limit: Duration,
+        done: impl Fn(f64) -> bool,
+    ) -> Option<Duration> {
+        let start = Instant::now();
+        while start.elapsed() < limit {
+            tokio::time::sleep(Duration::from_millis(250)).await;
+            self.take(room, scheduler).await;
+            let covered = self
+                .at
+                .first()
+                .is_some_and(|(t, _)| t.elapsed() >= Duration::from_secs(3));
+            if covered && done(self.trailing(Duration::from_secs(3))) {
+                return Some(start.elapsed());
+            }
+        }
+        None
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn failing_orders_cut_the_rate_and_recovery_restores_it() {
+    let _one = SERIAL.lock().await;
+    let room = Room::start(2_000).await;
+    let sched = scheduler(&room.redis).start();
+    let _orders = room.start_ordering();
+    let mut s = Samples::new();
+
+    let warm = s
+        .until(&room, &sched, Duration::from_secs(15), |r| {
+            r >= 0.8 * MAX_RATE
+        })
+        .await;
+    assert!(warm.is_some(), "never reached the full rate while healthy");
+
+    // Every order fails: at most half the rate within 15 s.
+    assert_eq!(
+        room.conditions(serde_json::json!({"errorRate": 1})).await.0,
+        200
+    );
+    let cut = s
+        .until(&room, &sched, Duration::from_secs(15), |r| {
+            r <= MAX_RATE / 2.0
+        })
+        .await;
+    assert!(
+        cut.is_some(),
+        "still admitting {:.1}/s after 15 s of failing orders",
+        s.trailing(Duration::from_secs(3))
+    );
+    // … and on towards the minimum while it keeps failing.
+    s.until(&room, &sched, Duration::from_secs(8), |_| false)
+        .await;
+    let low = sched.metric(TARGET).expect("target rate exported");
+    assert!(
+        low <= MAX_RATE / 4.0,
+        "target {low} after 8 s more of failures"
+    );
+    assert!(low >= MIN_RATE, "target {low} below the minimum");
+    let share = sched
+        .metric("queuegate_origin_error_share{queue=\"main\"}")
+        .expect("error share exported");
+    assert!(share > 0.5, "error share {share}");
+    let failed_while_cut = room.failed_orders.load(Ordering::Relaxed);
+    assert!(failed_while_cut > 0);
+
+    // The origin recovers: back to ≥ 80 % of the maximum within 30 s.
+    assert_eq!(
+        room.conditions(serde_json::json!({"errorRate": 0})).await.0,
+        200
+    );
+    let back = s
+        .until(&room, &sched, Duration::from_secs(30), |r| {
+            r >= 0.8 * MAX_RATE
+        })
+        .await;
+    assert!(
+        back.is_some(),
+        "only {:.1}/s 30 s after the origin recovered",
+        s.trailing(Duration::from_secs(3))
+    );
+    let log = sched.log();
+    assert!(log.contains("admission rate cut"), "{log}");
+    // The published state says the same as the metric.
+    let status = queuegate_testkit::scheduler::command(sched.config_path(), &["status", "main"]);
+    let text = String::from_utf8_lossy(&status.stdout);
+    assert!(text.contains("origin      target"), "{text}");
+    eprintln!(
+        "cut to half in {:.1} s, back to 80 % in {:.1} s; {} orders, {} hit the failing origin",
+        cut.unwrap_or_default().as_secs_f64(),
+        back.unwrap_or_default().as_secs_f64(),
+        room.orders.load(Ordering::Relaxed),
+        room.failed_orders.load(Ordering::Relaxed)
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_slow_origin_cuts_the_rate_too() {
+    let _one = SERIAL.lock().await;
+    let room = Room::start(800).await;
+    let sched = scheduler(&room.redis).start();
+    let _orders = room.start_ordering();
+    let mut s = Samples::new();
+    s.until(&room, &sched, Duration::from_secs(15), |r| {
+        r >= 0.8 * MAX_RATE
+    })
+    .await
+    .expect("full rate while fast");
+
+    // 1.2 s per order against a p95 target of 500 ms; nothing fails.
+    assert_eq!(
+        room.conditions(serde_json::json!({"latencyMs": 1200}))
+            .await
+            .0,
+        200
+    );
+    let cut = s
+        .until(&room, &sched, Duration::from_secs(15), |r| {
+            r <= MAX_RATE / 2.0
+        })
+        .await;
+    assert!(
+        cut.is_some(),
+        "still {:.1}/s with a slow origin",
+        s.trailing(Duration::from_secs(3))
+    );
+    let p95 = sched
+        .metric("queuegate_origin_latency_p95_seconds{queue=\"main\"}")
+        .expect("p95 exported");
+    assert!(p95 > 0.5, "p95 {p95} s");
+    assert_eq!(room.failed_orders.load(Ordering::Relaxed), 0);
+    assert!(sched.log().contains("p95 latency"), "{}", sched.log());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_standby_taking_over_carries_on_from_the_cut_rate() {
+    let _one = SERIAL.lock().await;
+    let room = Room::start(1_000).await;
+    let mut first = scheduler(&room.redis).start();
+    let held = "queuegate_lease_held{queue=\"main\"}";
+    assert!(eventually(Duration::from_secs(5), || first.metric(held) == Some(1.0)).await);
+    let second = scheduler(&room.redis).start();
+    assert_eq!(second.metric(held), Some(0.0), "the second one stands by");
+    let _orders = room.start_ordering();
+    let mut s = Samples::new();
+    s.until(&room, &first, Duration::from_secs(15), |r| {
+        r >= 0.8 * MAX_RATE
+    })
+    .await
+    .expect("full rate while healthy");
+
+    assert_eq!(
+        room.conditions(serde_json::json!({"errorRate": 1})).await.0,
+        200
+    );
+    let low = eventually(Duration::from_secs(20), || {
+        first.metric(TARGET).is_some_and(|t| t <= MAX_RATE / 8.0)
+    })
+    .await;
+    assert!(
+        low,
+        "the holder never cut to an eighth: {:?}",
+        first.metric(TARGET)
+    );
+    first.kill();
+
+    // The standby takes the lease and resumes from the recorded rate; were
+    // it to start afresh, its first step could only halve the maximum.
+    let took = eventually(Duration::from_secs(10), || {
+        second.metric(held) == Some(1.0) && second.metric(TARGET).is_some()
+    })
+    .await;
+    assert!(took, "the standby did not take over");
+    let resumed = second.metric(TARGET).expect("target");
+    assert!(
+        resumed <= MAX_RATE / 4.0,
+        "the new holder started at {resumed}/s"
+    );
+    let mut conn = room.queue.conn.clone();
+    let recorded: Option<f64> = conn
+        .hget(room.queue.keys.config(), cf::TARGET_RATE)
+        .await
+        .expect("hget");
+    assert!(
+        recorded.is_some_and(|r| r <= MAX_RATE / 4.0),
+        "{recorded:?}"
+    );
+    // It still admits, slowly, and never beyond the slots.
+    let before = room.admitted().await;
+    s.until(&room, &second, Duration::from_secs(4), |_| false)
+        .await;
+    assert!(room.admitted().await > before, "the new holder admits");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn demo_conditions_refuse_bad_input_and_change_nothing() {
+    let _one = SERIAL.lock().await;
+    let room = Room::start(0).await;
+    let (ok, body) = room
+        .conditions(serde_json::json!({"errorRate": 0.25, "latencyMs": 10}))
+        .await;
+    assert_eq!((ok, body["errorRate"].as_f64()), (200, Some(0.25)));
+    for bad in [
+        serde_json::json!({"errorRate": 2}),
+        serde_json::json!({"latencyMs": "slow"}),
+        serde_json::json!({"colour": "red"}),
+        serde_json::json!("fail"),
+    ] {
+        let (status, body) = room.conditions(bad.clone()).await;
+        assert_eq!(status, 400, "{bad} → {body}");
+        assert!(body["message"].as_str().is_some_and(|m| !m.is_empty()));
+    }
+    let now: serde_json::Value = room
+        .http
+        .get(format!("{}/_demo/conditions", room.worker.url()))
+        .send()
+        .await
+        .expect("get conditions")
+        .json()
+        .await
+        .expect("json");
+    assert_eq!(now["errorRate"].as_f64(), Some(0.25), "{now}");
+    assert_eq!(now["latencyMs"].as_u64(), Some(10), "{now}");
+}
