@@ -243,7 +243,15 @@ impl QueueWorker {
     }
 
     async fn publish_settings(&mut self) -> Result<(), TickError> {
-        engine::run(
+        self.configure().await?;
+        tracing::info!(queue = self.queue(), "reloaded settings published");
+        Ok(())
+    }
+
+    /// Publishes the settings this holder enforces; the operator's state
+    /// is kept (a new queue starts open). Returns the queue's state.
+    async fn configure(&mut self) -> Result<QueueState, TickError> {
+        let state = engine::run(
             &mut self.conn,
             &Configure {
                 keys: &self.keys,
@@ -253,8 +261,7 @@ impl QueueWorker {
         )
         .await?;
         self.publish = false;
-        tracing::info!(queue = self.queue(), "reloaded settings published");
-        Ok(())
+        Ok(state)
     }
 
     fn tick_length(&self) -> Duration {
@@ -346,16 +353,7 @@ impl QueueWorker {
     async fn on_acquired(&mut self, was_leader: bool, elapsed: Duration) -> Result<(), TickError> {
         // Publish before the first admission, so the edge reads what this
         // holder enforces. The operator's state is kept.
-        let state = engine::run(
-            &mut self.conn,
-            &Configure {
-                keys: &self.keys,
-                settings: &self.settings,
-                initial_state: QueueState::Open,
-            },
-        )
-        .await?;
-        self.publish = false;
+        let state = self.configure().await?;
         if was_leader {
             // Our own lease, extended after an outage: carry on.
             self.bucket.refill(elapsed);
