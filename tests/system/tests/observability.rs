@@ -5,7 +5,7 @@
 use std::collections::BTreeSet;
 use std::time::Duration;
 
-use queuegate_shared::ops::EnterReply;
+use queuegate_shared::ops::{ConsumeReply, EnterReply, Outcome};
 use queuegate_shared::Settings;
 use queuegate_system_tests::{user, TestQueue};
 use queuegate_testkit::scheduler::Scheduler;
@@ -16,6 +16,10 @@ const USERS: [&str; 2] = [
     "deploy/grafana/queuegate.json",
     "deploy/prometheus/alerts.yml",
 ];
+
+/// Orders settled before the scrape: more than origin control's default
+/// minimum of 20 answers per window.
+const ORDERS: usize = 30;
 
 /// Every `queuegate_…` name in a file (expressions, legends, descriptions).
 fn names_in(text: &str) -> BTreeSet<String> {
@@ -81,6 +85,33 @@ async fn every_metric_the_dashboard_and_alerts_use_is_exported() {
     for i in 0..200 {
         assert!(matches!(q.enter(&user(i)).await, EnterReply::Entered(_)));
     }
+
+    // Orders settled through the edge's script give origin control its
+    // samples: its error share and p95 exist only once answers do.
+    let mut settled = BTreeSet::new();
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    while settled.len() < ORDERS && std::time::Instant::now() < deadline {
+        for i in 0..200 {
+            let u = user(i);
+            if settled.contains(&i) {
+                continue;
+            }
+            let Some(token) = q.token_of(&u).await else {
+                continue;
+            };
+            if q.consume(&u, &token).await == ConsumeReply::Accepted {
+                q.settle(&u, &token, Outcome::Success).await;
+                settled.insert(i);
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    assert!(
+        settled.len() >= ORDERS,
+        "only {} orders settled in 20 s:\n{}",
+        settled.len(),
+        sched.log()
+    );
 
     let mut gaps = Vec::new();
     let complete = wait_until(Duration::from_secs(15), || {
