@@ -6,7 +6,7 @@
 //! * [`visitor`] — who sent a request (visitor cookie or JWT).
 //! * [`guard`] — what a new place brings: ALTCHA solution, Turnstile, address.
 //! * [`origin`] — forwarding: scrubbing our headers and cookies, signing.
-//! * [`rest`] — the Upstash REST client over `worker::Fetch`.
+//! * [`rest`] — the Upstash REST client over the runtime's `fetch`.
 //! * [`page`] — the waiting-room page.
 //! * [`config`] / [`error`] / [`http`] — vars and secrets (page settings
 //!   included), the one error enum and its mapping to replies, reply helpers.

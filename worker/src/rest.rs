@@ -1,5 +1,7 @@
-//! The Upstash REST protocol over `worker::Fetch`: one POST per script
-//! call, EVALSHA first and EVAL once on NOSCRIPT, bounded by a timeout.
+//! The Upstash REST protocol over the runtime's `fetch` (the one
+//! `worker::Fetch` wraps, called directly: docs/edge.md says why): one POST
+//! per script call, EVALSHA first and EVAL once on NOSCRIPT, aborted at a
+//! timeout.
 //! Request bodies and reply parsing are plain functions, tested on the host.
 
 use queuegate_shared::{Invocation, Operation, Value};
