@@ -22,6 +22,9 @@ fn guarded(budget: u64) -> Settings {
         entry_budget_per_minute: budget,
         entry_budget_burst: budget,
         challenge_max_number: 1_000,
+        // Places are what these tests count: no one passes straight
+        // through the idle room.
+        idle_passthrough: false,
         ..Settings::default()
     }
 }

@@ -447,6 +447,9 @@ async fn every_documented_status_matches_the_openapi_document() {
     let settings = Settings {
         max_waiting: 1,
         status_ttl_ms: 10_000,
+        // The first visitor must wait (the waiting shape is checked), not
+        // pass straight through the idle room.
+        idle_passthrough: false,
         ..fast_settings()
     };
     let mut stack = EdgeStack::start(settings, "anonymous", RedisServer::start()).await;
