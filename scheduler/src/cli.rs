@@ -296,6 +296,14 @@ fn check_report(config: &Config) -> String {
         for (name, value) in q.settings.to_fields() {
             out.push_str(&format!("{name} = {value}\n"));
         }
+        for (name, at) in [
+            ("opens_at", q.schedule.opens_at),
+            ("closes_at", q.schedule.closes_at),
+        ] {
+            if let Some(at) = at {
+                out.push_str(&format!("{name} = {}\n", config::format_time(at)));
+            }
+        }
     }
     out
 }
