@@ -142,7 +142,8 @@ end
 -- Idle passthrough: nobody waits (size counts the line, a draw and a
 -- pre-queue), a slot is free and the shared rate bucket holds a token:
 -- admitted now, active at once.
-if size == 0 and state == QS_OPEN and cfg[CFG_PASSTHROUGH] == 'true' and ARGV[7] ~= '' then
+if size == 0 and state == QS_OPEN and cfg[CFG_PASSTHROUGH] == 'true' and ARGV[7] ~= ''
+  and cfg[CFG_MAX_ACTIVE] and cfg[CFG_TOKEN_TTL] and cfg[CFG_TICK] and cfg[CFG_STATUS_TTL] then
   local max_active = tonumber(cfg[CFG_MAX_ACTIVE] or '0')
   if redis.call('ZCARD', KEYS[5]) < max_active then
     local rate = tonumber(cfg[CFG_RATE_NOW] or '') or tonumber(cfg[CFG_RATE])

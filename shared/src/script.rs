@@ -261,7 +261,7 @@ mod tests {
     }
 
     const PINNED: &[(&str, &str)] = &[
-        ("enter", "995cf15aca3a5238036c80b66f1440edfcd43440"),
+        ("enter", "979abb0121bb3fe45233dbba349430b0e2122ff7"),
         ("position", "8d79b093dc5d3ad2e9390692d773111dea2ef422"),
         ("admit", "ae7b32cc2d721567319ddb89045829966f117b62"),
         ("consume", "3741341af8f683c7bbb64a057cfc17bd784d146d"),
