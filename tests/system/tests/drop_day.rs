@@ -18,8 +18,8 @@ use queuegate_shared::state::{StateReply, UserState};
 use queuegate_shared::token::EntryToken;
 use queuegate_shared::{Prefix, QueueId, QueueKeys, QueueState, Settings, UserId};
 use queuegate_system_tests::drop_day::{
-    config_field, enter_pipelined, exists, in_ms, open_now, schedule, score, scores, spearman,
-    DrawRun,
+    config_field, enter_pipelined, exists, in_ms, open_now, patient, schedule, score, scores,
+    spearman, DrawRun,
 };
 use queuegate_system_tests::edge::EdgeStack;
 use queuegate_system_tests::{fast_settings, grants, user, TestQueue};
@@ -43,6 +43,21 @@ fn entered_position(r: &EnterReply) -> Option<u64> {
         EnterReply::Entered(o) => position(o),
         _ => None,
     }
+}
+
+/// Polls `check` every 20 ms until it holds or `within` passes.
+async fn eventually<F: std::future::Future<Output = bool>>(
+    within: Duration,
+    mut check: impl FnMut() -> F,
+) -> bool {
+    let until = Instant::now() + within;
+    while Instant::now() < until {
+        if check().await {
+            return true;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    check().await
 }
 
 fn is_pre_queued(o: &Observed) -> bool {
@@ -175,6 +190,11 @@ async fn before_the_opening_visitors_pre_queue_keep_their_draw_and_count_toward_
     assert!(
         is_pre_queued(&q.position(&user(11)).await),
         "no place before it is drawn"
+    );
+    assert_eq!(
+        position(&q.position(&user(1)).await),
+        Some(2),
+        "the line keeps its places"
     );
     // Nobody is admitted while the draw runs.
     q.set_lock("test").await;
@@ -361,7 +381,7 @@ fn pid_of(owner: &str) -> Option<u32> {
 
 /// `draw_left`, `draw_done`, `draw_seed` and the lease holder, in one read.
 async fn draw_progress(q: &TestQueue) -> (u64, u64, Option<String>, Option<String>) {
-    let mut conn = q.conn.clone();
+    let mut conn = patient(q);
     let (fields, holder): (Vec<Option<String>>, Option<String>) = redis::pipe()
         .cmd("HMGET")
         .arg(q.keys.config())
@@ -625,9 +645,11 @@ async fn an_idle_room_admits_at_once_within_the_slots_and_the_rate() {
         "{r:?}"
     );
 
-    // The rate: at 1/s with 100 ms ticks the bucket holds one admission.
+    // The rate: at 0.5/s with 100 ms ticks the bucket holds one admission
+    // and refills it in 2 s.
     let slow = Settings {
-        admit_rate_per_second: 1.0,
+        admit_rate_per_second: 0.5,
+        min_admit_rate_per_second: 0.5,
         ..idle
     };
     let rate = TestQueue::open(&redis.url(), "rate", slow.clone()).await;
@@ -642,8 +664,8 @@ async fn an_idle_room_admits_at_once_within_the_slots_and_the_rate() {
     assert_eq!(pass(&passes, &user(0)).await, PassReply::Passed);
     let refused_at = Instant::now();
     assert_eq!(refused_pass(&passes, &user(1)).await, QueueNeeded::Rate);
-    // One token a second: back within a second and a bit.
-    tokio::time::sleep(Duration::from_millis(1_050).saturating_sub(refused_at.elapsed())).await;
+    // Back 2 s after the first pass.
+    tokio::time::sleep(Duration::from_millis(2_100).saturating_sub(refused_at.elapsed())).await;
     assert_eq!(pass(&passes, &user(1)).await, PassReply::Passed);
     assert_eq!(passes.stat(sf::PASSED).await, 2);
     passes.assert_conserved().await;
@@ -663,7 +685,7 @@ async fn exactly_the_free_slots_pass_through_the_edge_and_the_rest_must_queue() 
     };
     let stack = EdgeStack::start(settings, "anonymous", RedisServer::start()).await;
     // The origin holds each request long enough for all to arrive.
-    stack.origin.set_delay(Duration::from_millis(2_000));
+    stack.origin.set_delay(Duration::from_millis(3_000));
     let tasks: Vec<_> = (0..N)
         .map(|_| {
             let mut v = stack.visitor();
@@ -690,9 +712,10 @@ async fn exactly_the_free_slots_pass_through_the_edge_and_the_rest_must_queue() 
     assert_eq!(q.stat(sf::PASSED).await, K as i64);
     // Settled: the slots are free again, and the next request passes.
     assert!(
-        tokio::task::block_in_place(|| wait_until(Duration::from_secs(5), || {
-            tokio::runtime::Handle::current().block_on(q.zcard(&q.keys.active())) == 0
-        })),
+        eventually(Duration::from_secs(5), || async {
+            q.zcard(&q.keys.active()).await == 0
+        })
+        .await,
         "the slots were not freed"
     );
     assert_eq!(q.stat(sf::ORDERED).await, K as i64);
@@ -700,6 +723,14 @@ async fn exactly_the_free_slots_pass_through_the_edge_and_the_rest_must_queue() 
     let again = stack.visitor().order(None).await;
     assert_eq!(again.status, 200, "{:?}", again.json);
     assert_eq!(stack.origin.hits().len(), K as usize + 1);
+    // Its settle may land after the answer: wait for it.
+    assert!(
+        eventually(Duration::from_secs(5), || async {
+            q.stat(sf::ORDERED).await == K as i64 + 1
+        })
+        .await,
+        "the passed request was not settled"
+    );
 
     // Someone waits: a token-less request must queue, and nothing changes.
     assert_eq!(entered_position(&q.enter(&user(1)).await), Some(1));
@@ -715,6 +746,20 @@ async fn exactly_the_free_slots_pass_through_the_edge_and_the_rest_must_queue() 
     assert_eq!(r.json["queueUrl"], "/queue?queue=main");
     assert_eq!(stack.snapshot().await, before, "Redis changed");
     assert_eq!(stack.origin.hits().len(), K as usize + 1);
+
+    // Before a scheduled opening the edge tells a new visitor when it
+    // opens and when to poll, and no position.
+    let opens = in_ms(60_000);
+    schedule(q, Change::Set(opens), Change::Keep).await;
+    let mut early = stack.visitor();
+    let r = early.enter().await;
+    assert_eq!((r.status, r.state()), (200, "pre_queue"), "{:?}", r.json);
+    assert_eq!(r.json["opensAt"], opens);
+    let retry = r.json["retryAfterMs"].as_u64().expect("retryAfterMs");
+    assert_eq!(r.retry_after, Some(retry.div_ceil(1_000).max(1)));
+    assert!(r.json.get("position").is_none(), "{:?}", r.json);
+    assert_eq!(early.position().await.state(), "pre_queue");
+    assert_eq!(q.zcard(&q.keys.pre()).await, 1);
     q.assert_conserved().await;
 }
 
@@ -803,14 +848,13 @@ async fn the_schedule_command_and_the_config_file_set_the_opening() {
         keys: QueueKeys::new(&Prefix::default(), &QueueId::new("filed").unwrap()),
         ..q.clone()
     };
-    let mut published = None;
-    let seen = tokio::task::block_in_place(|| {
-        wait_until(Duration::from_secs(10), || {
-            published =
-                tokio::runtime::Handle::current().block_on(config_field(&filed, cf::OPENS_AT));
-            published.is_some()
-        })
-    });
+    let seen = eventually(Duration::from_secs(10), || async {
+        config_field(&filed, cf::OPENS_AT).await.is_some()
+    })
+    .await;
     assert!(seen, "{}", sched.log());
-    assert_eq!(published, Some(at("2030-01-01T00:00:00Z")));
+    assert_eq!(
+        config_field(&filed, cf::OPENS_AT).await,
+        Some(at("2030-01-01T00:00:00Z"))
+    );
 }
