@@ -619,6 +619,8 @@ async fn an_idle_room_admits_at_once_within_the_slots_and_the_rate() {
     let (fourth, _) = enter_with_token(&q, &user(3)).await;
     assert_eq!(entered_position(&fourth), Some(2), "{fourth:?}");
     assert_eq!(refused_pass(&q, &user(7)).await, QueueNeeded::Waiting);
+    // A visitor holding a slot is told to use it, even while others wait.
+    assert_eq!(refused_pass(&q, &user(1)).await, QueueNeeded::Holds);
     q.assert_conserved().await;
 
     // Passthrough off: always a ticket.

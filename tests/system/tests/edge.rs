@@ -167,10 +167,13 @@ async fn the_gate_spends_each_token_once_and_signs_what_it_forwards() {
     // Without a token, while someone waits: join the queue; nothing changes.
     stack.queue.enter(&user(1)).await;
     let before = stack.snapshot().await;
-    for mut v in [bob.clone(), stack.visitor()] {
+    // Bob holds a token: he is told to send it; a newcomer to join.
+    for (mut v, told) in [(bob.clone(), "X-Entry-Token"), (stack.visitor(), "join")] {
         let none = v.order(None).await;
         assert_eq!((none.status, none.error()), (403, "queue_required"));
         assert_eq!(none.json["queueUrl"], "/queue?queue=main");
+        let message = none.json["message"].as_str().unwrap_or_default();
+        assert!(message.contains(told), "{message}");
     }
     assert_eq!(stack.snapshot().await, before, "a token-less request wrote");
     let wrong = bob.order(Some(&"0".repeat(32))).await;
