@@ -5,7 +5,6 @@
 //! `schedule` command.
 
 use std::collections::{BTreeMap, HashMap};
-use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use queuegate_shared::fields::{config as cf, stats as sf};
@@ -26,10 +25,6 @@ use queuegate_system_tests::{fast_settings, grants, user, TestQueue};
 use queuegate_testkit::scheduler::{self, Scheduler, SchedulerBuilder};
 use queuegate_testkit::{now_ms, since_epoch, wait_until, RedisServer};
 use tokio::runtime::Runtime;
-
-/// The kill test measures a draw on two shared cores: one such test at a
-/// time.
-static SERIAL: Mutex<()> = Mutex::new(());
 
 fn position(o: &Observed) -> Option<u64> {
     match o {
@@ -402,7 +397,6 @@ async fn draw_progress(q: &TestQueue) -> (u64, u64, Option<String>, Option<Strin
 
 #[test]
 fn kill_9_during_a_draw_of_20000_places_everyone_exactly_once() {
-    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     const N: usize = 20_000;
     const KILLS: usize = 8;
     let rt = runtime();
@@ -498,8 +492,12 @@ fn kill_9_during_a_draw_of_20000_places_everyone_exactly_once() {
     rt.block_on(async {
         assert!(!exists(&q, &q.keys.draw()).await, "the draw is over");
         assert!(!exists(&q, &q.keys.pre()).await);
-        let (left, done, _, _) = draw_progress(&q).await;
+        let (left, done, last_seed, _) = draw_progress(&q).await;
         assert_eq!((left, done), (0, N as u64));
+        assert_eq!(
+            last_seed, seed,
+            "one seed from the first holder to the last"
+        );
         assert_eq!(q.stat(sf::DRAWN).await, N as i64, "nobody placed twice");
         assert_eq!(q.stat(sf::ABANDONED).await, 0);
         assert_eq!(q.zcard(&q.keys.waiting()).await, N as u64);
