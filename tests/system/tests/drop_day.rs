@@ -501,11 +501,18 @@ fn kill_9_during_a_draw_of_20000_places_everyone_exactly_once() {
         assert_eq!(q.stat(sf::DRAWN).await, N as i64, "nobody placed twice");
         assert_eq!(q.stat(sf::ABANDONED).await, 0);
         assert_eq!(q.zcard(&q.keys.waiting()).await, N as u64);
-        let base: u64 = config_field(&q, cf::DRAW_BASE)
-            .await
-            .unwrap()
-            .parse()
-            .unwrap();
+        let field = |name| {
+            let q = q.clone();
+            async move {
+                config_field(&q, name)
+                    .await
+                    .unwrap()
+                    .parse::<u64>()
+                    .unwrap()
+            }
+        };
+        let (base, end) = (field(cf::DRAW_BASE).await, field(cf::DRAW_END).await);
+        assert_eq!(end - base, N as u64, "the reserved range");
         let tickets: Vec<u64> = scores(&q, &q.keys.waiting(), &users)
             .await
             .into_iter()
@@ -517,7 +524,7 @@ fn kill_9_during_a_draw_of_20000_places_everyone_exactly_once() {
         assert_eq!(
             sorted,
             (base + 1..=base + N as u64).collect::<Vec<_>>(),
-            "each reserved ticket exactly once"
+            "each ticket of (draw_base, draw_end] exactly once"
         );
         let arrival: Vec<u64> = (0..N as u64).collect();
         let rho = spearman(&arrival, &tickets);
