@@ -6,11 +6,11 @@
 -- KEYS[1] waiting  KEYS[2] pre  KEYS[3] active  KEYS[4] config  KEYS[5] stats
 -- KEYS[6] token:<uid>  KEYS[7] status:<uid>
 -- ARGV[1] uid  ARGV[2] a fresh entry token (the in-flight record's)
--- Reply: {'ok'} · {'queue', why} (join the line: 'off' passthrough is off ·
+-- Reply: {'ok'} · {'queue', why} ('holds' this visitor holds a token or
+--   a slot already: use it; or join the line: 'off' passthrough is off ·
 --   'closed' the queue takes no entries · 'waiting' someone waits or a
---   pre-queue/draw exists · 'holds' this visitor holds a token or a slot
---   already · 'full' no free slot · 'rate' the rate allows none now)
---   · UNCONFIGURED. Nothing is written unless the reply is {'ok'}.
+--   pre-queue/draw exists · 'full' no free slot · 'rate' the rate allows
+--   none now) · UNCONFIGURED. Nothing is written unless the reply is {'ok'}.
 local uid, token = ARGV[1], ARGV[2]
 local CFG_PASSTHROUGH, CFG_MAX_ACTIVE, CFG_TOKEN_TTL, CFG_RATE_NOW, CFG_TICK, CFG_IN_FLIGHT,
   CFG_STATUS_TTL = CFG_MORE, CFG_MORE + 1, CFG_MORE + 2, CFG_MORE + 3, CFG_MORE + 4, CFG_MORE + 5,
@@ -21,6 +21,11 @@ if not cfg[CFG_STATE] or not cfg[CFG_MAX_ACTIVE] or not cfg[CFG_TOKEN_TTL] or no
   or not cfg[CFG_IN_FLIGHT] or not cfg[CFG_STATUS_TTL] then
   return UNCONFIGURED
 end
+-- A visitor who holds a token or a slot is told so first, whatever else
+-- holds: they must send their token, not join the line again.
+if redis.call('EXISTS', KEYS[6]) == 1 or redis.call('ZSCORE', KEYS[3], uid) then
+  return {'queue', 'holds'}
+end
 if cfg[CFG_PASSTHROUGH] ~= 'true' then return {'queue', 'off'} end
 local now = now_ms()
 local closes_at = tonumber(cfg[CFG_CLOSES_AT] or '')
@@ -28,9 +33,6 @@ if cfg[CFG_STATE] ~= QS_OPEN or (closes_at and now >= closes_at) then return {'q
 if before_opening(cfg, now) or drawing_left(cfg) > 0 or redis.call('ZCARD', KEYS[1]) > 0
   or redis.call('EXISTS', KEYS[2]) == 1 then
   return {'queue', 'waiting'}
-end
-if redis.call('EXISTS', KEYS[6]) == 1 or redis.call('ZSCORE', KEYS[3], uid) then
-  return {'queue', 'holds'}
 end
 if redis.call('ZCARD', KEYS[3]) >= tonumber(cfg[CFG_MAX_ACTIVE]) then return {'queue', 'full'} end
 local rate = tonumber(cfg[CFG_RATE_NOW] or '') or tonumber(cfg[CFG_RATE])

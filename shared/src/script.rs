@@ -273,7 +273,7 @@ mod tests {
         ("status", "df1ca19f756a18b53744594eabc7bdce22084c30"),
         ("challenge", "3d9cadfb7a2539b8c9d946998f99c0bc98856e63"),
         ("origin_window", "5b6d822071ed645d13e30578fe955bf57352f094"),
-        ("pass", "f82ebccd37d90c26cb76bcdf9a03c26a1e27c8a5"),
+        ("pass", "0a356f07bb9df362658d109f6317c8d2a18b0eef"),
         ("draw_open", "1850eed56dd28e8cfd10ce212117bfcbb9786a3a"),
         ("draw_place", "fdefe77f3d547473f9f3f89f88c8ee2ad0966966"),
         ("schedule", "499d94672c7246e74d851f0f4702867ead0b6df9"),

@@ -3,6 +3,7 @@
 //! scheduler runs them; the edge stack and a test origin. The tests
 //! themselves live in `tests/`.
 
+pub mod drop_day;
 pub mod edge;
 pub mod origin;
 
@@ -220,9 +221,22 @@ impl TestQueue {
     /// entered = seq = waiting + abandoned + admitted, and
     /// admitted = active + ordered + expired + lapsed.
     pub async fn assert_conserved(&self) {
+        self.assert_conserved_after_draws(0).await;
+    }
+
+    /// The identities with drop day's terms: a pre-queued visitor is
+    /// entered until drawn (in `pre`, or in `draw` while unplaced), idle
+    /// passthrough admits without a ticket (`passed`), and each seal takes
+    /// `reserved` tickets beyond the entered ones:
+    /// seq = entered + reserved,
+    /// entered = waiting + pre + unplaced + abandoned + admitted − passed,
+    /// admitted = active + ordered + expired + lapsed.
+    pub async fn assert_conserved_after_draws(&self, reserved: i64) {
         let entered = self.stat("entered").await;
         let admitted = self.stat("admitted").await;
+        let passed = self.stat(queuegate_shared::fields::stats::PASSED).await;
         let waiting = self.zcard(&self.keys.waiting()).await as i64;
+        let pre = self.zcard(&self.keys.pre()).await as i64;
         let active = self.zcard(&self.keys.active()).await as i64;
         let (abandoned, ordered, expired, lapsed) = (
             self.stat("abandoned").await,
@@ -231,16 +245,26 @@ impl TestQueue {
             self.stat("lapsed").await,
         );
         let mut conn = self.conn.clone();
-        let seq: Option<i64> = redis::cmd("GET")
-            .arg(self.keys.seq())
+        let (seq, unplaced): (Option<i64>, Option<i64>) = redis::pipe()
+            .get(self.keys.seq())
+            .hget(
+                self.keys.config(),
+                queuegate_shared::fields::config::DRAW_LEFT,
+            )
             .query_async(&mut conn)
             .await
-            .expect("GET seq");
-        assert_eq!(seq.unwrap_or(0), entered, "every ticket counted as entered");
+            .expect("GET seq, HGET draw_left");
+        let unplaced = unplaced.unwrap_or(0);
+        assert_eq!(
+            seq.unwrap_or(0),
+            entered + reserved,
+            "every ticket counted as entered (or reserved by a draw: {reserved})"
+        );
         assert_eq!(
             entered,
-            waiting + abandoned + admitted,
-            "entered {entered} = waiting {waiting} + abandoned {abandoned} + admitted {admitted}"
+            waiting + pre + unplaced + abandoned + admitted - passed,
+            "entered {entered} = waiting {waiting} + pre-queued {pre} + unplaced {unplaced} \
+             + abandoned {abandoned} + admitted {admitted} - passed {passed}"
         );
         assert_eq!(
             admitted,

@@ -1,7 +1,8 @@
 //! A stand-in origin for the edge tests: answers every request with a
-//! settable status and records what it received.
+//! settable status, after a settable delay, and records what it received
+//! (on arrival, so a slow answer is counted while it is in flight).
 
-use std::sync::atomic::{AtomicU16, Ordering};
+use std::sync::atomic::{AtomicU16, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use axum::body::Bytes;
@@ -35,6 +36,7 @@ impl Hit {
 #[derive(Debug, Default)]
 struct Shared {
     status: AtomicU16,
+    delay_ms: AtomicU64,
     hits: Mutex<Vec<Hit>>,
 }
 
@@ -51,6 +53,7 @@ impl TestOrigin {
     pub async fn start() -> TestOrigin {
         let shared = Arc::new(Shared {
             status: AtomicU16::new(200),
+            delay_ms: AtomicU64::new(0),
             hits: Mutex::new(Vec::new()),
         });
         let app = axum::Router::new()
@@ -85,6 +88,13 @@ impl TestOrigin {
         self.shared.status.store(status, Ordering::SeqCst);
     }
 
+    /// How long every later request waits before its answer.
+    pub fn set_delay(&self, delay: std::time::Duration) {
+        self.shared
+            .delay_ms
+            .store(delay.as_millis() as u64, Ordering::SeqCst);
+    }
+
     /// Everything received so far.
     pub fn hits(&self) -> Vec<Hit> {
         self.shared.hits.lock().expect("hits lock").clone()
@@ -115,6 +125,10 @@ async fn record(
         hits.push(hit);
         hits.len()
     };
+    let delay = shared.delay_ms.load(Ordering::SeqCst);
+    if delay > 0 {
+        tokio::time::sleep(std::time::Duration::from_millis(delay)).await;
+    }
     let status = StatusCode::from_u16(shared.status.load(Ordering::SeqCst))
         .unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
     (

@@ -8,8 +8,17 @@ use queuegate_shared::Settings;
 use queuegate_system_tests::edge::{
     EdgeStack, Visitor, IDENTITY_SECRET, JWT_SECRET, ORIGIN_SECRET,
 };
-use queuegate_system_tests::{fast_settings, grants};
+use queuegate_system_tests::{fast_settings, grants, user};
 use queuegate_testkit::{since_epoch, RedisServer};
+
+/// Settings for the tests about the line: with idle passthrough on, an idle
+/// room admits its first visitors at once (tests/drop_day.rs covers that).
+fn line(settings: Settings) -> Settings {
+    Settings {
+        idle_passthrough: false,
+        ..settings
+    }
+}
 
 async fn eventually_state(v: &mut Visitor, state: &str) -> serde_json::Value {
     for _ in 0..100 {
@@ -31,7 +40,8 @@ fn token_of(reply_json: &serde_json::Value) -> String {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn enter_refresh_position_and_admission() {
-    let stack = EdgeStack::start(Settings::default(), "anonymous", RedisServer::start()).await;
+    let stack =
+        EdgeStack::start(line(Settings::default()), "anonymous", RedisServer::start()).await;
     let mut health = stack.visitor();
     let h = health.send("GET", "/queue/health", None, None).await;
     assert_eq!(
@@ -139,20 +149,33 @@ async fn enter_refresh_position_and_admission() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_gate_spends_each_token_once_and_signs_what_it_forwards() {
     let stack = EdgeStack::start(Settings::default(), "anonymous", RedisServer::start()).await;
+    // Someone is in line already, so Ann and Bob line up behind them (idle
+    // passthrough stays on).
+    stack.queue.enter(&user(0)).await;
     let (mut ann, mut bob) = (stack.visitor(), stack.visitor());
-    ann.enter().await;
-    bob.enter().await;
+    assert_eq!(ann.enter().await.state(), "waiting");
+    assert_eq!(bob.enter().await.state(), "waiting");
 
     // Ann's token activates in 5 s; Bob's at once.
     stack.queue.set_lock("test").await;
-    let mut g = grants(2, 0);
-    g[0].jitter_ms = 5_000;
-    stack.queue.admit("test", 2, &g).await;
+    let mut g = grants(3, 0);
+    g[1].jitter_ms = 5_000;
+    stack.queue.admit("test", 3, &g).await;
     let ann_token = token_of(&ann.position().await.json);
     let bob_token = token_of(&bob.position().await.json);
 
-    let none = bob.order(None).await;
-    assert_eq!((none.status, none.error()), (403, "token_invalid"));
+    // Without a token, while someone waits: join the queue; nothing changes.
+    stack.queue.enter(&user(1)).await;
+    let before = stack.snapshot().await;
+    // Bob holds a token: he is told to send it; a newcomer to join.
+    for (mut v, told) in [(bob.clone(), "X-Entry-Token"), (stack.visitor(), "join")] {
+        let none = v.order(None).await;
+        assert_eq!((none.status, none.error()), (403, "queue_required"));
+        assert_eq!(none.json["queueUrl"], "/queue?queue=main");
+        let message = none.json["message"].as_str().unwrap_or_default();
+        assert!(message.contains(told), "{message}");
+    }
+    assert_eq!(stack.snapshot().await, before, "a token-less request wrote");
     let wrong = bob.order(Some(&"0".repeat(32))).await;
     assert_eq!((wrong.status, wrong.error()), (403, "token_invalid"));
     let garbage = bob.order(Some("not-a-token")).await;
@@ -212,7 +235,7 @@ async fn the_gate_spends_each_token_once_and_signs_what_it_forwards() {
     // 100 parallel replays of one fresh token reach the origin once.
     let mut carol = stack.visitor();
     carol.enter().await;
-    stack.admit(1, 0).await;
+    stack.admit(2, 0).await; // user 1, then Carol
     let carol_token = token_of(&carol.position().await.json);
     let before = stack.origin.hits().len();
     let tasks: Vec<_> = (0..100)
@@ -239,7 +262,7 @@ async fn the_gate_spends_each_token_once_and_signs_what_it_forwards() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn origin_failure_restores_the_token_and_states_are_told_apart() {
-    let stack = EdgeStack::start(fast_settings(), "anonymous", RedisServer::start()).await;
+    let stack = EdgeStack::start(line(fast_settings()), "anonymous", RedisServer::start()).await;
     let (mut ann, mut idle) = (stack.visitor(), stack.visitor());
     ann.enter().await;
     idle.enter().await;
@@ -316,7 +339,7 @@ async fn forged_identities_and_foreign_tokens_change_nothing() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn jwt_mode_takes_the_user_from_sub_and_refuses_tampering() {
-    let stack = EdgeStack::start(Settings::default(), "jwt", RedisServer::start()).await;
+    let stack = EdgeStack::start(line(Settings::default()), "jwt", RedisServer::start()).await;
     let now = since_epoch().as_secs_f64();
     let jwt = identity::sign_jwt(
         JWT_SECRET.as_bytes(),
@@ -373,7 +396,7 @@ async fn jwt_mode_takes_the_user_from_sub_and_refuses_tampering() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn redis_outage_fails_closed_and_visitors_carry_on_after() {
     let redis = RedisServer::builder().aof(true).start();
-    let mut stack = EdgeStack::start(Settings::default(), "anonymous", redis).await;
+    let mut stack = EdgeStack::start(line(Settings::default()), "anonymous", redis).await;
     let (mut ann, mut bob) = (stack.visitor(), stack.visitor());
     ann.enter().await;
     bob.enter().await;

@@ -1,0 +1,867 @@
+//! Drop day (issue #13) against real processes: the pre-queue before a
+//! scheduled opening, the draw's fairness, the draw surviving kill -9 of
+//! its scheduler, leavers dropped at the draw, idle passthrough in the
+//! engine and through the worker under workerd, and the scheduler's
+//! `schedule` command.
+
+use std::collections::{BTreeMap, HashMap};
+use std::time::{Duration, Instant};
+
+use queuegate_shared::fields::{config as cf, stats as sf};
+use queuegate_shared::guard::{EntryGuard, GuardCheck};
+use queuegate_shared::ops::{
+    Change, ConsumeReply, Enter, EnterReply, Observed, Outcome, Pass, PassReply, QueueNeeded,
+    Refusal, Scheduled, SetState, StateSwitch,
+};
+use queuegate_shared::state::{StateReply, UserState};
+use queuegate_shared::token::EntryToken;
+use queuegate_shared::{Prefix, QueueId, QueueKeys, QueueState, Settings, UserId};
+use queuegate_system_tests::drop_day::{
+    config_field, enter_pipelined, exists, in_ms, open_now, patient, schedule, score, scores,
+    spearman, DrawRun,
+};
+use queuegate_system_tests::edge::EdgeStack;
+use queuegate_system_tests::{fast_settings, grants, user, TestQueue};
+use queuegate_testkit::scheduler::{self, Scheduler, SchedulerBuilder};
+use queuegate_testkit::{now_ms, since_epoch, wait_until, RedisServer};
+use tokio::runtime::Runtime;
+
+fn position(o: &Observed) -> Option<u64> {
+    match o {
+        Observed::Waiting(w) => Some(w.position),
+        _ => None,
+    }
+}
+
+fn entered_position(r: &EnterReply) -> Option<u64> {
+    match r {
+        EnterReply::Entered(o) => position(o),
+        _ => None,
+    }
+}
+
+/// Polls `check` every 20 ms until it holds or `within` passes.
+async fn eventually<F: std::future::Future<Output = bool>>(
+    within: Duration,
+    mut check: impl FnMut() -> F,
+) -> bool {
+    let until = Instant::now() + within;
+    while Instant::now() < until {
+        if check().await {
+            return true;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    check().await
+}
+
+fn is_pre_queued(o: &Observed) -> bool {
+    matches!(o, Observed::PreQueue(_))
+}
+
+/// A draw seed: `QG_SEED=<n>` replays one, otherwise the clock picks it
+/// (printed, so a failure can be replayed).
+fn seed() -> [u8; 32] {
+    let n: u64 = std::env::var("QG_SEED")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_else(|| since_epoch().as_nanos() as u64);
+    eprintln!("draw seed QG_SEED={n}");
+    let mut bytes = [0u8; 32];
+    for (i, chunk) in bytes.chunks_mut(8).enumerate() {
+        chunk.copy_from_slice(
+            &n.wrapping_mul(0x9e37_79b9_7f4a_7c15 ^ i as u64)
+                .to_le_bytes(),
+        );
+    }
+    bytes
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn before_the_opening_visitors_pre_queue_keep_their_draw_and_count_toward_the_limits() {
+    let redis = RedisServer::start();
+    let settings = Settings {
+        max_waiting: 6,
+        abandon_after_ms: 60_000,
+        ..fast_settings()
+    };
+    let q = TestQueue::open(&redis.url(), "pre", settings).await;
+    // Two in line before the opening is scheduled: they keep their places.
+    for i in 0..2 {
+        assert_eq!(
+            entered_position(&q.enter(&user(i)).await),
+            Some(i as u64 + 1)
+        );
+    }
+    let opens = in_ms(60_000);
+    let set = schedule(&q, Change::Set(opens), Change::Keep).await;
+    assert_eq!(
+        set,
+        Scheduled {
+            opens_at: Some(opens),
+            closes_at: None
+        }
+    );
+
+    // A new visitor joins the pre-queue: no position, the opening instead.
+    let facts = match q.enter(&user(10)).await {
+        EnterReply::Entered(Observed::PreQueue(f)) => f,
+        other => panic!("a new place before the opening: {other:?}"),
+    };
+    assert_eq!(facts.opens_at, Some(opens));
+    assert!(facts.now < opens && facts.now.abs_diff(now_ms()) < 5_000);
+    let json = serde_json::to_value(StateReply {
+        state: Observed::PreQueue(facts).into_user_state(&q.settings, 0.5),
+        queue: "pre".into(),
+    })
+    .unwrap();
+    assert_eq!(json["state"], "pre_queue", "{json}");
+    assert_eq!(json["opensAt"], opens, "{json}");
+    assert!(json["retryAfterMs"].as_u64().is_some(), "{json}");
+    assert!(json.get("position").is_none(), "{json}");
+    assert!(is_pre_queued(&q.position(&user(10)).await));
+    assert_eq!(position(&q.position(&user(0)).await), Some(1));
+
+    // A refresh keeps the pre-ticket (the draw's input) and takes no new one.
+    let pre_ticket = score(&q, &q.keys.pre(), &user(10)).await.expect("in pre");
+    for _ in 0..3 {
+        assert!(matches!(
+            q.enter(&user(10)).await,
+            EnterReply::Entered(Observed::PreQueue(_))
+        ));
+    }
+    assert_eq!(score(&q, &q.keys.pre(), &user(10)).await, Some(pre_ticket));
+    assert_eq!(q.stat(sf::ENTERED).await, 3);
+
+    // The guard applies to a new pre-queued place, and writes only its counter.
+    let refused = q
+        .run(&Enter {
+            keys: &q.keys,
+            user: &user(20),
+            guard: EntryGuard {
+                missing: Some(GuardCheck::Challenge),
+                ..EntryGuard::default()
+            },
+            token: None,
+        })
+        .await
+        .unwrap();
+    assert_eq!(
+        refused,
+        EnterReply::Refused(Refusal::Missing(GuardCheck::Challenge))
+    );
+    assert_eq!(score(&q, &q.keys.pre(), &user(20)).await, None);
+
+    // max_waiting counts the line and the pre-queue together: 2 + 4 = 6.
+    for i in 11..14 {
+        let r = q.enter(&user(i)).await;
+        assert!(
+            matches!(r, EnterReply::Entered(Observed::PreQueue(_))),
+            "user {i}: {r:?}"
+        );
+    }
+    assert_eq!(
+        q.enter(&user(14)).await,
+        EnterReply::Full {
+            waiting: 6,
+            max_waiting: 6
+        }
+    );
+    assert!(
+        is_pre_queued(&q.position(&user(13)).await),
+        "a refresh when full"
+    );
+
+    // The opening: the first entry seals the pre-queue (the draw's places
+    // count toward the limit too), before any scheduler tick.
+    open_now(&q).await;
+    assert!(matches!(
+        q.enter(&user(14)).await,
+        EnterReply::Full { waiting: 6, .. }
+    ));
+    assert!(!exists(&q, &q.keys.pre()).await, "sealed by the entry");
+    assert_eq!(q.zcard(&q.keys.draw()).await, 4);
+    assert_eq!(config_field(&q, cf::DRAW_LEFT).await.as_deref(), Some("4"));
+    assert!(
+        is_pre_queued(&q.position(&user(11)).await),
+        "no place before it is drawn"
+    );
+    assert_eq!(
+        position(&q.position(&user(1)).await),
+        Some(2),
+        "the line keeps its places"
+    );
+    // Nobody is admitted while the draw runs.
+    q.set_lock("test").await;
+    match q.admit("test", 5, &grants(5, 0)).await {
+        queuegate_shared::ops::AdmitReply::Ran(c) => {
+            assert!(c.drawing && c.admitted == 0, "{c:?}")
+        }
+        other => panic!("admit: {other:?}"),
+    }
+
+    let mut run = DrawRun::open(&q, "test", seed())
+        .await
+        .expect("a draw runs");
+    run.finish(&q, 3).await;
+    assert_eq!((run.placed, run.dropped), (4, 0));
+    for i in 0..2 {
+        assert_eq!(position(&q.position(&user(i)).await), Some(i as u64 + 1));
+    }
+    let mut drawn: Vec<u64> = Vec::new();
+    for i in 10..14 {
+        drawn.push(position(&q.position(&user(i)).await).expect("placed"));
+    }
+    drawn.sort_unstable();
+    assert_eq!(drawn, vec![3, 4, 5, 6], "right behind the line");
+
+    // One admitted; a newcomer now lines up behind everyone drawn.
+    q.admit("test", 1, &grants(1, 0)).await;
+    assert_eq!(entered_position(&q.enter(&user(14)).await), Some(6));
+
+    // The closing refuses new places; everyone in line keeps theirs.
+    schedule(&q, Change::Keep, Change::Set(now_ms() - 1)).await;
+    assert_eq!(
+        q.enter(&user(15)).await,
+        EnterReply::Closed(Some(QueueState::Closed))
+    );
+    assert_eq!(entered_position(&q.enter(&user(1)).await), Some(1));
+    assert_eq!(entered_position(&q.enter(&user(14)).await), Some(6));
+    q.assert_conserved_after_draws(4).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_draw_places_2000_pre_queued_visitors_at_random_right_behind_the_line() {
+    const N: usize = 2_000;
+    let redis = RedisServer::start();
+    let q = TestQueue::open(&redis.url(), "fair", Settings::default()).await;
+    schedule(&q, Change::Set(in_ms(3_600_000)), Change::Keep).await;
+    let users: Vec<UserId> = (0..N).map(user).collect();
+    enter_pipelined(&q, &users).await;
+    // Arrival order is known: pre-tickets follow it.
+    let pre: Vec<u64> = scores(&q, &q.keys.pre(), &users)
+        .await
+        .into_iter()
+        .map(|s| s.expect("pre-queued"))
+        .collect();
+    assert!(
+        pre.windows(2).all(|w| w[0] < w[1]),
+        "pre-tickets by arrival"
+    );
+
+    open_now(&q).await;
+    let mut run = DrawRun::open(&q, "test", seed()).await.expect("sealed");
+    assert_eq!(run.drawing.size(), N as u64);
+    let started = Instant::now();
+    let left = run.step(&q, 250).await;
+    assert_eq!(left, N as u64 - 250);
+
+    // Mid-draw: a newcomer's ticket is behind the reserved range, and its
+    // position counts the visitors not placed yet (rank + draw_left).
+    let late = user(N);
+    assert_eq!(entered_position(&q.enter(&late).await), Some(N as u64 + 1));
+    let late_ticket = score(&q, &q.keys.waiting(), &late).await.unwrap();
+    assert!(late_ticket > run.drawing.end);
+    // The first by rank are placed already, yet shown no place until the
+    // draw is over.
+    assert!(score(&q, &q.keys.waiting(), &users[0]).await.is_some());
+    assert!(is_pre_queued(&q.position(&users[0]).await));
+    q.set_lock("test").await;
+    let before = q.snapshot().await.get(&q.keys.waiting()).cloned();
+    match q.admit("test", 10, &grants(10, 0)).await {
+        queuegate_shared::ops::AdmitReply::Ran(c) => assert!(c.drawing && c.admitted == 0),
+        other => panic!("admit: {other:?}"),
+    }
+    assert_eq!(q.snapshot().await.get(&q.keys.waiting()).cloned(), before);
+
+    run.finish(&q, 250).await;
+    let took = started.elapsed();
+    assert_eq!((run.placed, run.dropped), (N as u64, 0));
+    let mut positions = Vec::with_capacity(N);
+    for u in &users {
+        positions.push(position(&q.position(u).await).expect("placed in line"));
+    }
+    let mut sorted = positions.clone();
+    sorted.sort_unstable();
+    assert_eq!(sorted, (1..=N as u64).collect::<Vec<_>>(), "exactly 1..=N");
+    assert_eq!(position(&q.position(&late).await), Some(N as u64 + 1));
+
+    let arrival: Vec<u64> = (0..N as u64).collect();
+    let rho = spearman(&arrival, &positions);
+    // Under a uniform draw ρ has sd 1/√(N−1) ≈ 0.022: 0.1 is 4.5 sd.
+    eprintln!("{N} drawn in {took:?} (batches of 250): Spearman ρ(arrival, position) = {rho:.4}");
+    assert!(rho.abs() < 0.1, "ρ = {rho}");
+    // The first tenth to arrive is spread over the line, not ahead of it.
+    let first: f64 = positions[..N / 10].iter().sum::<u64>() as f64 / (N / 10) as f64;
+    assert!((first - N as f64 / 2.0).abs() < N as f64 / 10.0, "{first}");
+
+    assert!(!exists(&q, &q.keys.draw()).await);
+    assert_eq!(config_field(&q, cf::DRAW_LEFT).await.as_deref(), Some("0"));
+    assert_eq!(q.stat(sf::DRAWN).await, N as i64);
+    q.assert_conserved_after_draws(N as i64).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pre_queued_visitors_who_stop_polling_are_dropped_at_the_draw() {
+    let redis = RedisServer::start();
+    // Leavers go after 1–1.25 s without a poll.
+    let q = TestQueue::open(&redis.url(), "leavers", fast_settings()).await;
+    schedule(&q, Change::Set(in_ms(60_000)), Change::Keep).await;
+    for i in 0..10 {
+        assert!(matches!(
+            q.enter(&user(i)).await,
+            EnterReply::Entered(Observed::PreQueue(_))
+        ));
+    }
+    // Users 8 and 9 never poll again; the others keep polling.
+    let until = Instant::now() + Duration::from_millis(1_600);
+    while Instant::now() < until {
+        for i in 0..8 {
+            assert!(is_pre_queued(&q.position(&user(i)).await));
+        }
+        tokio::time::sleep(Duration::from_millis(150)).await;
+    }
+    open_now(&q).await;
+    let mut run = DrawRun::open(&q, "test", seed()).await.expect("sealed");
+    run.finish(&q, 3).await;
+    assert_eq!((run.placed, run.dropped), (8, 2));
+    for i in 8..10 {
+        assert_eq!(score(&q, &q.keys.waiting(), &user(i)).await, None);
+        assert_eq!(
+            q.position(&user(i)).await,
+            Observed::Settled(UserState::Abandoned)
+        );
+    }
+    let mut placed: Vec<u64> = Vec::new();
+    for i in 0..8 {
+        placed.push(position(&q.position(&user(i)).await).expect("placed"));
+    }
+    placed.sort_unstable();
+    assert_eq!(placed, (1..=8).collect::<Vec<_>>());
+    // The leavers' reserved tickets are gaps nobody waits behind.
+    assert_eq!(entered_position(&q.enter(&user(10)).await), Some(9));
+    assert_eq!(q.stat(sf::DRAWN).await, 8);
+    assert_eq!(q.stat(sf::ABANDONED).await, 2);
+    q.assert_conserved_after_draws(10).await;
+}
+
+fn runtime() -> Runtime {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .expect("tokio runtime")
+}
+
+/// A scheduler for queue `id` whose config lines are the settings that
+/// differ from the defaults.
+fn scheduler_for(redis: &RedisServer, id: &str, s: &Settings) -> SchedulerBuilder {
+    let defaults: HashMap<String, String> = Settings::default().to_fields().into_iter().collect();
+    let lines: Vec<(String, String)> = s
+        .to_fields()
+        .into_iter()
+        .filter(|(k, v)| defaults.get(k) != Some(v))
+        .collect();
+    let pairs: Vec<(&str, &str)> = lines
+        .iter()
+        .map(|(k, v)| (k.as_str(), v.as_str()))
+        .collect();
+    Scheduler::builder(&redis.url()).queue(id, &pairs)
+}
+
+/// The pid in a lease owner id `host/pid/nonce`.
+fn pid_of(owner: &str) -> Option<u32> {
+    owner.split('/').nth(1)?.parse().ok()
+}
+
+/// `draw_left`, `draw_done`, `draw_seed` and the lease holder, in one read.
+async fn draw_progress(q: &TestQueue) -> (u64, u64, Option<String>, Option<String>) {
+    let mut conn = patient(q);
+    let (fields, holder): (Vec<Option<String>>, Option<String>) = redis::pipe()
+        .cmd("HMGET")
+        .arg(q.keys.config())
+        .arg(cf::DRAW_LEFT)
+        .arg(cf::DRAW_DONE)
+        .arg(cf::DRAW_SEED)
+        .get(q.keys.lock())
+        .query_async(&mut conn)
+        .await
+        .expect("read the draw");
+    let num = |i: usize| {
+        fields[i]
+            .as_deref()
+            .map_or(0, |v| v.parse().expect("a count"))
+    };
+    (num(0), num(1), fields[2].clone(), holder)
+}
+
+#[test]
+fn kill_9_during_a_draw_of_20000_places_everyone_exactly_once() {
+    const N: usize = 20_000;
+    const KILLS: usize = 8;
+    let rt = runtime();
+    let redis = RedisServer::start();
+    // Short ticks and lease so crash hand-overs take ~0.5 s; batches of 10
+    // make the draw 2,000 calls; paused, so nobody is admitted after it
+    // and the line can be counted.
+    let settings = Settings {
+        tick_ms: 50,
+        lease_ttl_ms: 450,
+        draw_batch: 10,
+        abandon_after_ms: 600_000,
+        status_ttl_ms: 1_200_000,
+        ..Settings::default()
+    };
+    let q = rt.block_on(async {
+        let q = TestQueue::open(&redis.url(), "drop", settings.clone()).await;
+        let paused = q
+            .run(&SetState {
+                keys: &q.keys,
+                state: QueueState::Paused,
+                expect: None,
+            })
+            .await
+            .unwrap();
+        assert!(matches!(paused, StateSwitch::Switched(_)));
+        schedule(&q, Change::Set(in_ms(3_600_000)), Change::Keep).await;
+        q
+    });
+    let users: Vec<UserId> = (0..N).map(user).collect();
+    let filled = Instant::now();
+    rt.block_on(enter_pipelined(&q, &users));
+    let fill_time = filled.elapsed();
+    assert_eq!(rt.block_on(q.zcard(&q.keys.pre())), N as u64);
+
+    let b = scheduler_for(&redis, "drop", &settings).redis_option("response_timeout_ms", "150");
+    let mut fleet: Vec<Scheduler> = vec![b.clone().start(), b.clone().start()];
+    assert!(wait_until(Duration::from_secs(10), || rt
+        .block_on(draw_progress(&q))
+        .3
+        .is_some()));
+
+    rt.block_on(open_now(&q));
+    let opened = Instant::now();
+    let mut rng = since_epoch().as_nanos() as u64 | 1;
+    let (mut kills, mut last_done, mut seed) = (0, 0, None::<String>);
+    while kills < KILLS {
+        // A live holder makes progress (or the draw is over) ...
+        let mut now = (0, 0, None, None);
+        let moved = wait_until(Duration::from_secs(15), || {
+            now = rt.block_on(draw_progress(&q));
+            now.1 > last_done || (now.0 == 0 && now.2.is_some() && now.1 > 0)
+        });
+        assert!(moved, "the draw stalled at {last_done} after {kills} kills");
+        let (left, _, drawn_seed, _) = now.clone();
+        if let Some(s) = &drawn_seed {
+            assert_eq!(seed.get_or_insert_with(|| s.clone()), s, "the seed changed");
+        }
+        if left == 0 {
+            break;
+        }
+        // ... and is killed somewhere in its next few batches.
+        rng ^= rng << 13;
+        rng ^= rng >> 7;
+        rng ^= rng << 17;
+        std::thread::sleep(Duration::from_millis(rng % 40));
+        let (left, _, _, holder) = rt.block_on(draw_progress(&q));
+        if left == 0 {
+            break;
+        }
+        let pid = holder.as_deref().and_then(pid_of);
+        let Some(i) = fleet.iter().position(|s| pid.is_some() && s.pid() == pid) else {
+            continue;
+        };
+        fleet.remove(i).kill();
+        kills += 1;
+        last_done = rt.block_on(draw_progress(&q)).1;
+        fleet.push(b.clone().start());
+    }
+    // The last holder finishes alone.
+    let (last_kill, placed_then) = (Instant::now(), last_done);
+    assert!(
+        wait_until(Duration::from_secs(30), || rt.block_on(draw_progress(&q)).0
+            == 0),
+        "the draw did not finish after the last kill"
+    );
+    let (took, tail) = (opened.elapsed(), last_kill.elapsed());
+    for s in &mut fleet {
+        s.sigterm();
+        assert_eq!(s.wait_exit(Duration::from_secs(10)), Some(0), "{}", s.log());
+    }
+
+    rt.block_on(async {
+        assert!(!exists(&q, &q.keys.draw()).await, "the draw is over");
+        assert!(!exists(&q, &q.keys.pre()).await);
+        let (left, done, last_seed, _) = draw_progress(&q).await;
+        assert_eq!((left, done), (0, N as u64));
+        assert_eq!(
+            last_seed, seed,
+            "one seed from the first holder to the last"
+        );
+        assert_eq!(q.stat(sf::DRAWN).await, N as i64, "nobody placed twice");
+        assert_eq!(q.stat(sf::ABANDONED).await, 0);
+        assert_eq!(q.zcard(&q.keys.waiting()).await, N as u64);
+        let field = |name| {
+            let q = q.clone();
+            async move {
+                config_field(&q, name)
+                    .await
+                    .unwrap()
+                    .parse::<u64>()
+                    .unwrap()
+            }
+        };
+        let (base, end) = (field(cf::DRAW_BASE).await, field(cf::DRAW_END).await);
+        assert_eq!(end - base, N as u64, "the reserved range");
+        let tickets: Vec<u64> = scores(&q, &q.keys.waiting(), &users)
+            .await
+            .into_iter()
+            .enumerate()
+            .map(|(i, t)| t.unwrap_or_else(|| panic!("user {i} is not in line")))
+            .collect();
+        let mut sorted = tickets.clone();
+        sorted.sort_unstable();
+        assert_eq!(
+            sorted,
+            (base + 1..=base + N as u64).collect::<Vec<_>>(),
+            "each ticket of (draw_base, draw_end] exactly once"
+        );
+        let arrival: Vec<u64> = (0..N as u64).collect();
+        let rho = spearman(&arrival, &tickets);
+        eprintln!(
+            "{N} pre-queued in {fill_time:?}; drawn in {took:?} (batches of {}) \
+             through {kills} kill -9s, the last {} after the last kill in {tail:?}; \
+             Spearman ρ = {rho:.4}",
+            settings.draw_batch,
+            N as u64 - placed_then
+        );
+        assert!(rho.abs() < 0.05, "ρ = {rho}");
+        q.assert_conserved_after_draws(N as i64).await;
+    });
+    assert_eq!(kills, KILLS, "kills landed during the draw");
+}
+
+/// Enter with a fresh token: idle passthrough may admit at once.
+async fn enter_with_token(q: &TestQueue, u: &UserId) -> (EnterReply, EntryToken) {
+    let token = grants(1, 0).remove(0).token;
+    let reply = q
+        .run(&Enter {
+            keys: &q.keys,
+            user: u,
+            guard: EntryGuard::default(),
+            token: Some(&token),
+        })
+        .await
+        .expect("enter");
+    (reply, token)
+}
+
+async fn pass(q: &TestQueue, u: &UserId) -> PassReply {
+    let token = grants(1, 0).remove(0).token;
+    q.run(&Pass {
+        keys: &q.keys,
+        user: u,
+        token: &token,
+    })
+    .await
+    .expect("pass")
+}
+
+/// A pass that must not pass, and must change nothing.
+async fn refused_pass(q: &TestQueue, u: &UserId) -> QueueNeeded {
+    let before = q.snapshot().await;
+    let reply = pass(q, u).await;
+    assert_eq!(q.snapshot().await, before, "{reply:?} wrote to Redis");
+    match reply {
+        PassReply::Queue(why) => why,
+        other => panic!("passed: {other:?}"),
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_idle_room_admits_at_once_within_the_slots_and_the_rate() {
+    let redis = RedisServer::start();
+    let idle = Settings {
+        max_active: 2,
+        admit_rate_per_second: 50.0,
+        tick_ms: 100,
+        ..fast_settings()
+    };
+    let q = TestQueue::open(&redis.url(), "idle", idle.clone()).await;
+
+    // Nobody waits and a slot is free: admitted now, active at once.
+    let before = now_ms();
+    let (reply, token) = enter_with_token(&q, &user(0)).await;
+    let EnterReply::Entered(Observed::Settled(UserState::Admitted {
+        token: got,
+        activate_at,
+        expires_at,
+    })) = reply
+    else {
+        panic!("an idle room: {reply:?}");
+    };
+    assert_eq!(got, token.expose());
+    assert!((before..=now_ms()).contains(&activate_at), "{activate_at}");
+    assert_eq!(expires_at, activate_at + idle.token_ttl_ms);
+    assert_eq!(q.consume(&user(0), &token).await, ConsumeReply::Accepted);
+    assert_eq!(
+        (q.stat(sf::PASSED).await, q.stat(sf::ENTERED).await),
+        (1, 0)
+    );
+    // The second slot; then the room is full and the next takes a ticket.
+    let (second, _) = enter_with_token(&q, &user(1)).await;
+    assert!(matches!(
+        second,
+        EnterReply::Entered(Observed::Settled(UserState::Admitted { .. }))
+    ));
+    assert_eq!(refused_pass(&q, &user(7)).await, QueueNeeded::Full);
+    assert_eq!(refused_pass(&q, &user(1)).await, QueueNeeded::Holds);
+    let (third, _) = enter_with_token(&q, &user(2)).await;
+    assert_eq!(entered_position(&third), Some(1), "{third:?}");
+    // A slot frees, but someone waits: a newcomer lines up behind them.
+    q.settle(&user(0), &token, Outcome::Success).await;
+    assert_eq!(q.zcard(&q.keys.active()).await, 1);
+    let (fourth, _) = enter_with_token(&q, &user(3)).await;
+    assert_eq!(entered_position(&fourth), Some(2), "{fourth:?}");
+    assert_eq!(refused_pass(&q, &user(7)).await, QueueNeeded::Waiting);
+    // A visitor holding a slot is told to use it, even while others wait.
+    assert_eq!(refused_pass(&q, &user(1)).await, QueueNeeded::Holds);
+    q.assert_conserved().await;
+
+    // Passthrough off: always a ticket.
+    let off = TestQueue::open(
+        &redis.url(),
+        "off",
+        Settings {
+            idle_passthrough: false,
+            ..idle.clone()
+        },
+    )
+    .await;
+    assert_eq!(refused_pass(&off, &user(0)).await, QueueNeeded::Off);
+    let (r, _) = enter_with_token(&off, &user(0)).await;
+    assert_eq!(entered_position(&r), Some(1), "{r:?}");
+
+    // A pre-queue is not an idle room.
+    let early = TestQueue::open(&redis.url(), "early", idle.clone()).await;
+    schedule(&early, Change::Set(in_ms(60_000)), Change::Keep).await;
+    assert_eq!(refused_pass(&early, &user(0)).await, QueueNeeded::Waiting);
+    let (r, _) = enter_with_token(&early, &user(0)).await;
+    assert!(
+        matches!(r, EnterReply::Entered(Observed::PreQueue(_))),
+        "{r:?}"
+    );
+
+    // The rate: at 0.5/s with 100 ms ticks the bucket holds one admission
+    // and refills it in 2 s.
+    let slow = Settings {
+        admit_rate_per_second: 0.5,
+        min_admit_rate_per_second: 0.5,
+        ..idle
+    };
+    let rate = TestQueue::open(&redis.url(), "rate", slow.clone()).await;
+    let (first, _) = enter_with_token(&rate, &user(0)).await;
+    assert!(matches!(
+        first,
+        EnterReply::Entered(Observed::Settled(UserState::Admitted { .. }))
+    ));
+    let (next, _) = enter_with_token(&rate, &user(1)).await;
+    assert_eq!(entered_position(&next), Some(1), "the next waits: {next:?}");
+    let passes = TestQueue::open(&redis.url(), "passes", slow).await;
+    assert_eq!(pass(&passes, &user(0)).await, PassReply::Passed);
+    let refused_at = Instant::now();
+    assert_eq!(refused_pass(&passes, &user(1)).await, QueueNeeded::Rate);
+    // Back 2 s after the first pass.
+    tokio::time::sleep(Duration::from_millis(2_100).saturating_sub(refused_at.elapsed())).await;
+    assert_eq!(pass(&passes, &user(1)).await, PassReply::Passed);
+    assert_eq!(passes.stat(sf::PASSED).await, 2);
+    passes.assert_conserved().await;
+    rate.assert_conserved().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn exactly_the_free_slots_pass_through_the_edge_and_the_rest_must_queue() {
+    const K: u64 = 5;
+    const N: usize = 20;
+    let settings = Settings {
+        max_active: K,
+        admit_rate_per_second: 1_000.0,
+        in_flight_ms: 30_000,
+        status_ttl_ms: 600_000,
+        ..Settings::default()
+    };
+    let stack = EdgeStack::start(settings, "anonymous", RedisServer::start()).await;
+    // The origin holds each request long enough for all to arrive.
+    stack.origin.set_delay(Duration::from_millis(3_000));
+    let tasks: Vec<_> = (0..N)
+        .map(|_| {
+            let mut v = stack.visitor();
+            tokio::spawn(async move { v.order(None).await })
+        })
+        .collect();
+    let mut by_outcome: BTreeMap<(u16, String), usize> = BTreeMap::new();
+    for t in tasks {
+        let r = t.await.unwrap();
+        if r.status == 403 {
+            assert_eq!(r.json["queueUrl"], "/queue?queue=main", "{:?}", r.json);
+        }
+        *by_outcome
+            .entry((r.status, r.error().to_string()))
+            .or_default() += 1;
+    }
+    let want = BTreeMap::from([
+        ((200, String::new()), K as usize),
+        ((403, "queue_required".to_string()), N - K as usize),
+    ]);
+    assert_eq!(by_outcome, want);
+    assert_eq!(stack.origin.hits().len(), K as usize);
+    let q = &stack.queue;
+    assert_eq!(q.stat(sf::PASSED).await, K as i64);
+    // Settled: the slots are free again, and the next request passes.
+    assert!(
+        eventually(Duration::from_secs(5), || async {
+            q.zcard(&q.keys.active()).await == 0
+        })
+        .await,
+        "the slots were not freed"
+    );
+    assert_eq!(q.stat(sf::ORDERED).await, K as i64);
+    stack.origin.set_delay(Duration::ZERO);
+    let again = stack.visitor().order(None).await;
+    assert_eq!(again.status, 200, "{:?}", again.json);
+    assert_eq!(stack.origin.hits().len(), K as usize + 1);
+    // Its settle may land after the answer: wait for it.
+    assert!(
+        eventually(Duration::from_secs(5), || async {
+            q.stat(sf::ORDERED).await == K as i64 + 1
+        })
+        .await,
+        "the passed request was not settled"
+    );
+
+    // Someone waits: a token-less request must queue, and nothing changes.
+    assert_eq!(entered_position(&q.enter(&user(1)).await), Some(1));
+    let before = stack.snapshot().await;
+    let mut v = stack.visitor();
+    let r = v.order(None).await;
+    assert_eq!(
+        (r.status, r.error()),
+        (403, "queue_required"),
+        "{:?}",
+        r.json
+    );
+    assert_eq!(r.json["queueUrl"], "/queue?queue=main");
+    assert_eq!(stack.snapshot().await, before, "Redis changed");
+    assert_eq!(stack.origin.hits().len(), K as usize + 1);
+
+    // Before a scheduled opening the edge tells a new visitor when it
+    // opens and when to poll, and no position.
+    let opens = in_ms(60_000);
+    schedule(q, Change::Set(opens), Change::Keep).await;
+    let mut early = stack.visitor();
+    let r = early.enter().await;
+    assert_eq!((r.status, r.state()), (200, "pre_queue"), "{:?}", r.json);
+    assert_eq!(r.json["opensAt"], opens);
+    let retry = r.json["retryAfterMs"].as_u64().expect("retryAfterMs");
+    assert_eq!(r.retry_after, Some(retry.div_ceil(1_000).max(1)));
+    assert!(r.json.get("position").is_none(), "{:?}", r.json);
+    assert_eq!(early.position().await.state(), "pre_queue");
+    assert_eq!(q.zcard(&q.keys.pre()).await, 1);
+    q.assert_conserved().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_schedule_command_and_the_config_file_set_the_opening() {
+    let redis = RedisServer::start();
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("scheduler.toml");
+    let text = Scheduler::builder(&redis.url())
+        .queue("main", &[])
+        .config_text(queuegate_testkit::free_port());
+    std::fs::write(&config, text).unwrap();
+    let q = TestQueue {
+        keys: QueueKeys::new(&Prefix::default(), &QueueId::new("main").unwrap()),
+        settings: Settings::default(),
+        conn: redis::Client::open(redis.url())
+            .unwrap()
+            .get_multiplexed_async_connection()
+            .await
+            .unwrap(),
+    };
+    let cli = |args: &[&str]| {
+        let out = scheduler::command(&config, args);
+        let text = format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        (out.status.code(), text)
+    };
+    let at = |t: &str| {
+        queuegate_scheduler::config::parse_time(t)
+            .unwrap()
+            .to_string()
+    };
+
+    let (code, out) = cli(&["schedule", "main", "--opens-at", "2030-01-01T00:00:00Z"]);
+    assert_eq!(code, Some(0), "{out}");
+    assert!(out.contains("opens at 2030-01-01T00:00:00Z"), "{out}");
+    assert_eq!(
+        config_field(&q, cf::OPENS_AT).await,
+        Some(at("2030-01-01T00:00:00Z"))
+    );
+    let (code, out) = cli(&["schedule", "--closes-at", "2030-01-01T03:00:00+01:00"]);
+    assert_eq!(code, Some(0), "{out}");
+    assert_eq!(
+        config_field(&q, cf::CLOSES_AT).await,
+        Some(at("2030-01-01T02:00:00Z"))
+    );
+    assert_eq!(
+        config_field(&q, cf::OPENS_AT).await,
+        Some(at("2030-01-01T00:00:00Z")),
+        "kept"
+    );
+
+    // Bad times exit 2 and change nothing.
+    let before = q.snapshot().await;
+    for args in [
+        &["schedule", "main", "--opens-at", "tomorrow"][..],
+        &["schedule", "main", "--opens-at", "2030-01-01T00:00:00"][..],
+        &[
+            "schedule",
+            "main",
+            "--opens-at",
+            "2030-01-02T00:00:00Z",
+            "--closes-at",
+            "2030-01-01T00:00:00Z",
+        ][..],
+        &["schedule", "main"][..],
+    ] {
+        let (code, out) = cli(args);
+        assert_eq!(code, Some(2), "{args:?}: {out}");
+    }
+    assert_eq!(q.snapshot().await, before);
+
+    let (code, out) = cli(&["schedule", "main", "--clear"]);
+    assert_eq!(code, Some(0), "{out}");
+    assert_eq!(config_field(&q, cf::OPENS_AT).await, None);
+    assert_eq!(config_field(&q, cf::CLOSES_AT).await, None);
+
+    // A [[queue]]'s opens_at is published by the scheduler that holds it.
+    let sched = Scheduler::builder(&redis.url())
+        .queue("filed", &[("opens_at", "2030-01-01T00:00:00Z")])
+        .start();
+    let filed = TestQueue {
+        keys: QueueKeys::new(&Prefix::default(), &QueueId::new("filed").unwrap()),
+        ..q.clone()
+    };
+    let seen = eventually(Duration::from_secs(10), || async {
+        config_field(&filed, cf::OPENS_AT).await.is_some()
+    })
+    .await;
+    assert!(seen, "{}", sched.log());
+    assert_eq!(
+        config_field(&filed, cf::OPENS_AT).await,
+        Some(at("2030-01-01T00:00:00Z"))
+    );
+}
