@@ -2,12 +2,13 @@
 //! in one pipeline, the draw run as the lease holder would run it, and the
 //! rank correlation the fairness checks use.
 
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use queuegate_scheduler::draw::permutation;
 use queuegate_shared::guard::EntryGuard;
 use queuegate_shared::ops::{
-    Change, DrawOpen, DrawPlace, DrawSeed, DrawState, Drawing, Enter, Placed, Schedule, Scheduled,
+    Change, DrawOpen, DrawPlace, DrawSeed, DrawState, Drawing, Enter, EnterReply, Observed, Placed,
+    Schedule, Scheduled,
 };
 use queuegate_shared::{Operation, UserId};
 use queuegate_testkit::now_ms;
@@ -215,6 +216,37 @@ pub fn spearman(a: &[u64], b: &[u64]) -> f64 {
     let (ra, rb) = (rank(a), rank(b));
     let d2: f64 = ra.iter().zip(&rb).map(|(x, y)| (x - y).powi(2)).sum();
     1.0 - 6.0 * d2 / (n * (n * n - 1.0))
+}
+
+/// The position of a waiting user.
+pub fn position(o: &Observed) -> Option<u64> {
+    match o {
+        Observed::Waiting(w) => Some(w.position),
+        _ => None,
+    }
+}
+
+/// The position an enter gave, if it took a place in line.
+pub fn entered_position(r: &EnterReply) -> Option<u64> {
+    match r {
+        EnterReply::Entered(o) => position(o),
+        _ => None,
+    }
+}
+
+/// Polls `check` every 20 ms until it holds or `within` passes.
+pub async fn eventually<F: std::future::Future<Output = bool>>(
+    within: Duration,
+    mut check: impl FnMut() -> F,
+) -> bool {
+    let until = Instant::now() + within;
+    while Instant::now() < until {
+        if check().await {
+            return true;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    check().await
 }
 
 #[cfg(test)]
