@@ -1,8 +1,9 @@
 // The waiting-room page in a real browser (Debian's Chromium driven by
 // playwright-core): a visitor passes the proof-of-work check, enters behind
 // a synthetic crowd, sees their position and ETA fall, is admitted and
-// completes an order through the protected route. Screenshots land in
-// artifacts/.
+// completes an order through the protected route; and on drop day a
+// visitor who comes before the opening sees the countdown, gets a drawn
+// place and is notified of their turn. Screenshots land in artifacts/.
 import { test } from "node:test";
 import assert from "node:assert/strict";
 import { execFileSync, spawn } from "node:child_process";
