@@ -358,7 +358,7 @@ test("drop day: countdown, a drawn place at the opening, then the turn with a no
     // second of the opening: the server spreads those polls.
     const polls = calls.filter((c) => c.kind === "request" && c.path === "position");
     for (const poll of polls) {
-      const prev = calls.filter((c) => c.kind === "reply" && c.at <= poll.at).at(-1);
+      const prev = calls.filter((c) => c.kind === "reply" && c.at <= poll.at).sort((a, b) => a.at - b.at).at(-1);
       assert.ok(poll.at - prev.at >= prev.retryAfterMs - 150,
         `polled ${poll.at - prev.at} ms after a reply that asked for ${prev.retryAfterMs} ms`);
     }
@@ -373,18 +373,20 @@ test("drop day: countdown, a drawn place at the opening, then the turn with a no
     // own): the estimate and the local time of admission, then the line
     // moves.
     const last = Math.max(...places);
-    const [name, value] = early[places.indexOf(last)].cookie.split("=");
+    const cookie = early[places.indexOf(last)].cookie, cut = cookie.indexOf("=");
     const other = await browser.newContext();
-    await other.addCookies([{ name, value, url: base }]);
+    await other.addCookies([{ name: cookie.slice(0, cut), value: cookie.slice(cut + 1), url: base }]);
     const behind = await other.newPage();
     await behind.goto(base + "/queue");
     await behind.waitForSelector("#eta-at:not([hidden])", { timeout: 20_000 });
-    assert.equal(await number(behind, "#position"), last);
-    assert.equal(await behind.title(), `(${last}) ${baseTitle}`);
+    const [title, at] = await behind.evaluate(() => [document.title, document.querySelector("#position").textContent]);
+    // Admission has resumed (1/s): a few may have gone in meanwhile.
+    assert.ok(Number(at) <= last && Number(at) > last - 8, `place ${at}, drawn ${last}`);
+    assert.equal(title, `(${at}) ${baseTitle}`);
     assert.match(await behind.textContent("#eta-at"), /^You will be admitted at about \d{1,2}:\d\d( [AP]M)?\.$/);
     assert.match(await behind.textContent("#eta"), /\d+ (s|min)/);
     await behind.screenshot({ path: join(artifacts, "browser-drawn-eta.png") });
-    await behind.waitForFunction((p) => Number(document.querySelector("#position").textContent) < p, last,
+    await behind.waitForFunction((p) => Number(document.querySelector("#position").textContent) < p, Number(at),
       { timeout: 30_000, polling: 200 });
     await other.close();
 
