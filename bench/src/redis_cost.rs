@@ -63,6 +63,7 @@ pub async fn fill(
                     keys,
                     user: &u,
                     guard: Default::default(),
+                    token: None,
                 }
                 .invocation(),
             );

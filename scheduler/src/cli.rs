@@ -7,7 +7,7 @@ use std::path::PathBuf;
 
 use clap::{Parser, Subcommand};
 use queuegate_shared::fields::{config as cf, stats as sf};
-use queuegate_shared::ops::{SetState, StateSwitch, Status};
+use queuegate_shared::ops::{Change, Schedule, SetState, StateSwitch, Status};
 use queuegate_shared::{QueueKeys, QueueState};
 
 use crate::config::{self, Config, ConfigError, QueueConfig};
@@ -65,6 +65,24 @@ pub enum Command {
         /// The queue (may be left out when only one is configured).
         queue: Option<String>,
     },
+    /// Set or clear the scheduled opening and closing (RFC 3339 times with
+    /// an offset, e.g. 2026-12-03T14:00:00Z). Before the opening new
+    /// visitors join a pre-queue whose places are drawn at random at the
+    /// opening; from the closing no new visitors are taken (the line
+    /// drains). Clearing the opening of a waiting pre-queue opens it now.
+    Schedule {
+        /// The queue (may be left out when only one is configured).
+        queue: Option<String>,
+        /// When the queue opens.
+        #[arg(long, value_name = "RFC3339")]
+        opens_at: Option<String>,
+        /// When the queue stops taking new visitors.
+        #[arg(long, value_name = "RFC3339")]
+        closes_at: Option<String>,
+        /// Remove both.
+        #[arg(long, conflicts_with_all = ["opens_at", "closes_at"])]
+        clear: bool,
+    },
     /// Validate the config and print each queue's effective settings.
     Check,
 }
@@ -118,6 +136,15 @@ pub async fn execute(
             return Ok(());
         }
         Command::Status { queue, json } => return status(&config, queue.as_deref(), json).await,
+        Command::Schedule {
+            queue,
+            opens_at,
+            closes_at,
+            clear,
+        } => {
+            let change = schedule_change(opens_at.as_deref(), closes_at.as_deref(), clear)?;
+            return schedule(&config, queue.as_deref(), change).await;
+        }
         Command::Pause { queue } => switch(queue, QueueState::Paused),
         Command::Close { queue } => switch(queue, QueueState::Closed),
         Command::Open { queue } => switch(queue, QueueState::Open),
@@ -169,6 +196,66 @@ async fn set_state(
             name(expect),
         ))),
     }
+}
+
+/// The opening and closing a `schedule` command asks for, validated.
+fn schedule_change(
+    opens_at: Option<&str>,
+    closes_at: Option<&str>,
+    clear: bool,
+) -> Result<(Change, Change), CliError> {
+    if clear {
+        return Ok((Change::Clear, Change::Clear));
+    }
+    let time = |t: Option<&str>, flag: &str| -> Result<Change, CliError> {
+        t.map_or(Ok(Change::Keep), |t| {
+            config::parse_time(t)
+                .map(Change::Set)
+                .map_err(|e| CliError::Usage(format!("--{flag}: {e}")))
+        })
+    };
+    let change = (time(opens_at, "opens-at")?, time(closes_at, "closes-at")?);
+    match change {
+        (Change::Keep, Change::Keep) => Err(CliError::Usage(
+            "give --opens-at, --closes-at or --clear".into(),
+        )),
+        (Change::Set(open), Change::Set(close)) if close <= open => Err(CliError::Usage(
+            "--closes-at must be after --opens-at".into(),
+        )),
+        _ => Ok(change),
+    }
+}
+
+async fn schedule(
+    config: &Config,
+    queue: Option<&str>,
+    (opens_at, closes_at): (Change, Change),
+) -> Result<(), CliError> {
+    let q = pick(config, queue)?;
+    let mut conn = connect::open(&config.redis, Patience::Once).await?;
+    let keys = QueueKeys::new(&config.prefix, &q.id);
+    let now = engine::run(
+        &mut conn,
+        &Schedule {
+            keys: &keys,
+            opens_at,
+            closes_at,
+        },
+    )
+    .await?;
+    let show = |t: Option<u64>| t.map_or("none".to_string(), config::format_time);
+    println!(
+        "queue {}: opens at {} · closes at {}",
+        q.id,
+        show(now.opens_at),
+        show(now.closes_at)
+    );
+    if let (Some(open), Some(close)) = (now.opens_at, now.closes_at) {
+        if close <= open {
+            eprintln!("warning: the queue closes before it opens; nobody can enter");
+        }
+    }
+    Ok(())
 }
 
 /// The named queue, or the only one.
@@ -224,6 +311,10 @@ struct QueueStatus {
     admitted_per_second: Option<f64>,
     lease_holder: Option<String>,
     lease_ttl_ms: Option<u64>,
+    opens_at: Option<String>,
+    closes_at: Option<String>,
+    pre_queued: u64,
+    drawing: u64,
     origin: OriginStatus,
     stats: BTreeMap<String, i64>,
 }
@@ -286,6 +377,10 @@ async fn read_status(conn: &mut RedisConn, keys: &QueueKeys) -> Result<QueueStat
         admitted_per_second: s.measured_rate(),
         lease_ttl_ms: s.lease.as_ref().map(|(_, ttl)| *ttl),
         lease_holder: s.lease.as_ref().map(|(holder, _)| holder.clone()),
+        opens_at: s.scheduled(cf::OPENS_AT).map(config::format_time),
+        closes_at: s.scheduled(cf::CLOSES_AT).map(config::format_time),
+        pre_queued: s.pre_queued,
+        drawing: s.drawing(),
         origin: OriginStatus::of(&s.config),
         stats: s.counters(),
     })
@@ -322,15 +417,21 @@ fn render(s: &QueueStatus) -> String {
         (Some(h), Some(ttl)) => format!("{h} (expires in {:.1} s)", ttl as f64 / 1000.0),
         _ => "none: no scheduler holds this queue".to_string(),
     };
+    let none = || "none".to_string();
     format!(
-        "queue {}\n  state       {}\n  waiting     {}\n  active      {} / {max}\n  admitted/s  {rate}\n  lease       {lease}\n  origin      {}\n  totals      entered {} · admitted {} · abandoned {} · expired {} · ordered {} · lapsed {}\n  refused     budget {} · no challenge {} · reused {} · turnstile {}\n",
+        "queue {}\n  state       {}\n  schedule    opens {} · closes {}\n  pre-queue   {} (drawing: {} left)\n  waiting     {}\n  active      {} / {max}\n  admitted/s  {rate}\n  lease       {lease}\n  origin      {}\n  totals      entered {} · admitted {} (passed at once {}) · abandoned {} · expired {} · ordered {} · lapsed {}\n  refused     budget {} · no challenge {} · reused {} · turnstile {}\n",
         s.queue,
         s.state.as_deref().unwrap_or("unconfigured (no scheduler has published settings)"),
+        s.opens_at.clone().unwrap_or_else(none),
+        s.closes_at.clone().unwrap_or_else(none),
+        s.pre_queued,
+        s.drawing,
         s.waiting,
         s.active,
         s.origin.line(),
         stat(sf::ENTERED),
         stat(sf::ADMITTED),
+        stat(sf::PASSED),
         stat(sf::ABANDONED),
         stat(sf::EXPIRED),
         stat(sf::ORDERED),
@@ -359,6 +460,41 @@ mod tests {
             }
         ));
         assert!(Cli::try_parse_from(["qs", "frobnicate"]).is_err());
+        assert!(
+            Cli::try_parse_from(["qs", "schedule", "--clear", "--opens-at", "x"]).is_err(),
+            "--clear takes nothing else"
+        );
+    }
+
+    #[test]
+    fn schedule_times_are_rfc3339_and_in_order() {
+        let at = |t: &str| config::parse_time(t).unwrap();
+        assert_eq!(
+            schedule_change(Some("2026-12-03T14:00:00Z"), None, false).unwrap(),
+            (Change::Set(at("2026-12-03T14:00:00Z")), Change::Keep)
+        );
+        assert_eq!(
+            at("2026-12-03T15:00:00+01:00"),
+            at("2026-12-03T14:00:00Z"),
+            "offsets count"
+        );
+        assert_eq!(
+            schedule_change(None, None, true).unwrap(),
+            (Change::Clear, Change::Clear)
+        );
+        for (open, close) in [
+            (None, None),
+            (Some("tomorrow"), None),
+            (Some("2026-12-03T14:00:00"), None),
+            (Some("2026-12-03T14:00:00Z"), Some("2026-12-03T13:00:00Z")),
+        ] {
+            let err = schedule_change(open, close, false).unwrap_err();
+            assert_eq!(err.exit_code(), 2, "{err}");
+        }
+        assert_eq!(
+            config::format_time(at("2026-12-03T14:00:00Z")),
+            "2026-12-03T14:00:00Z"
+        );
     }
 
     #[test]
@@ -388,6 +524,10 @@ mod tests {
             admitted_per_second: Some(174.96),
             lease_holder: Some("vm1/42/ab12cd34".into()),
             lease_ttl_ms: Some(1800),
+            opens_at: Some("2026-12-03T14:00:00Z".into()),
+            closes_at: None,
+            pre_queued: 0,
+            drawing: 0,
             origin: OriginStatus::of(&BTreeMap::from([
                 ("target_rate".into(), "87.500".into()),
                 ("admit_rate_per_second".into(), "175.0".into()),
@@ -405,6 +545,10 @@ mod tests {
             "{text}"
         );
         assert!(text.contains("entered 5000 · admitted 3796"), "{text}");
+        assert!(
+            text.contains("schedule    opens 2026-12-03T14:00:00Z · closes none"),
+            "{text}"
+        );
         assert!(
             text.contains(
                 "origin      target 87.5/s (min 1.0, max 175.0) · errors 42.0 % · p95 120 ms"

@@ -15,6 +15,7 @@ pub mod cli;
 pub mod config;
 pub mod connect;
 pub mod control;
+pub mod draw;
 pub mod engine;
 pub mod http;
 pub mod metrics;

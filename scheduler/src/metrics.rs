@@ -67,6 +67,9 @@ pub struct Metrics {
     origin_errors: Family<QueueLabel, FloatGauge>,
     origin_p95: Family<QueueLabel, FloatGauge>,
     rate_cuts: Family<QueueLabel, Counter>,
+    pre_queued: Family<QueueLabel, Gauge>,
+    draw_left: Family<QueueLabel, Gauge>,
+    drawn: Family<QueueLabel, Counter>,
     health: Mutex<BTreeMap<String, QueueHealth>>,
 }
 
@@ -113,6 +116,9 @@ impl Metrics {
             origin_errors: Family::default(),
             origin_p95: Family::default(),
             rate_cuts: Family::default(),
+            pre_queued: Family::default(),
+            draw_left: Family::default(),
+            drawn: Family::default(),
             health: Mutex::new(BTreeMap::new()),
             registry: Registry::default(),
         };
@@ -130,6 +136,21 @@ impl Metrics {
         // The holder's view of the line: only the lease holder exports these.
         registry.register("waiting", "Users in line", m.waiting.clone());
         registry.register("active_slots", "Order slots in use", m.active.clone());
+        registry.register(
+            "pre_queued",
+            "Visitors in the pre-queue before a scheduled opening",
+            m.pre_queued.clone(),
+        );
+        registry.register(
+            "draw_left",
+            "Pre-queued visitors the running draw has still to place",
+            m.draw_left.clone(),
+        );
+        registry.register(
+            "drawn",
+            "Pre-queued visitors the draw placed in line",
+            m.drawn.clone(),
+        );
         registry.register("admitted", "Users given an entry token", m.admitted.clone());
         registry.register(
             "abandoned",
@@ -274,6 +295,8 @@ impl Metrics {
         } else {
             self.waiting.remove(&l);
             self.active.remove(&l);
+            self.pre_queued.remove(&l);
+            self.draw_left.remove(&l);
             self.admitting.remove(&l);
             self.rate.remove(&l);
             self.target_rate.remove(&l);
@@ -291,6 +314,10 @@ impl Metrics {
         let l = label(queue);
         self.waiting.get_or_create(&l).set(gauge(c.waiting));
         self.active.get_or_create(&l).set(gauge(c.active));
+        self.pre_queued.get_or_create(&l).set(gauge(c.pre_queued));
+        if !c.drawing {
+            self.draw_left.get_or_create(&l).set(0);
+        }
         self.admitting.get_or_create(&l).set(i64::from(c.admitting));
         self.admitted.get_or_create(&l).inc_by(c.admitted);
         self.abandoned.get_or_create(&l).inc_by(c.abandoned);
@@ -332,6 +359,21 @@ impl Metrics {
                 self.origin_p95.remove(&l);
             }
         }
+    }
+
+    /// The pre-queue and a running draw, as the draw step saw them.
+    pub fn draw(&self, queue: &str, pre_queued: u64, left: u64) {
+        let l = label(queue);
+        self.pre_queued.get_or_create(&l).set(gauge(pre_queued));
+        self.draw_left.get_or_create(&l).set(gauge(left));
+    }
+
+    /// A draw batch placed `placed` visitors and dropped `dropped` who had
+    /// stopped polling (counted as abandoned).
+    pub fn drawn(&self, queue: &str, placed: u64, dropped: u64) {
+        let l = label(queue);
+        self.drawn.get_or_create(&l).inc_by(placed);
+        self.abandoned.get_or_create(&l).inc_by(dropped);
     }
 
     /// Origin control cut the rate.

@@ -6,8 +6,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use queuegate_shared::ops::{
-    Admit, AdmitCounts, AdmitReply, Configure, LeaseAcquire, LeaseRelease, OriginReply,
-    OriginWindow,
+    Admit, AdmitCounts, AdmitReply, Configure, DrawOpen, DrawPlace, DrawSeed, DrawState, Drawing,
+    LeaseAcquire, LeaseRelease, OriginReply, OriginWindow, Placed, Schedule,
 };
 use queuegate_shared::token::Grant;
 use queuegate_shared::{QueueKeys, QueueState, Settings};
@@ -16,10 +16,13 @@ use tokio::time::{Interval, MissedTickBehavior};
 use tokio_util::sync::CancellationToken;
 
 use crate::admission::{Backoff, RateEstimate, TokenBucket};
+use crate::config::{FileSchedule, QueueConfig};
 use crate::connect::RedisConn;
 use crate::control::{self, Change, Controller, Knobs};
+use crate::draw;
 use crate::engine::{self, EngineError};
 use crate::metrics::Metrics;
+use queuegate_shared::ops::Change as ScheduleChange;
 
 /// The admission-rate estimate's time constant.
 pub const RATE_WINDOW: Duration = Duration::from_secs(10);
@@ -74,9 +77,17 @@ pub struct QueueWorker {
     /// so the next step first resumes the state recorded in Redis).
     control_stepped: Option<Instant>,
     /// Settings from a reloaded config (SIGHUP).
-    reloads: Option<watch::Receiver<Settings>>,
+    reloads: Option<watch::Receiver<QueueConfig>>,
     /// Settings changed while holding the lease: publish them next tick.
     publish: bool,
+    /// The opening and closing the config file sets, published with the
+    /// settings.
+    schedule: FileSchedule,
+    /// The running draw's permutation, by seed and size (computed once).
+    draw_order: Option<(DrawSeed, u64, Arc<Vec<u64>>)>,
+    /// The last tick saw a pre-queue or a running draw (or the lease is
+    /// new): look at it this tick. Otherwise the tick is one admit call.
+    pre_queue: bool,
 }
 
 impl QueueWorker {
@@ -104,12 +115,21 @@ impl QueueWorker {
             control_stepped: None,
             reloads: None,
             publish: false,
+            schedule: FileSchedule::default(),
+            draw_order: None,
+            pre_queue: true,
         }
     }
 
-    /// Takes new settings from `reloads` as they come (a reloaded config);
-    /// the lease is kept.
-    pub fn with_reloads(mut self, reloads: watch::Receiver<Settings>) -> Self {
+    /// Publishes this opening and closing with the settings.
+    pub fn with_schedule(mut self, schedule: FileSchedule) -> Self {
+        self.schedule = schedule;
+        self
+    }
+
+    /// Takes new settings (and schedule) from `reloads` as they come (a
+    /// reloaded config); the lease is kept.
+    pub fn with_reloads(mut self, reloads: watch::Receiver<QueueConfig>) -> Self {
         self.reloads = Some(reloads);
         self
     }
@@ -129,13 +149,17 @@ impl QueueWorker {
             tokio::select! {
                 biased;
                 () = cancel.cancelled() => break,
-                Some(settings) = reloaded(&mut self.reloads) => {
-                    if settings.tick_ms != self.settings.tick_ms {
-                        interval = ticks(settings.tick_ms);
-                        let tick = Duration::from_millis(settings.tick_ms);
+                Some(q) = reloaded(&mut self.reloads) => {
+                    if q.settings.tick_ms != self.settings.tick_ms {
+                        interval = ticks(q.settings.tick_ms);
+                        let tick = Duration::from_millis(q.settings.tick_ms);
                         backoff = Backoff::new(tick, MAX_BACKOFF.max(tick));
                     }
-                    self.reconfigure(settings);
+                    if q.schedule != self.schedule {
+                        self.schedule = q.schedule;
+                        self.publish = self.role != Role::Standby;
+                    }
+                    self.reconfigure(q.settings);
                     continue;
                 }
                 _ = interval.tick() => {}
@@ -217,6 +241,9 @@ impl QueueWorker {
             }
         }
         self.steer(started).await?;
+        if self.pre_queue {
+            self.draw(started).await?;
+        }
         self.admit(started, elapsed).await
     }
 
@@ -248,8 +275,9 @@ impl QueueWorker {
         Ok(())
     }
 
-    /// Publishes the settings this holder enforces; the operator's state
-    /// is kept (a new queue starts open). Returns the queue's state.
+    /// Publishes the settings this holder enforces, and the file's
+    /// schedule if it sets one; the operator's state is kept (a new queue
+    /// starts open). Returns the queue's state.
     async fn configure(&mut self) -> Result<QueueState, TickError> {
         let state = engine::run(
             &mut self.conn,
@@ -260,8 +288,108 @@ impl QueueWorker {
             },
         )
         .await?;
+        if self.schedule.is_set() {
+            let set = |t: Option<u64>| t.map_or(ScheduleChange::Keep, ScheduleChange::Set);
+            engine::run(
+                &mut self.conn,
+                &Schedule {
+                    keys: &self.keys,
+                    opens_at: set(self.schedule.opens_at),
+                    closes_at: set(self.schedule.closes_at),
+                },
+            )
+            .await?;
+        }
         self.publish = false;
         Ok(state)
+    }
+
+    /// The pre-queue, each tick: `draw_open` seals it once its opening has
+    /// passed; a running draw is then placed batch by batch, each batch one
+    /// short script, for at most a quarter of the lease per tick (the
+    /// admit that follows renews the lease, and admits nobody until the
+    /// draw is over).
+    async fn draw(&mut self, started: Instant) -> Result<(), TickError> {
+        let seed = draw::fresh_seed().map_err(TickError::Random)?;
+        let state = engine::run(
+            &mut self.conn,
+            &DrawOpen {
+                keys: &self.keys,
+                owner: &self.owner,
+                seed: &seed,
+            },
+        )
+        .await?;
+        let mut drawing = match state {
+            // Not the holder any more: the admit that follows finds out.
+            DrawState::NotOwner => return Ok(()),
+            DrawState::Idle { pre_queued } => {
+                self.draw_order = None;
+                self.metrics.draw(self.queue(), pre_queued, 0);
+                return Ok(());
+            }
+            DrawState::Drawing(d) => d,
+        };
+        let order = self.draw_order(&drawing);
+        if drawing.done == 0 {
+            tracing::info!(
+                queue = self.queue(),
+                visitors = drawing.size(),
+                "opening: drawing the pre-queue's places"
+            );
+        }
+        let budget = self.lease_for() / 4;
+        let batch = self.settings.draw_batch;
+        loop {
+            let end = (drawing.done + batch).min(drawing.size());
+            let places = &order[to_index(drawing.done)..to_index(end)];
+            let placed = engine::run(
+                &mut self.conn,
+                &DrawPlace {
+                    keys: &self.keys,
+                    owner: &self.owner,
+                    draw: &drawing,
+                    places,
+                },
+            )
+            .await?;
+            match placed {
+                Placed::NotOwner | Placed::Moved { .. } => return Ok(()),
+                Placed::Batch {
+                    placed,
+                    dropped,
+                    left,
+                } => {
+                    self.metrics.draw(self.queue(), 0, left);
+                    self.metrics.drawn(self.queue(), placed, dropped);
+                    drawing.done = end;
+                    if left == 0 {
+                        self.draw_order = None;
+                        tracing::info!(
+                            queue = self.queue(),
+                            visitors = drawing.size(),
+                            "the pre-queue is placed in line"
+                        );
+                        return Ok(());
+                    }
+                }
+            }
+            if started.elapsed() >= budget {
+                return Ok(());
+            }
+        }
+    }
+
+    /// The permutation of a running draw, computed once per draw.
+    fn draw_order(&mut self, d: &Drawing) -> Arc<Vec<u64>> {
+        match &self.draw_order {
+            Some((seed, size, order)) if *seed == d.seed && *size == d.size() => order.clone(),
+            _ => {
+                let order = Arc::new(draw::permutation(&d.seed, d.size()));
+                self.draw_order = Some((d.seed.clone(), d.size(), order.clone()));
+                order
+            }
+        }
     }
 
     fn tick_length(&self) -> Duration {
@@ -361,6 +489,7 @@ impl QueueWorker {
             self.bucket.prime();
             self.rate.reset();
             self.control_stepped = None;
+            self.pre_queue = true;
             self.metrics.lease(self.queue(), true);
         }
         self.holder = Some(self.owner.to_string());
@@ -392,6 +521,7 @@ impl QueueWorker {
                 allowance,
                 settings: &self.settings,
                 rate_estimate: rate,
+                rate_in_force: self.bucket.rate(),
                 grants: &grants,
             },
         )
@@ -407,6 +537,7 @@ impl QueueWorker {
         self.role = Role::Leader {
             valid_until: started + self.lease_for(),
         };
+        self.pre_queue = counts.pre_queued > 0 || counts.drawing;
         self.account(&counts, elapsed);
         self.metrics
             .admit(self.queue(), &counts, started.elapsed(), rate);
@@ -470,9 +601,14 @@ fn ticks(tick_ms: u64) -> Interval {
     interval
 }
 
-/// The next settings from a reloaded config; never resolves without a
+/// A draw index (the permutation is in memory, so it fits).
+fn to_index(n: u64) -> usize {
+    usize::try_from(n).unwrap_or(usize::MAX)
+}
+
+/// The next queue config from a reloaded file; never resolves without a
 /// sender (or once it is gone).
-async fn reloaded(reloads: &mut Option<watch::Receiver<Settings>>) -> Option<Settings> {
+async fn reloaded(reloads: &mut Option<watch::Receiver<QueueConfig>>) -> Option<QueueConfig> {
     let Some(rx) = reloads else {
         return std::future::pending().await;
     };

@@ -12,7 +12,7 @@ use tokio::sync::watch;
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 
-use crate::config::Config;
+use crate::config::{Config, QueueConfig};
 use crate::connect::{self, ConnectError, Patience, RedisConn};
 use crate::metrics::Metrics;
 use crate::queue::QueueWorker;
@@ -127,7 +127,7 @@ pub async fn run_reloading(
     let mut tasks = JoinSet::new();
     let mut senders = Vec::new();
     for q in &config.queues {
-        let (tx, rx) = watch::channel(q.settings.clone());
+        let (tx, rx) = watch::channel(q.clone());
         senders.push(tx);
         let worker = QueueWorker::new(
             QueueKeys::new(&config.prefix, &q.id),
@@ -136,6 +136,7 @@ pub async fn run_reloading(
             conn.clone(),
             metrics.clone(),
         )
+        .with_schedule(q.schedule)
         .with_reloads(rx);
         tasks.spawn(worker.run(cancel.child_token()));
     }
@@ -164,7 +165,7 @@ pub async fn run_reloading(
 async fn reload_on_hangup(
     path: PathBuf,
     mut running: Config,
-    senders: Vec<watch::Sender<queuegate_shared::Settings>>,
+    senders: Vec<watch::Sender<QueueConfig>>,
     cancel: CancellationToken,
 ) {
     #[cfg(unix)]
@@ -201,7 +202,7 @@ async fn reload_on_hangup(
             continue;
         }
         for (tx, q) in senders.iter().zip(&new.queues) {
-            tx.send_replace(q.settings.clone());
+            tx.send_replace(q.clone());
         }
         tracing::info!(path = %path.display(), "config reloaded");
         running = new;

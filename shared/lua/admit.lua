@@ -1,6 +1,6 @@
 -- admit: one scheduler tick for one queue, atomically.
 -- KEYS[1] waiting  KEYS[2] active  KEYS[3] lock  KEYS[4] config  KEYS[5] stats
--- KEYS[6] guard (entry budgets and used solutions)
+-- KEYS[6] guard (entry budgets and used solutions)  KEYS[7] pre
 -- ARGV[1] lease owner id     ARGV[2] key base '<prefix>:{<queue>}:'
 -- ARGV[3] allowance (most admissions this tick, from the caller's token bucket)
 -- ARGV[4] max_active  ARGV[5] token_ttl_ms  ARGV[6] status_ttl_ms
@@ -10,16 +10,21 @@
 -- ARGV[11] lease ttl ms: the owner's lease is extended by it (so a tick is
 --   one round trip)
 -- ARGV[12] entry_budget_per_minute  ARGV[13] entry_budget_burst
--- ARGV[14..] pairs: token, activation jitter ms (one pair per possible admission)
+-- ARGV[14] the admissions per second in force  ARGV[15] tick_ms: the
+--   allowance is also bounded by the rate bucket idle passthrough shares
+--   (see prelude), and the rate is recorded as rate_now for it
+-- ARGV[16..] pairs: token, activation jitter ms (one pair per possible admission)
 -- Reply: {code, admitted, expired, lapsed, abandoned, waiting, active,
---   then the totals of refused entries: budget, challenge, reused, turnstile}
+--   then the totals of refused entries: budget, challenge, reused, turnstile,
+--   then the pre-queued}
 --   code 1 admitted (maybe 0 users) · 2 queue not admitting (paused/closed;
---   sweeps still ran) · 0 caller does not own the lease: nothing changed.
+--   sweeps still ran) · 3 a draw runs (no admission until it is over) · 0
+--   caller does not own the lease: nothing changed.
 -- Safety never depends on the lock alone: free slots are computed here, so
 -- two schedulers running at once cannot over-admit, and a stale owner is
 -- fenced off by the owner check.
 if redis.call('GET', KEYS[3]) ~= ARGV[1] then
-  return {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0}
+  return {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0}
 end
 redis.call('PEXPIRE', KEYS[3], ARGV[11])
 
@@ -31,7 +36,8 @@ local status_ttl = tonumber(ARGV[6])
 local abandon_after = tonumber(ARGV[7])
 local limit = tonumber(ARGV[8])
 local scan = tonumber(ARGV[9])
-local FIRST_GRANT = 14
+local rate, tick_ms = tonumber(ARGV[14]), tonumber(ARGV[15])
+local FIRST_GRANT = 16
 local now = now_ms()
 local alive = seen_checker(base, now, abandon_after)
 local token_base, status_base = base .. K_TOKEN, base .. K_STATUS
@@ -58,12 +64,13 @@ for _, uid in ipairs(gone) do
 end
 if #gone > 0 then redis.call('ZREM', KEYS[2], unpack(gone)) end
 
--- 2. A rolling scan drops leavers anywhere in the line, so positions and
---    the size limit count live visitors; the cursor wraps at the end.
+-- 2. A rolling scan drops leavers anywhere in the line (and in a
+--    pre-queue), so positions and the size limit count live visitors; the
+--    cursor wraps at the end.
 local abandoned = 0
-if scan > 0 then
-  local cursor = redis.call('HGET', KEYS[5], SF_SCAN_CURSOR) or '0'
-  local batch = redis.call('ZRANGEBYSCORE', KEYS[1], '(' .. cursor, '+inf', 'WITHSCORES', 'LIMIT', 0, scan)
+local function drop_leavers(key, cursor_field)
+  local cursor = redis.call('HGET', KEYS[5], cursor_field) or '0'
+  local batch = redis.call('ZRANGEBYSCORE', key, '(' .. cursor, '+inf', 'WITHSCORES', 'LIMIT', 0, scan)
   local dead = {}
   for i = 1, #batch, 2 do
     if not alive(tonumber(batch[i + 1])) then
@@ -71,21 +78,31 @@ if scan > 0 then
       abandon(batch[i])
     end
   end
-  if #dead > 0 then redis.call('ZREM', KEYS[1], unpack(dead)) end
-  abandoned = #dead
+  if #dead > 0 then redis.call('ZREM', key, unpack(dead)) end
+  abandoned = abandoned + #dead
   local next_cursor = '0'
   if #batch >= 2 * scan then next_cursor = batch[#batch] end
-  redis.call('HSET', KEYS[5], SF_SCAN_CURSOR, next_cursor)
+  redis.call('HSET', KEYS[5], cursor_field, next_cursor)
+end
+if scan > 0 then
+  drop_leavers(KEYS[1], SF_SCAN_CURSOR)
+  if redis.call('EXISTS', KEYS[7]) == 1 then drop_leavers(KEYS[7], SF_PRE_CURSOR) end
 end
 
 -- 3. Admit from the head up to the free slots and the allowance, one token
 --    per user; leavers met at the head are dropped, never admitted. A tick
 --    pops at most sweep_limit + allowance users.
+--    Nobody is admitted while a draw places the pre-queue: its visitors
+--    come before everyone behind them. The rate bucket shared with idle
+--    passthrough bounds the allowance too.
 local code, admitted = 1, 0
-local state = redis.call('HGET', KEYS[4], CF_STATE)
-if state == QS_OPEN or state == QS_DRAINING then
+local cfg = redis.call('HMGET', KEYS[4], CF_STATE, CF_DRAW_LEFT, CF_RATE_NOW)
+local state = cfg[1]
+if cfg[3] ~= ARGV[14] then redis.call('HSET', KEYS[4], CF_RATE_NOW, ARGV[14]) end
+if (state == QS_OPEN or state == QS_DRAINING) and tonumber(cfg[2] or '0') == 0 then
   local free = max_active - redis.call('ZCARD', KEYS[2])
-  local want = math.min(free, allowance, math.floor((#ARGV - FIRST_GRANT + 1) / 2))
+  local tokens = rate_tokens(KEYS[5], now, rate, tick_ms)
+  local want = math.min(free, allowance, math.floor(tokens), math.floor((#ARGV - FIRST_GRANT + 1) / 2))
   local popped = 0
   while admitted < want and popped < limit do
     local batch = redis.call('ZPOPMIN', KEYS[1], want - admitted)
@@ -107,6 +124,9 @@ if state == QS_OPEN or state == QS_DRAINING then
       end
     end
   end
+  spend_rate(KEYS[5], now, tokens, admitted)
+elseif tonumber(cfg[2] or '0') > 0 then
+  code = 3
 else
   code = 2
 end
@@ -147,4 +167,4 @@ local refused = redis.call('HMGET', KEYS[5], SF_REFUSED_BUDGET, SF_REFUSED_CHALL
   SF_REFUSED_REUSED, SF_REFUSED_TURNSTILE)
 return {code, admitted, expired, lapsed, abandoned, redis.call('ZCARD', KEYS[1]), redis.call('ZCARD', KEYS[2]),
   tonumber(refused[1] or '0'), tonumber(refused[2] or '0'), tonumber(refused[3] or '0'),
-  tonumber(refused[4] or '0')}
+  tonumber(refused[4] or '0'), redis.call('ZCARD', KEYS[7])}

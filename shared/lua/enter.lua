@@ -1,8 +1,11 @@
--- enter: join the line, or report the place/token the user already has.
+-- enter: join the line (or the pre-queue before a scheduled opening, or be
+-- admitted at once while the room is idle), or report the place/token the
+-- user already has.
 -- KEYS[1] waiting  KEYS[2] seq  KEYS[3] token:<uid>  KEYS[4] status:<uid>
 -- KEYS[5] active  KEYS[6] config  KEYS[7] stats
 -- KEYS[8] guard (HASH: client address → its budget `tokens|at`, and
 --   GF_POW .. challenge → the used solution's expiry ms)
+-- KEYS[9] pre  KEYS[10] draw
 -- ARGV[1] uid  ARGV[2] key base '<prefix>:{<queue>}:' (for the seen bitmaps)
 -- ARGV[3] the client address group ('' no budget)
 -- ARGV[4] a verified proof-of-work solution's challenge ('' none)
@@ -10,24 +13,40 @@
 -- ARGV[6] a check a new place lacks, as the stats counter of its refusals
 --   (SF_REFUSED_CHALLENGE or SF_REFUSED_TURNSTILE; '' none): the edge
 --   verified what it was sent, the script knows whether it is needed
--- Reply: a waiting_reply or settled_state reply (see prelude), or
---   {'full', waiting, max_waiting} · {'closed', state} · UNCONFIGURED (no
---   scheduler has published settings yet; nothing written) · {'guard',
---   missing} · {'too_many', retry_after_ms} · {'reused'} (a solution used
---   before). A refusal of a new place writes only its stats counter.
--- A refresh never moves anyone: a waiting user keeps their ticket, and a
--- visitor who holds a place passes no guard and spends no budget. The size
--- check and the ZADD run in one script, so the limit holds under any race.
+-- ARGV[7] a fresh entry token, used only if idle passthrough admits at once
+-- Reply: a waiting_reply, pre_queue_reply or settled_state reply (see
+--   prelude; 'admitted' also for a visitor idle passthrough just admitted),
+--   or {'full', waiting, max_waiting} · {'closed', state} (also after
+--   closes_at) · UNCONFIGURED (no scheduler has published settings yet;
+--   nothing written) · {'guard', missing} · {'too_many', retry_after_ms} ·
+--   {'reused'} (a solution used before). A refusal of a new place writes
+--   only its stats counter.
+-- A refresh never moves anyone: a waiting user keeps their ticket, a
+-- pre-queued one their draw, and a visitor who holds a place passes no
+-- guard and spends no budget. The size check and the ZADD run in one
+-- script, so the limit holds under any race.
 local uid, base = ARGV[1], ARGV[2]
--- The budget's settings come with the rest of the config: one HMGET.
-local CFG_BUDGET_PER_MINUTE, CFG_BUDGET_BURST = CFG_MEASURED + 1, CFG_MEASURED + 2
-local cfg = read_config(KEYS[6], CF_ENTRY_BUDGET_PER_MINUTE, CF_ENTRY_BUDGET_BURST)
+-- The budget's and passthrough's settings come with the rest of the
+-- config: one HMGET.
+local CFG_BUDGET_PER_MINUTE, CFG_BUDGET_BURST, CFG_PASSTHROUGH, CFG_MAX_ACTIVE, CFG_TOKEN_TTL,
+  CFG_RATE_NOW, CFG_TICK, CFG_STATUS_TTL = CFG_MORE, CFG_MORE + 1, CFG_MORE + 2, CFG_MORE + 3,
+  CFG_MORE + 4, CFG_MORE + 5, CFG_MORE + 6, CFG_MORE + 7
+local cfg = read_config(KEYS[6], CF_ENTRY_BUDGET_PER_MINUTE, CF_ENTRY_BUDGET_BURST,
+  CF_IDLE_PASSTHROUGH, CF_MAX_ACTIVE, CF_TOKEN_TTL_MS, CF_RATE_NOW, CF_TICK_MS, CF_STATUS_TTL_MS)
 local now = now_ms()
 
 local ticket = redis.call('ZSCORE', KEYS[1], uid)
 if ticket then
-  if cfg[CFG_ABANDON] then mark_seen(base, now, tonumber(ticket), tonumber(cfg[CFG_ABANDON])) end
-  return waiting_reply(redis.call('ZRANK', KEYS[1], uid) + 1, cfg)
+  ticket = tonumber(ticket)
+  if cfg[CFG_ABANDON] then mark_seen(base, now, ticket, tonumber(cfg[CFG_ABANDON])) end
+  return line_reply(KEYS[1], uid, ticket, cfg, now)
+end
+local left = drawing_left(cfg)
+local pre_ticket = redis.call('ZSCORE', KEYS[9], uid)
+if not pre_ticket and left > 0 then pre_ticket = redis.call('ZSCORE', KEYS[10], uid) end
+if pre_ticket then
+  if cfg[CFG_ABANDON] then mark_seen(base, now, tonumber(pre_ticket), tonumber(cfg[CFG_ABANDON])) end
+  return pre_queue_reply(cfg, now)
 end
 
 local current = settled_state(KEYS[3], KEYS[4])
@@ -40,10 +59,28 @@ if not state or not cfg[CFG_MAX_WAITING] or not cfg[CFG_ABANDON] then
   return UNCONFIGURED
 end
 if state ~= QS_OPEN and state ~= QS_PAUSED then return {'closed', state} end
-local size = redis.call('ZCARD', KEYS[1])
+local closes_at = tonumber(cfg[CFG_CLOSES_AT] or '')
+if closes_at and now >= closes_at then return {'closed', QS_CLOSED} end
+
+-- Before the opening a new place joins the pre-queue. After it, the first
+-- entry (or tick) seals a pre-queue still there, so this visitor's ticket
+-- comes after the range reserved for it. A pre-queue of a later opening
+-- that passed while an earlier draw still runs waits for that draw, and
+-- takes newcomers until it is sealed.
+local pre_queue = before_opening(cfg, now)
+local pre_exists = redis.call('EXISTS', KEYS[9]) == 1
+if not pre_queue and pre_exists then
+  if left == 0 then
+    left = seal(KEYS[9], KEYS[10], KEYS[2], KEYS[6])
+    pre_exists = false
+  else
+    pre_queue = true
+  end
+end
+local size = redis.call('ZCARD', KEYS[1]) + left
+if pre_exists then size = size + redis.call('ZCARD', KEYS[9]) end
 local max = tonumber(cfg[CFG_MAX_WAITING])
 if size >= max then return {'full', size, max} end
-
 -- The entry guard: only a new place pays. Checks first, writes after.
 if ARGV[6] ~= '' then
   redis.call('HINCRBY', KEYS[7], ARGV[6], 1)
@@ -93,8 +130,38 @@ if redis.call('ZREM', KEYS[5], uid) == 1 then
 end
 redis.call('DEL', KEYS[3], KEYS[4])
 
+local abandon_after = tonumber(cfg[CFG_ABANDON])
+if pre_queue then
+  local pre_ticket_new = redis.call('INCR', KEYS[2])
+  redis.call('ZADD', KEYS[9], pre_ticket_new, uid)
+  mark_seen(base, now, pre_ticket_new, abandon_after)
+  redis.call('HINCRBY', KEYS[7], SF_ENTERED, 1)
+  return pre_queue_reply(cfg, now)
+end
+
+-- Idle passthrough: nobody waits (size counts the line, a draw and a
+-- pre-queue), a slot is free and the shared rate bucket holds a token:
+-- admitted now, active at once.
+if size == 0 and state == QS_OPEN and cfg[CFG_PASSTHROUGH] == 'true' and ARGV[7] ~= '' then
+  local max_active = tonumber(cfg[CFG_MAX_ACTIVE] or '0')
+  if redis.call('ZCARD', KEYS[5]) < max_active then
+    local rate = tonumber(cfg[CFG_RATE_NOW] or '') or tonumber(cfg[CFG_RATE])
+    local tokens = rate_tokens(KEYS[7], now, rate, tonumber(cfg[CFG_TICK]))
+    if tokens >= 1 then
+      spend_rate(KEYS[7], now, tokens, 1)
+      local expires = now + tonumber(cfg[CFG_TOKEN_TTL])
+      redis.call('SET', KEYS[3], record(ARGV[7], now, expires, 0), 'PX', expires - now)
+      redis.call('SET', KEYS[4], record(ST_ISSUED, now), 'PX', tonumber(cfg[CFG_STATUS_TTL]))
+      redis.call('ZADD', KEYS[5], expires, uid)
+      redis.call('HINCRBY', KEYS[7], SF_ADMITTED, 1)
+      redis.call('HINCRBY', KEYS[7], SF_PASSED, 1)
+      return {'admitted', ARGV[7], now, expires}
+    end
+  end
+end
+
 local new_ticket = redis.call('INCR', KEYS[2])
 redis.call('ZADD', KEYS[1], new_ticket, uid)
-mark_seen(base, now, new_ticket, tonumber(cfg[CFG_ABANDON]))
+mark_seen(base, now, new_ticket, abandon_after)
 redis.call('HINCRBY', KEYS[7], SF_ENTERED, 1)
 return waiting_reply(size + 1, cfg)

@@ -1,12 +1,24 @@
--- position: the user's state; a waiting user is marked as seen (not a leaver).
+-- position: the user's state; a waiting or pre-queued user is marked as
+-- seen (not a leaver).
 -- KEYS[1] waiting  KEYS[2] token:<uid>  KEYS[3] status:<uid>  KEYS[4] config
+-- KEYS[5] pre  KEYS[6] draw
 -- ARGV[1] uid  ARGV[2] key base '<prefix>:{<queue>}:' (for the seen bitmaps)
--- Reply: a waiting_reply or settled_state reply (see prelude).
+-- Reply: a waiting_reply, pre_queue_reply or settled_state reply (see
+--   prelude).
 local uid, base = ARGV[1], ARGV[2]
 local ticket = redis.call('ZSCORE', KEYS[1], uid)
 if ticket then
   local cfg = read_config(KEYS[4])
-  if cfg[CFG_ABANDON] then mark_seen(base, now_ms(), tonumber(ticket), tonumber(cfg[CFG_ABANDON])) end
-  return waiting_reply(redis.call('ZRANK', KEYS[1], uid) + 1, cfg)
+  local now = now_ms()
+  ticket = tonumber(ticket)
+  if cfg[CFG_ABANDON] then mark_seen(base, now, ticket, tonumber(cfg[CFG_ABANDON])) end
+  return line_reply(KEYS[1], uid, ticket, cfg, now)
+end
+local pre = redis.call('ZSCORE', KEYS[5], uid) or redis.call('ZSCORE', KEYS[6], uid)
+if pre then
+  local cfg = read_config(KEYS[4])
+  local now = now_ms()
+  if cfg[CFG_ABANDON] then mark_seen(base, now, tonumber(pre), tonumber(cfg[CFG_ABANDON])) end
+  return pre_queue_reply(cfg, now)
 end
 return settled_state(KEYS[2], KEYS[3])

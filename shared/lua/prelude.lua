@@ -24,13 +24,17 @@ local function record(...)
 end
 
 -- Config fields the edge scripts read, in this order. The scheduler's
--- measured rate lives beside the settings so a poll reads one hash. A
--- script may name more fields (...), read in the same HMGET after these.
+-- measured rate and the drop-day schedule and draw live beside the settings
+-- so a poll reads one hash. A script may name more fields (...), read in
+-- the same HMGET after these (from CFG_MORE on).
 local CFG_STATE, CFG_MAX_WAITING, CFG_ABANDON, CFG_RATE, CFG_POLL_MIN, CFG_POLL_MAX, CFG_MEASURED =
   1, 2, 3, 4, 5, 6, 7
+local CFG_OPENS_AT, CFG_CLOSES_AT, CFG_DRAW_BASE, CFG_DRAW_END, CFG_DRAW_LEFT, CFG_SPREAD, CFG_MORE =
+  8, 9, 10, 11, 12, 13, 14
 local function read_config(config_key, ...)
   return redis.call('HMGET', config_key, CF_STATE, CF_MAX_WAITING, CF_ABANDON_AFTER_MS,
-    CF_ADMIT_RATE_PER_SECOND, CF_POLL_MIN_MS, CF_POLL_MAX_MS, CF_MEASURED_RATE, ...)
+    CF_ADMIT_RATE_PER_SECOND, CF_POLL_MIN_MS, CF_POLL_MAX_MS, CF_MEASURED_RATE,
+    CF_OPENS_AT, CF_CLOSES_AT, CF_DRAW_BASE, CF_DRAW_END, CF_DRAW_LEFT, CF_OPENING_SPREAD_MS, ...)
 end
 
 -- The published settings a script cannot work without, or nil when any is
@@ -122,5 +126,71 @@ end
 local function waiting_reply(position, cfg)
   return {'waiting', position, cfg[CFG_STATE] or '', cfg[CFG_MEASURED] or '', cfg[CFG_RATE] or '',
     cfg[CFG_POLL_MIN] or '', cfg[CFG_POLL_MAX] or ''}
+end
+
+-- Drop day (docs/drop-day.md). Before a scheduled opening new places go to
+-- the pre-queue `pre` (user → pre-ticket, taken from the same counter as
+-- tickets so the seen bitmaps stay dense). After the opening the first
+-- script that sees it seals `pre` into `draw` and reserves the tickets
+-- right behind everyone already in line; the scheduler then places the
+-- sealed visitors on those tickets in a random order (draw_place), and
+-- whoever arrives later takes a ticket behind the reserved range.
+local function before_opening(cfg, now)
+  local opens_at = tonumber(cfg[CFG_OPENS_AT] or '')
+  return opens_at ~= nil and now < opens_at
+end
+
+local function drawing_left(cfg)
+  return tonumber(cfg[CFG_DRAW_LEFT] or '0')
+end
+
+-- Seals the pre-queue: O(1) (RENAME, INCRBY). Returns how many visitors
+-- the draw places. Only called once the opening has passed, no draw runs
+-- and `pre` exists.
+local function seal(pre_key, draw_key, seq_key, config_key)
+  local n = redis.call('ZCARD', pre_key)
+  if n == 0 then return 0 end
+  redis.call('RENAME', pre_key, draw_key)
+  local last = redis.call('INCRBY', seq_key, n)
+  redis.call('HSET', config_key, CF_DRAW_BASE, last - n, CF_DRAW_END, last, CF_DRAW_LEFT, n,
+    CF_DRAW_DONE, 0)
+  redis.call('HDEL', config_key, CF_DRAW_SEED)
+  return n
+end
+
+-- {'pre_queue', opens at (ms, '' once cleared), now, poll min, poll max,
+--  opening spread, abandon after}: no position exists before the draw.
+local function pre_queue_reply(cfg, now)
+  return {'pre_queue', cfg[CFG_OPENS_AT] or '', now, cfg[CFG_POLL_MIN] or '', cfg[CFG_POLL_MAX] or '',
+    cfg[CFG_SPREAD] or '', cfg[CFG_ABANDON] or ''}
+end
+
+-- The reply for a user in the line. While a draw runs, a drawn user has no
+-- final place yet, and everyone behind the reserved range also waits
+-- behind the draw's unplaced visitors.
+local function line_reply(waiting_key, uid, ticket, cfg, now)
+  local left = drawing_left(cfg)
+  local position = redis.call('ZRANK', waiting_key, uid) + 1
+  if left > 0 then
+    if ticket > tonumber(cfg[CFG_DRAW_END]) then
+      position = position + left
+    elseif ticket > tonumber(cfg[CFG_DRAW_BASE]) then
+      return pre_queue_reply(cfg, now)
+    end
+  end
+  return waiting_reply(position, cfg)
+end
+
+-- The admission rate the scheduler's ticks and idle passthrough share, as
+-- a token bucket `tokens|at` in the stats hash: refilled at `rate` per
+-- second and holding at most two ticks' worth (at least one), like the
+-- scheduler's own bucket. Returns the tokens it holds at `now`.
+local function rate_tokens(stats_key, now, rate, tick_ms)
+  local cap = math.max(1, 2 * rate * tick_ms / 1000)
+  return budget_tokens(redis.call('HGET', stats_key, SF_RATE_BUCKET), now, rate / 1000, cap)
+end
+
+local function spend_rate(stats_key, now, tokens, spent)
+  redis.call('HSET', stats_key, SF_RATE_BUCKET, (tokens - spent) .. SEP .. now)
 end
 

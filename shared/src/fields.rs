@@ -57,6 +57,36 @@ names!(
         /// Origin control: the origin's p95 latency in ms over the last
         /// window ('' without answers).
         ORIGIN_P95_MS = "origin_p95_ms",
+        /// The admissions per second in force (origin control's target, or
+        /// the configured rate), recorded by each tick: idle passthrough
+        /// refills the shared rate bucket at it.
+        RATE_NOW = "rate_now",
+        /// Setting: the scheduler tick (sizes the shared rate bucket).
+        TICK_MS = "tick_ms",
+        /// Setting: how long an entry token is valid.
+        TOKEN_TTL_MS = "token_ttl_ms",
+        /// Setting: admit at once while nobody waits.
+        IDLE_PASSTHROUGH = "idle_passthrough",
+        /// Setting: the window the pre-queue's first polls after the
+        /// opening are spread over.
+        OPENING_SPREAD_MS = "opening_spread_ms",
+        /// Schedule: epoch ms of the opening; before it new places go to
+        /// the pre-queue (absent: no scheduled opening).
+        OPENS_AT = "opens_at",
+        /// Schedule: epoch ms after which no new places are taken.
+        CLOSES_AT = "closes_at",
+        /// Draw: the last ticket before the range reserved for the
+        /// pre-queue at the opening.
+        DRAW_BASE = "draw_base",
+        /// Draw: the last ticket of the reserved range.
+        DRAW_END = "draw_end",
+        /// Draw: pre-queued visitors not placed yet (0: no draw running).
+        DRAW_LEFT = "draw_left",
+        /// Draw: visitors placed so far, by rank in `draw` (the cursor).
+        DRAW_DONE = "draw_done",
+        /// Draw: the seed of the permutation, hex ('' until the lease
+        /// holder sets it; never changed while the draw runs).
+        DRAW_SEED = "draw_seed",
     }
 );
 
@@ -89,6 +119,16 @@ names!(
         REFUSED_REUSED = "refused_reused",
         /// New places refused: no valid Turnstile token.
         REFUSED_TURNSTILE = "refused_turnstile",
+        /// Where the rolling leaver scan of the pre-queue goes on.
+        PRE_CURSOR = "pre_cursor",
+        /// The admission rate bucket the ticks and idle passthrough share:
+        /// `tokens|at`.
+        RATE_BUCKET = "rate_bucket",
+        /// Visitors admitted at once by idle passthrough (also counted in
+        /// `admitted`).
+        PASSED = "passed",
+        /// Pre-queued visitors placed in the line by the draw.
+        DRAWN = "drawn",
     }
 );
 
@@ -260,6 +300,14 @@ mod tests {
             let kept_by_the_scheduler = [
                 config::STATE,
                 config::MEASURED_RATE,
+                config::RATE_NOW,
+                config::OPENS_AT,
+                config::CLOSES_AT,
+                config::DRAW_BASE,
+                config::DRAW_END,
+                config::DRAW_LEFT,
+                config::DRAW_DONE,
+                config::DRAW_SEED,
                 config::TARGET_RATE,
                 config::ORIGIN_CUT_AT,
                 config::ORIGIN_ERROR_SHARE,

@@ -197,6 +197,17 @@ impl QueueKeys {
         self.key(name::GUARD)
     }
 
+    /// ZSET user → pre-ticket: the pre-queue before a scheduled opening
+    /// (no order: places are drawn at the opening).
+    pub fn pre(&self) -> String {
+        self.key(name::PRE)
+    }
+    /// ZSET user → pre-ticket: the pre-queue sealed at its opening while
+    /// the scheduler places it in a random order.
+    pub fn draw(&self) -> String {
+        self.key(name::DRAW)
+    }
+
     /// HASH: the origin's answers recorded by settles in Redis second
     /// `second` (see [`fields::origin`](crate::fields::origin)).
     pub fn origin(&self, second: u64) -> String {
@@ -228,6 +239,10 @@ names!(
         SEEN = "seen:",
         /// HASH: entry budgets by address and used solutions.
         GUARD = "guard",
+        /// ZSET: the pre-queue.
+        PRE = "pre",
+        /// ZSET: the sealed pre-queue being drawn.
+        DRAW = "draw",
         /// Prefix of the origin's answers per second, `origin:<second>`
         /// (a HASH of counts by class and latency bucket; expires itself).
         ORIGIN = "origin:",

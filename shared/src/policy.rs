@@ -76,6 +76,45 @@ impl PollPolicy {
     }
 }
 
+/// How often a pre-queued visitor polls. Far from the opening they poll
+/// every `poll_max` (to stay alive: a pre-queued visitor who stops polling
+/// is dropped at the draw, like any leaver). Once the opening is within one
+/// interval, the next poll is set just after it: `poll_min` after the
+/// opening (the draw's time) plus a random share of `opening_spread`, so
+/// the pre-queue's first polls spread over the window instead of landing
+/// on the opening's millisecond. The window is cut to
+/// `abandon_after / 2 − poll_min`: the draw marks each visitor seen as it
+/// places them, and their first poll must come well within
+/// `abandon_after` of that.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PreQueuePolicy {
+    /// Shortest poll interval.
+    pub poll_min_ms: u64,
+    /// Longest poll interval.
+    pub poll_max_ms: u64,
+    /// The window the first polls after the opening spread over.
+    pub opening_spread_ms: u64,
+    /// A visitor silent this long has left.
+    pub abandon_after_ms: u64,
+}
+
+impl PreQueuePolicy {
+    /// Milliseconds until the next poll at `now` for an opening at
+    /// `opens_at` (both epoch ms); `spread` in `[0, 1)` is the caller's
+    /// random draw.
+    pub fn retry_after_ms(&self, opens_at: u64, now: u64, spread: f64) -> u64 {
+        let opens_in = opens_at.saturating_sub(now);
+        if opens_in > self.poll_max_ms {
+            return self.poll_max_ms;
+        }
+        let window = self
+            .opening_spread_ms
+            .min((self.abandon_after_ms / 2).saturating_sub(self.poll_min_ms));
+        let share = (spread.clamp(0.0, 1.0) * window as f64) as u64;
+        opens_in + self.poll_min_ms + share.min(window)
+    }
+}
+
 /// Milliseconds rounded up to whole seconds, for `Retry-After` headers.
 pub fn retry_after_header_seconds(ms: u64) -> u64 {
     ms.div_ceil(1_000).max(1)
@@ -130,6 +169,37 @@ mod tests {
         let fixed_2s = n as f64 / 2.0;
         assert!(load < 3_200.0, "adaptive load {load}/s");
         assert!(load * 8.0 < fixed_2s, "{load} vs {fixed_2s}");
+    }
+
+    #[test]
+    fn the_pre_queue_polls_slowly_then_spreads_over_the_window_after_the_opening() {
+        let p = PreQueuePolicy {
+            poll_min_ms: 1_000,
+            poll_max_ms: 30_000,
+            opening_spread_ms: 10_000,
+            abandon_after_ms: 90_000,
+        };
+        let opens = 1_000_000;
+        assert_eq!(p.retry_after_ms(opens, opens - 120_000, 0.5), 30_000);
+        assert_eq!(p.retry_after_ms(opens, opens - 20_000, 0.0), 21_000);
+        assert_eq!(p.retry_after_ms(opens, opens - 20_000, 0.999), 30_990);
+        // Past the opening (the draw runs): soon, still spread.
+        assert_eq!(p.retry_after_ms(opens, opens + 500, 0.25), 3_500);
+        // A bad draw cannot leave the window.
+        assert_eq!(p.retry_after_ms(opens, opens, 7.0), 11_000);
+        // Every poll lands after the opening, spread evenly over the window.
+        let landings: Vec<u64> = (0..100)
+            .map(|i| opens - 5_000 + p.retry_after_ms(opens, opens - 5_000, f64::from(i) / 100.0))
+            .collect();
+        assert!(landings.iter().all(|&t| t > opens));
+        assert_eq!(landings.iter().min(), Some(&(opens + 1_000)));
+        assert_eq!(landings.iter().max(), Some(&(opens + 10_900)));
+        // A short abandon_after cuts the window.
+        let short = PreQueuePolicy {
+            abandon_after_ms: 5_000,
+            ..p
+        };
+        assert_eq!(short.retry_after_ms(opens, opens, 0.999), 1_000 + 1_498);
     }
 
     #[test]

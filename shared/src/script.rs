@@ -99,8 +99,18 @@ pub static ORIGIN_WINDOW: Script = Script::new(
     include_str!("../lua/origin_window.lua"),
 );
 
+/// Idle passthrough of a token-less protected request.
+pub static PASS: Script = Script::new("pass", true, include_str!("../lua/pass.lua"));
+/// Seals a pre-queue after its opening and fixes the draw's seed.
+pub static DRAW_OPEN: Script = Script::new("draw_open", true, include_str!("../lua/draw_open.lua"));
+/// Places one batch of a running draw.
+pub static DRAW_PLACE: Script =
+    Script::new("draw_place", true, include_str!("../lua/draw_place.lua"));
+/// Sets or clears a queue's opening and closing.
+pub static SCHEDULE: Script = Script::new("schedule", false, include_str!("../lua/schedule.lua"));
+
 /// Every script, for preloading (SCRIPT LOAD) and the pinned-hash test.
-pub fn all() -> [&'static Script; 12] {
+pub fn all() -> [&'static Script; 16] {
     [
         &ENTER,
         &POSITION,
@@ -114,6 +124,10 @@ pub fn all() -> [&'static Script; 12] {
         &STATUS,
         &CHALLENGE,
         &ORIGIN_WINDOW,
+        &PASS,
+        &DRAW_OPEN,
+        &DRAW_PLACE,
+        &SCHEDULE,
     ]
 }
 
@@ -247,17 +261,21 @@ mod tests {
     }
 
     const PINNED: &[(&str, &str)] = &[
-        ("enter", "0631789108ee9071ba9744cb4e073a314d35ede6"),
-        ("position", "3f4bfa5bdaf25b332fefe0ea781747af9b93256f"),
-        ("admit", "d0427069085ffb49dd5de8a8929403c17eabf26e"),
-        ("consume", "d98ec1414e5f8e1681f55e3094df2f835ba2ba27"),
-        ("settle", "d5d7115e479b430d05d51d8e9bbb8e54535d6634"),
-        ("lease_acquire", "8792595978737be951b4034e02087f7e04ed38ad"),
-        ("lease_release", "6f7676d37d3891f4957cf4231e5739fb8dd0268c"),
-        ("configure", "e88e5e1046d8367eed783153501ce24ce258e1df"),
-        ("set_state", "44db206691527c971a4fe1421ca562497de4bf4e"),
-        ("status", "d3d7e3935e6118c7288ba51794b5175b729c9060"),
-        ("challenge", "2f2d0bcde16e0ae175aee10b7c486ba7f38da704"),
-        ("origin_window", "6b9f5016f6142723a3274857cef77978cf8a616e"),
+        ("enter", "995cf15aca3a5238036c80b66f1440edfcd43440"),
+        ("position", "8d79b093dc5d3ad2e9390692d773111dea2ef422"),
+        ("admit", "ae7b32cc2d721567319ddb89045829966f117b62"),
+        ("consume", "3741341af8f683c7bbb64a057cfc17bd784d146d"),
+        ("settle", "eb672ccb993e42f4a3f4a086dbbe7e97cc4d5374"),
+        ("lease_acquire", "460d66ca1b7d9b34b1a338f3110d6d1be10c0027"),
+        ("lease_release", "90345802670e6355d1fdbb3f735f22e105aef534"),
+        ("configure", "0d5c3fc50383c86f9c62bf95f51cc396111e6b56"),
+        ("set_state", "0805c8d6b8cc61a260db59d1b452076738abde3d"),
+        ("status", "df1ca19f756a18b53744594eabc7bdce22084c30"),
+        ("challenge", "3d9cadfb7a2539b8c9d946998f99c0bc98856e63"),
+        ("origin_window", "5b6d822071ed645d13e30578fe955bf57352f094"),
+        ("pass", "f82ebccd37d90c26cb76bcdf9a03c26a1e27c8a5"),
+        ("draw_open", "1850eed56dd28e8cfd10ce212117bfcbb9786a3a"),
+        ("draw_place", "fdefe77f3d547473f9f3f89f88c8ee2ad0966966"),
+        ("schedule", "499d94672c7246e74d851f0f4702867ead0b6df9"),
     ];
 }

@@ -77,6 +77,18 @@ pub struct Settings {
     /// Origin control: while healthy the rate climbs from the minimum to
     /// the maximum in this long (a fixed step per second).
     pub origin_recover_ms: u64,
+    /// While nobody waits (and no pre-queue), a slot is free and the rate
+    /// allows: admit an entering visitor at once, and let a protected
+    /// request without a token through (docs/drop-day.md).
+    pub idle_passthrough: bool,
+    /// After a scheduled opening the pre-queue's first polls are spread
+    /// over this window, so they do not all land on the same millisecond
+    /// (at most `abandon_after_ms / 2 − poll_min_ms` is used, so nobody who
+    /// obeys retryAfter is taken for a leaver).
+    pub opening_spread_ms: u64,
+    /// Pre-queued visitors one draw call places (each call is one short
+    /// script; the scheduler runs as many as the draw needs).
+    pub draw_batch: u64,
 }
 
 impl Default for Settings {
@@ -109,6 +121,9 @@ impl Default for Settings {
             origin_p95_target_ms: 2_000,
             origin_decrease_factor: 0.5,
             origin_recover_ms: 20_000,
+            idle_passthrough: true,
+            opening_spread_ms: 10_000,
+            draw_batch: 500,
         }
     }
 }
@@ -243,6 +258,16 @@ impl Settings {
                 self.challenge_ttl_ms,
                 "must be 10000 to 3600000",
             ));
+        }
+        if self.opening_spread_ms > 600_000 {
+            return Err(invalid(
+                "opening_spread_ms",
+                self.opening_spread_ms,
+                "must be at most 600000",
+            ));
+        }
+        if !(1..=5_000).contains(&self.draw_batch) {
+            return Err(invalid("draw_batch", self.draw_batch, "must be 1 to 5000"));
         }
         self.validate_origin_control()
     }
@@ -488,6 +513,20 @@ mod tests {
                     ..Default::default()
                 },
                 "abandon_after_ms",
+            ),
+            (
+                Settings {
+                    opening_spread_ms: 600_001,
+                    ..Default::default()
+                },
+                "opening_spread_ms",
+            ),
+            (
+                Settings {
+                    draw_batch: 0,
+                    ..Default::default()
+                },
+                "draw_batch",
             ),
             (
                 Settings {

@@ -21,6 +21,15 @@ pub enum UserState {
         /// When to poll again.
         retry_after_ms: u64,
     },
+    /// Before a scheduled opening: places are drawn at random at the
+    /// opening (and while the draw runs, just after it).
+    PreQueue {
+        /// Epoch ms of the opening.
+        opens_at: u64,
+        /// When to poll again: the opening plus a random share of the
+        /// spread window, or sooner to stay alive while it is far off.
+        retry_after_ms: u64,
+    },
     /// Holds an entry token.
     Admitted {
         /// The one-time token for the protected route.
@@ -47,6 +56,7 @@ impl UserState {
     pub fn name(&self) -> &'static str {
         match self {
             UserState::Waiting { .. } => "waiting",
+            UserState::PreQueue { .. } => "pre_queue",
             UserState::Admitted { .. } => "admitted",
             UserState::InFlight => "in_flight",
             UserState::Ordered => "ordered",
@@ -85,6 +95,17 @@ mod tests {
         assert_eq!(
             serde_json::to_value(&waiting).unwrap(),
             json!({"state":"waiting","queue":"main","position":1204,"etaSeconds":7,"retryAfterMs":5000})
+        );
+        let pre = StateReply {
+            state: UserState::PreQueue {
+                opens_at: 1_764_770_400_000,
+                retry_after_ms: 15_000,
+            },
+            queue: "main".into(),
+        };
+        assert_eq!(
+            serde_json::to_value(&pre).unwrap(),
+            json!({"state":"pre_queue","queue":"main","opensAt":1_764_770_400_000u64,"retryAfterMs":15000})
         );
         let admitted = StateReply {
             state: UserState::Admitted {

@@ -6,8 +6,8 @@ use queuegate_edge::cookie::{cookie, set_cookie, TOKEN_COOKIE};
 use queuegate_edge::{url, TOKEN_HEADER};
 use queuegate_shared::guard::{altcha, EntryGuard, GuardCheck};
 use queuegate_shared::ops::{
-    ChallengeTerms, Consume, ConsumeReply, Enter, EnterReply, Observed, Outcome, Position, Refusal,
-    Settle,
+    ChallengeTerms, Consume, ConsumeReply, Enter, EnterReply, Observed, Outcome, Pass, PassReply,
+    Position, QueueNeeded, Refusal, Settle,
 };
 use queuegate_shared::policy::retry_after_header_seconds;
 use queuegate_shared::state::{StateReply, UserState};
@@ -139,6 +139,8 @@ impl App {
             (Some(t), Some(token)) => guard::turnstile(t, token, address.as_str()).await?,
             _ => false,
         };
+        // Used only if the room is idle and admits this visitor at once.
+        let token = fresh_token()?;
         let reply = self
             .redis()?
             .run(&Enter {
@@ -149,6 +151,7 @@ impl App {
                     solution: solution.as_ref(),
                     missing: guard::missing(config, solution.as_ref(), turnstile_passed),
                 },
+                token: Some(&token),
             })
             .await?;
         match reply {
@@ -220,8 +223,13 @@ impl App {
         visitor_cookie: Option<String>,
     ) -> Result<Response, EdgeError> {
         // Settings are published to Redis by the scheduler; the defaults
-        // only fill in before a scheduler has run.
-        let state = observed.into_user_state(&Settings::default().poll_policy());
+        // only fill in before a scheduler has run. A pre-queued visitor's
+        // next poll lands at a random point of the opening's spread window.
+        let spread = match observed {
+            Observed::PreQueue(_) => random_unit()?,
+            _ => 0.0,
+        };
+        let state = observed.into_user_state(&Settings::default(), spread);
         let body = serde_json::to_value(StateReply {
             state: state.clone(),
             queue: queue.to_string(),
@@ -233,7 +241,8 @@ impl App {
             http::append(headers, "set-cookie", &c)?;
         }
         match &state {
-            UserState::Waiting { retry_after_ms, .. } => {
+            UserState::Waiting { retry_after_ms, .. }
+            | UserState::PreQueue { retry_after_ms, .. } => {
                 http::set(
                     headers,
                     "retry-after",
@@ -258,10 +267,11 @@ impl App {
         Ok(resp)
     }
 
-    /// A protected route: spend the token, forward, settle afterwards.
+    /// A protected route: spend the token, forward, settle afterwards. A
+    /// request without a token passes at once while the room is idle (idle
+    /// passthrough); otherwise it is told to join the queue.
     async fn gate(&self, req: Request, ctx: &Context) -> Result<Response, EdgeError> {
         let (queue, keys) = self.queue(&req)?;
-        let visitor = self.identify(&req, false)?;
         let cookies = req
             .headers()
             .get("cookie")
@@ -273,24 +283,55 @@ impl App {
             .get(TOKEN_HEADER)
             .ok()
             .flatten()
-            .or_else(|| cookie(&cookies, TOKEN_COOKIE).map(str::to_string))
-            .ok_or(EdgeError::TokenMissing)?;
-        let token = EntryToken::parse(presented.trim()).ok_or(EdgeError::TokenInvalid)?;
+            .or_else(|| cookie(&cookies, TOKEN_COOKIE).map(str::to_string));
         let redis = self.redis()?.clone();
-        match redis
-            .run(&Consume {
-                keys: &keys,
-                user: &visitor.user,
-                token: &token,
-            })
-            .await?
-        {
-            ConsumeReply::Accepted => {}
-            ConsumeReply::Invalid => return Err(EdgeError::TokenInvalid),
-            ConsumeReply::Used => return Err(EdgeError::TokenUsed),
-            ConsumeReply::Early { wait_ms } => return Err(EdgeError::NotYetActive { wait_ms }),
-            ConsumeReply::Unconfigured => return Err(EdgeError::QueueClosed),
-        }
+        let (visitor, token) = match presented {
+            Some(presented) => {
+                let visitor = self.identify(&req, false)?;
+                let token = EntryToken::parse(presented.trim()).ok_or(EdgeError::TokenInvalid)?;
+                match redis
+                    .run(&Consume {
+                        keys: &keys,
+                        user: &visitor.user,
+                        token: &token,
+                    })
+                    .await?
+                {
+                    ConsumeReply::Accepted => {}
+                    ConsumeReply::Invalid => return Err(EdgeError::TokenInvalid),
+                    ConsumeReply::Used => return Err(EdgeError::TokenUsed),
+                    ConsumeReply::Early { wait_ms } => {
+                        return Err(EdgeError::NotYetActive { wait_ms })
+                    }
+                    ConsumeReply::Unconfigured => return Err(EdgeError::QueueClosed),
+                }
+                (visitor, token)
+            }
+            None => {
+                // A visitor without an identity gets a one-off one: the
+                // slot and the settle need a user.
+                let visitor = self.identify(&req, true)?;
+                let token = fresh_token()?;
+                match redis
+                    .run(&Pass {
+                        keys: &keys,
+                        user: &visitor.user,
+                        token: &token,
+                    })
+                    .await?
+                {
+                    PassReply::Passed => {}
+                    PassReply::Queue(why) => {
+                        return Err(EdgeError::QueueRequired {
+                            page: page_url(&queue),
+                            holds: why == QueueNeeded::Holds,
+                        })
+                    }
+                    PassReply::Unconfigured => return Err(EdgeError::QueueClosed),
+                }
+                (visitor, token)
+            }
+        };
         // The clock moves across I/O in Workers, so this is the origin's
         // latency (settle counts it for the scheduler's origin control).
         let sent = Date::now().as_millis();
@@ -326,4 +367,24 @@ impl App {
         let config = &self.config;
         origin::forward(config.origin.as_deref(), &config.origin_secret, req, passed).await
     }
+}
+
+/// A fresh entry token from the runtime's CSPRNG.
+fn fresh_token() -> Result<EntryToken, EdgeError> {
+    let mut bytes = [0u8; 16];
+    getrandom::getrandom(&mut bytes).map_err(|e| EdgeError::Internal(format!("getrandom: {e}")))?;
+    Ok(EntryToken::from_random(bytes))
+}
+
+/// A uniform draw in `[0, 1)` from the runtime's CSPRNG.
+fn random_unit() -> Result<f64, EdgeError> {
+    let mut bytes = [0u8; 8];
+    getrandom::getrandom(&mut bytes).map_err(|e| EdgeError::Internal(format!("getrandom: {e}")))?;
+    // 53 random bits: every value is exact in an f64.
+    Ok((u64::from_le_bytes(bytes) >> 11) as f64 / (1u64 << 53) as f64)
+}
+
+/// The waiting-room page of `queue` (ids are URL-safe by construction).
+fn page_url(queue: &QueueId) -> String {
+    format!("/queue?queue={queue}")
 }

@@ -42,9 +42,15 @@ pub enum EdgeError {
     /// The queue takes no entries (closed, draining or not configured).
     #[error("queue closed")]
     QueueClosed,
-    /// No entry token on a protected route.
-    #[error("no entry token")]
-    TokenMissing,
+    /// No entry token on a protected route, and the room is not idle (or
+    /// passthrough is off): join the queue at `page`.
+    #[error("queue required")]
+    QueueRequired {
+        /// The waiting-room page of the queue.
+        page: String,
+        /// The visitor holds a token already: they must send it.
+        holds: bool,
+    },
     /// Wrong, unknown or lapsed token.
     #[error("token invalid")]
     TokenInvalid,
@@ -114,7 +120,7 @@ impl EdgeError {
         match self {
             EdgeError::InvalidQueue(_) | EdgeError::BadRequest(_) => 400,
             EdgeError::IdentityRequired | EdgeError::IdentityInvalid(_) => 401,
-            EdgeError::TokenMissing | EdgeError::TokenInvalid => 403,
+            EdgeError::QueueRequired { .. } | EdgeError::TokenInvalid => 403,
             EdgeError::ChallengeRequired
             | EdgeError::ChallengeInvalid(_)
             | EdgeError::TurnstileRequired
@@ -144,7 +150,8 @@ impl EdgeError {
             EdgeError::IdentityInvalid(_) => "identity_invalid",
             EdgeError::QueueFull => "queue_full",
             EdgeError::QueueClosed => "queue_closed",
-            EdgeError::TokenMissing | EdgeError::TokenInvalid => "token_invalid",
+            EdgeError::QueueRequired { .. } => "queue_required",
+            EdgeError::TokenInvalid => "token_invalid",
             EdgeError::TokenUsed => "token_used",
             EdgeError::ChallengeRequired => "challenge_required",
             EdgeError::ChallengeInvalid(AltchaError::Expired) => "challenge_expired",
@@ -178,7 +185,12 @@ impl EdgeError {
             EdgeError::IdentityInvalid(e) => format!("We could not verify who you are: {e}."),
             EdgeError::QueueFull => "The queue is full. Please try again shortly.".into(),
             EdgeError::QueueClosed => "The queue is not taking new visitors right now.".into(),
-            EdgeError::TokenMissing => "An entry token is required (X-Entry-Token).".into(),
+            EdgeError::QueueRequired { page, holds: false } => {
+                format!("Please join the queue first: {page}")
+            }
+            EdgeError::QueueRequired { page, holds: true } => format!(
+                "You hold an entry token: send it (X-Entry-Token), or see your place at {page}"
+            ),
             EdgeError::TokenInvalid => "The entry token is not valid.".into(),
             EdgeError::TokenUsed => "The entry token has already been used.".into(),
             EdgeError::ChallengeRequired => {
@@ -241,9 +253,15 @@ impl EdgeError {
         self.status() >= 500
     }
 
-    /// The JSON body.
+    /// The JSON body (with the queue page's address when the client must
+    /// join the queue).
     pub fn body(&self) -> serde_json::Value {
-        serde_json::json!({ "error": self.code(), "message": self.public_message() })
+        let mut body =
+            serde_json::json!({ "error": self.code(), "message": self.public_message() });
+        if let EdgeError::QueueRequired { page, .. } = self {
+            body["queueUrl"] = serde_json::Value::String(page.clone());
+        }
+        body
     }
 }
 
@@ -280,6 +298,12 @@ mod tests {
         assert_eq!((early.status(), early.retry_after_s()), (429, Some(2)));
         assert_eq!(EdgeError::UnknownQueue.status(), 404);
         assert_eq!(EdgeError::IdentityRequired.status(), 401);
+        let join = EdgeError::QueueRequired {
+            page: "/queue?queue=main".into(),
+            holds: false,
+        };
+        assert_eq!((join.status(), join.code()), (403, "queue_required"));
+        assert_eq!(join.body()["queueUrl"], "/queue?queue=main");
     }
 
     #[test]

@@ -135,6 +135,7 @@ impl Bench {
                         keys: &self.keys,
                         user: &u,
                         guard: queuegate_shared::guard::EntryGuard::default(),
+                        token: None,
                     }),
                 );
             })
@@ -157,6 +158,9 @@ impl Bench {
                     allowance: 18,
                     settings: &self.settings,
                     rate_estimate: Some(175.0),
+                    // Back-to-back ticks: the shared rate bucket must not
+                    // bind, the bench measures full ticks.
+                    rate_in_force: 1e9,
                     grants: &grants,
                 },
             )

@@ -307,6 +307,7 @@ impl Bench {
                         solution: solutions.get(i),
                         missing: None,
                     },
+                    token: None,
                 }
                 .invocation()
             })

@@ -16,7 +16,7 @@ pub mod env;
 mod queues;
 mod redis;
 
-pub use queues::QueueConfig;
+pub use queues::{format_time, parse_time, FileSchedule, QueueConfig};
 pub use redis::{Endpoint, RedisConfig, DEFAULT_REDIS_URL};
 
 /// Where `run` and the operator commands look when `--config` is not given.
@@ -277,8 +277,36 @@ mod tests {
     }
 
     #[test]
+    fn a_queue_may_schedule_its_opening_and_closing() {
+        let c = parse(
+            "[[queue]]\nid = \"a\"\nopens_at = 2026-12-03T14:00:00Z\ncloses_at = \"2026-12-03T16:00:00+01:00\"\n[[queue]]\nid = \"b\"\n",
+        )
+        .unwrap();
+        assert_eq!(
+            c.queues[0].schedule,
+            FileSchedule {
+                opens_at: Some(parse_time("2026-12-03T14:00:00Z").unwrap()),
+                closes_at: Some(parse_time("2026-12-03T15:00:00Z").unwrap()),
+            }
+        );
+        assert!(!c.queues[1].schedule.is_set());
+    }
+
+    #[test]
     fn rejections_name_the_place_and_the_field() {
         let cases = [
+            (
+                "[[queue]]\nid = \"a\"\nopens_at = \"at noon\"\n",
+                "queue \"a\": opens_at: \"at noon\" is not an RFC 3339 time",
+            ),
+            (
+                "[[queue]]\nid = \"a\"\nopens_at = 2026-12-03T14:00:00\n",
+                "queue \"a\": opens_at: \"2026-12-03T14:00:00\" is not an RFC 3339 time with an offset",
+            ),
+            (
+                "[[queue]]\nid = \"a\"\nopens_at = 2026-12-03T14:00:00Z\ncloses_at = 2026-12-03T13:00:00Z\n",
+                "queue \"a\": closes_at must be after opens_at",
+            ),
             (
                 "[[queue]]\nid = \"Main\"\n",
                 "test.toml: [[queue]] #1: id = \"Main\"",

@@ -20,6 +20,70 @@ pub struct QueueConfig {
     pub id: QueueId,
     /// Its validated effective settings.
     pub settings: Settings,
+    /// Its scheduled opening and closing, if the file sets them.
+    pub schedule: FileSchedule,
+}
+
+/// `opens_at` / `closes_at` of a `[[queue]]` (RFC 3339), as epoch ms. The
+/// file's values are published when a scheduler takes the lease or reloads
+/// them; a time the file leaves out is left as it is in Redis (the operator
+/// sets it with `queuegate-scheduler schedule`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct FileSchedule {
+    /// The opening: before it new places go to the pre-queue.
+    pub opens_at: Option<u64>,
+    /// The closing: from it no new places are taken.
+    pub closes_at: Option<u64>,
+}
+
+impl FileSchedule {
+    /// Whether the file sets anything.
+    pub fn is_set(&self) -> bool {
+        self.opens_at.is_some() || self.closes_at.is_some()
+    }
+}
+
+/// Epoch ms of an RFC 3339 time with an offset (`2026-12-03T14:00:00Z`,
+/// `2026-12-03T15:00:00+01:00`).
+pub fn parse_time(text: &str) -> Result<u64, String> {
+    let t = chrono::DateTime::parse_from_rfc3339(text.trim()).map_err(|e| {
+        format!("{text:?} is not an RFC 3339 time with an offset, e.g. 2026-12-03T14:00:00Z ({e})")
+    })?;
+    u64::try_from(t.timestamp_millis()).map_err(|_| format!("{text:?} is before 1970"))
+}
+
+/// An epoch-ms time as RFC 3339 in UTC, for messages.
+pub fn format_time(ms: u64) -> String {
+    i64::try_from(ms)
+        .ok()
+        .and_then(chrono::DateTime::from_timestamp_millis)
+        .map_or_else(
+            || format!("{ms} ms"),
+            |t| t.to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
+        )
+}
+
+/// The schedule keys of a queue's table, removed from it.
+fn file_schedule(table: &mut toml::Table) -> Result<FileSchedule, String> {
+    let mut time = |key: &str| -> Result<Option<u64>, String> {
+        match table.remove(key) {
+            None => Ok(None),
+            Some(toml::Value::String(s)) => parse_time(&s).map(Some),
+            Some(toml::Value::Datetime(d)) => parse_time(&d.to_string()).map(Some),
+            Some(other) => Err(format!("{key} = {other}: must be an RFC 3339 time")),
+        }
+        .map_err(|e| format!("{key}: {e}"))
+    };
+    let schedule = FileSchedule {
+        opens_at: time("opens_at")?,
+        closes_at: time("closes_at")?,
+    };
+    if let (Some(open), Some(close)) = (schedule.opens_at, schedule.closes_at) {
+        if close <= open {
+            return Err("closes_at must be after opens_at".into());
+        }
+    }
+    Ok(schedule)
 }
 
 /// Every `[[queue]]`, in file order, with `[defaults]` applied; ids unique.
@@ -82,6 +146,7 @@ fn queue_config(
     let place = format!("queue \"{id}\"");
     let mut own = table.clone();
     own.remove("id");
+    let schedule = file_schedule(&mut own).map_err(|m| at.invalid(&place, m))?;
     let own = overrides(&own).map_err(|m| at.invalid(&place, m))?;
 
     let settings = merged_settings(defaults, &own).map_err(|m| at.invalid(&place, m))?;
@@ -112,7 +177,11 @@ fn queue_config(
             ),
         ));
     }
-    Ok(QueueConfig { id, settings })
+    Ok(QueueConfig {
+        id,
+        settings,
+        schedule,
+    })
 }
 
 fn as_ms(d: Duration) -> u64 {

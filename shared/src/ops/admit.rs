@@ -23,6 +23,10 @@ pub struct Admit<'a> {
     pub settings: &'a Settings,
     /// The measured admission rate to record for the ETA, if any.
     pub rate_estimate: Option<f64>,
+    /// The admissions per second in force (origin control's target, or
+    /// the configured rate): the rate bucket shared with idle passthrough
+    /// refills at it.
+    pub rate_in_force: f64,
     /// Tokens and jitter, one per possible admission.
     pub grants: &'a [Grant],
 }
@@ -46,6 +50,10 @@ pub struct AdmitCounts {
     pub active: u64,
     /// Entries the edge refused so far (totals, not this tick's).
     pub refused: Refused,
+    /// Visitors in the pre-queue.
+    pub pre_queued: u64,
+    /// A draw is placing a pre-queue: nobody was admitted.
+    pub drawing: bool,
 }
 
 /// Totals of new places the entry guard refused, by reason.
@@ -83,6 +91,16 @@ pub enum AdmitReply {
     Ran(AdmitCounts),
 }
 
+/// A rate as the script records it (`rate_now`): stable text, so an
+/// unchanged rate is not rewritten each tick.
+fn rate_arg(rate: f64) -> String {
+    if rate.is_finite() && rate > 0.0 {
+        format!("{rate:.3}")
+    } else {
+        "0".into()
+    }
+}
+
 impl Operation for Admit<'_> {
     type Reply = AdmitReply;
 
@@ -106,6 +124,8 @@ impl Operation for Admit<'_> {
             s.lease_ttl_ms.to_string(),
             s.entry_budget_per_minute.to_string(),
             s.entry_budget_burst.to_string(),
+            rate_arg(self.rate_in_force),
+            s.tick_ms.to_string(),
         ];
         let n = self
             .grants
@@ -124,6 +144,7 @@ impl Operation for Admit<'_> {
                 k.config(),
                 k.stats(),
                 k.guard(),
+                k.pre(),
             ],
             args,
         }
@@ -131,8 +152,8 @@ impl Operation for Admit<'_> {
 
     fn decode(&self, value: Value) -> Result<AdmitReply, DecodeError> {
         let f = Fields::new("admit", value)?;
-        if f.len() != 11 {
-            return Err(f.error(format!("expected 11 fields, got {}", f.len())));
+        if f.len() != 12 {
+            return Err(f.error(format!("expected 12 fields, got {}", f.len())));
         }
         let counts = AdmitCounts {
             admitting: f.int(0)? == 1,
@@ -148,10 +169,12 @@ impl Operation for Admit<'_> {
                 reused: f.uint(9)?,
                 turnstile: f.uint(10)?,
             },
+            pre_queued: f.uint(11)?,
+            drawing: f.int(0)? == 3,
         };
         match f.int(0)? {
             0 => Ok(AdmitReply::NotOwner),
-            1 | 2 => Ok(AdmitReply::Ran(counts)),
+            1..=3 => Ok(AdmitReply::Ran(counts)),
             code => Err(f.error(format!("unknown code {code}"))),
         }
     }

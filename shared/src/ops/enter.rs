@@ -5,6 +5,7 @@ use crate::guard::{EntryGuard, GuardCheck};
 use crate::keys::{QueueKeys, UserId};
 use crate::script::{Invocation, Operation, ENTER};
 use crate::settings::QueueState;
+use crate::token::EntryToken;
 use crate::value::{DecodeError, Fields, Value};
 
 /// Enter a queue.
@@ -16,6 +17,10 @@ pub struct Enter<'a> {
     pub user: &'a UserId,
     /// What a new place must pass (a visitor holding one passes freely).
     pub guard: EntryGuard<'a>,
+    /// A fresh token for idle passthrough: while nobody waits and a slot
+    /// and the rate allow, the visitor is admitted at once with it. `None`
+    /// always takes a place.
+    pub token: Option<&'a EntryToken>,
 }
 
 /// The outcome of an enter.
@@ -68,6 +73,8 @@ impl Operation for Enter<'_> {
                 k.config(),
                 k.stats(),
                 k.guard(),
+                k.pre(),
+                k.draw(),
             ],
             args: vec![
                 self.user.as_str().to_string(),
@@ -89,6 +96,9 @@ impl Operation for Enter<'_> {
                     .map(GuardCheck::counter)
                     .unwrap_or_default()
                     .to_string(),
+                self.token
+                    .map(|t| t.expose().to_string())
+                    .unwrap_or_default(),
             ],
         }
     }

@@ -1,7 +1,7 @@
 //! The state reply that enter and position share, and the position call.
 
 use crate::keys::{QueueKeys, UserId};
-use crate::policy::PollPolicy;
+use crate::policy::{PollPolicy, PreQueuePolicy};
 use crate::script::{Invocation, Operation, POSITION};
 use crate::settings::{QueueState, Settings};
 use crate::state::UserState;
@@ -20,24 +20,49 @@ pub struct WaitingFacts {
     pub policy: Option<PollPolicy>,
 }
 
+/// What Redis knows about a pre-queued user (before a scheduled opening,
+/// or while the draw places the pre-queue): no position exists yet.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PreQueueFacts {
+    /// Epoch ms of the opening (`None` once the operator cleared it: the
+    /// queue opened at once).
+    pub opens_at: Option<u64>,
+    /// Redis' clock when it answered, epoch ms.
+    pub now: u64,
+    /// When to poll again around the opening (see
+    /// [`PreQueuePolicy`](crate::policy::PreQueuePolicy)).
+    pub policy: Option<PreQueuePolicy>,
+}
+
 /// A user's state as the enter and position scripts report it: the facts
-/// for a waiting user (policy turns them into position, ETA and
-/// retryAfter), or any other state as the edge reports it.
+/// for a waiting or pre-queued user (policy turns them into position, ETA
+/// and retryAfter), or any other state as the edge reports it.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Observed {
     /// In line.
     Waiting(WaitingFacts),
+    /// In the pre-queue.
+    PreQueue(PreQueueFacts),
     /// Every other state; never [`UserState::Waiting`].
     Settled(UserState),
 }
 
 impl Observed {
     /// Applies the poll/ETA policy. `fallback` serves when no settings have
-    /// been published yet.
-    pub fn into_user_state(self, fallback: &PollPolicy) -> UserState {
+    /// been published yet; `spread` in `[0, 1)` is this reply's random draw
+    /// for spreading a pre-queue's polls after the opening.
+    pub fn into_user_state(self, fallback: &Settings, spread: f64) -> UserState {
         match self {
+            Observed::PreQueue(p) => {
+                let policy = p.policy.unwrap_or_else(|| fallback.pre_queue_policy());
+                let opens_at = p.opens_at.unwrap_or(p.now);
+                UserState::PreQueue {
+                    opens_at,
+                    retry_after_ms: policy.retry_after_ms(opens_at, p.now, spread),
+                }
+            }
             Observed::Waiting(w) => {
-                let policy = w.policy.unwrap_or(*fallback);
+                let policy = w.policy.unwrap_or_else(|| fallback.poll_policy());
                 let admitting = w.queue_state.is_none_or(QueueState::admits);
                 UserState::Waiting {
                     position: w.position,
@@ -49,7 +74,8 @@ impl Observed {
         }
     }
 
-    /// Decodes a `waiting_reply` or `settled_state` reply (lua/prelude.lua).
+    /// Decodes a `waiting_reply`, `pre_queue_reply` or `settled_state`
+    /// reply (lua/prelude.lua).
     /// Returns `Ok(None)` for a kind this decoder does not know, so callers
     /// with extra kinds (enter) can handle them.
     pub(crate) fn decode(f: &Fields) -> Result<Option<Observed>, DecodeError> {
@@ -68,6 +94,22 @@ impl Observed {
                     position: f.uint(1)?,
                     queue_state: text(2).and_then(QueueState::parse),
                     measured_rate: f.opt_f64(3),
+                    policy,
+                })
+            }
+            "pre_queue" => {
+                let policy = match (f.opt_f64(3), f.opt_f64(4), f.opt_f64(5), f.opt_f64(6)) {
+                    (Some(min), Some(max), Some(spread), Some(abandon)) => Some(PreQueuePolicy {
+                        poll_min_ms: min as u64,
+                        poll_max_ms: max as u64,
+                        opening_spread_ms: spread as u64,
+                        abandon_after_ms: abandon as u64,
+                    }),
+                    _ => None,
+                };
+                Observed::PreQueue(PreQueueFacts {
+                    opens_at: f.opt_f64(1).map(|v| v as u64),
+                    now: f.uint(2)?,
                     policy,
                 })
             }
@@ -95,6 +137,16 @@ impl Settings {
             poll_max_ms: self.poll_max_ms,
         }
     }
+
+    /// The pre-queue's poll policy these settings imply.
+    pub fn pre_queue_policy(&self) -> PreQueuePolicy {
+        PreQueuePolicy {
+            poll_min_ms: self.poll_min_ms,
+            poll_max_ms: self.poll_max_ms,
+            opening_spread_ms: self.opening_spread_ms,
+            abandon_after_ms: self.abandon_after_ms,
+        }
+    }
 }
 
 /// `position`: the user's state; marks a waiting user as seen.
@@ -118,6 +170,8 @@ impl Operation for Position<'_> {
                 k.token(self.user),
                 k.status(self.user),
                 k.config(),
+                k.pre(),
+                k.draw(),
             ],
             args: vec![self.user.as_str().to_string(), k.base().to_string()],
         }

@@ -29,6 +29,8 @@ pub struct QueueStatus {
     pub stats: BTreeMap<String, String>,
     /// The lease holder and its remaining ms, if any.
     pub lease: Option<(String, u64)>,
+    /// Visitors in the pre-queue (before a scheduled opening).
+    pub pre_queued: u64,
 }
 
 impl QueueStatus {
@@ -55,11 +57,21 @@ impl QueueStatus {
             .unwrap_or(0)
     }
 
-    /// Every counter of the stats hash (the scan cursor is no counter).
+    /// A schedule time (epoch ms), if one is set.
+    pub fn scheduled(&self, field: &str) -> Option<u64> {
+        self.config.get(field)?.parse().ok()
+    }
+
+    /// Pre-queued visitors the running draw has still to place (0: none).
+    pub fn drawing(&self) -> u64 {
+        self.setting(config::DRAW_LEFT).unwrap_or(0)
+    }
+
+    /// Every counter of the stats hash (the scan cursors are no counters).
     pub fn counters(&self) -> BTreeMap<String, i64> {
         self.stats
             .iter()
-            .filter(|(k, _)| k.as_str() != stats::SCAN_CURSOR)
+            .filter(|(k, _)| ![stats::SCAN_CURSOR, stats::PRE_CURSOR].contains(&k.as_str()))
             .filter_map(|(k, v)| Some((k.clone(), v.parse().ok()?)))
             .collect()
     }
@@ -72,7 +84,14 @@ impl Operation for Status<'_> {
         let k = self.keys;
         Invocation {
             script: &STATUS,
-            keys: vec![k.config(), k.waiting(), k.active(), k.stats(), k.lock()],
+            keys: vec![
+                k.config(),
+                k.waiting(),
+                k.active(),
+                k.stats(),
+                k.lock(),
+                k.pre(),
+            ],
             args: Vec::new(),
         }
     }
@@ -88,6 +107,7 @@ impl Operation for Status<'_> {
             stats: f.pairs(3)?,
             lease: (!holder.is_empty())
                 .then(|| (holder.to_string(), u64::try_from(ttl).unwrap_or(0))),
+            pre_queued: f.uint(6)?,
         })
     }
 }
@@ -121,6 +141,7 @@ mod tests {
             ]),
             data("vm1/1/ab"),
             Value::Int(1800),
+            Value::Int(7),
         ]);
         let s = Status { keys: &keys }.decode(reply).unwrap();
         assert_eq!(s.state(), Some(QueueState::Paused));
@@ -129,6 +150,7 @@ mod tests {
         assert_eq!(s.counter("entered"), 40);
         assert!(!s.counters().contains_key("scan_cursor"));
         assert_eq!(s.lease, Some(("vm1/1/ab".into(), 1800)));
+        assert_eq!(s.pre_queued, 7);
         let odd = Value::Array(vec![
             Value::Array(vec![data("state")]),
             Value::Int(0),

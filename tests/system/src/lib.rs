@@ -98,6 +98,7 @@ impl TestQueue {
             keys: &self.keys,
             user: u,
             guard: queuegate_shared::guard::EntryGuard::default(),
+            token: None,
         })
         .await
         .expect("enter")
@@ -121,6 +122,9 @@ impl TestQueue {
             allowance,
             settings: &self.settings,
             rate_estimate: None,
+            // The shared rate bucket never binds a test's hand-made tick
+            // (tests/system/tests/drop_day.rs tests it).
+            rate_in_force: 1e9,
             grants,
         })
         .await

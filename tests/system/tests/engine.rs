@@ -157,7 +157,7 @@ async fn closed_draining_paused_and_unconfigured_queues() {
     match q.enter(&user(3)).await {
         EnterReply::Entered(Observed::Waiting(w)) => {
             assert_eq!(w.queue_state, Some(QueueState::Paused));
-            let state = Observed::Waiting(w).into_user_state(&Settings::default().poll_policy());
+            let state = Observed::Waiting(w).into_user_state(&Settings::default(), 0.0);
             let json = serde_json::to_value(&state).unwrap();
             assert!(
                 json.get("etaSeconds").is_none(),
@@ -752,6 +752,7 @@ async fn randomized_run_conserves_every_user() {
         let state = q.position(&id).await;
         let name = match &state {
             Observed::Waiting(_) => "waiting",
+            Observed::PreQueue(_) => "pre_queue",
             Observed::Settled(s) => s.name(),
         };
         *by_state.entry(name).or_default() += 1;
@@ -826,6 +827,7 @@ async fn the_measured_rate_reaches_the_eta() {
             allowance: 0,
             settings: &q.settings,
             rate_estimate: Some(5.0),
+            rate_in_force: 1e9,
             grants: &[],
         })
         .await
@@ -835,7 +837,7 @@ async fn the_measured_rate_reaches_the_eta() {
         panic!("user 99 waits");
     };
     assert_eq!((w.position, w.measured_rate), (100, Some(5.0)));
-    let state = Observed::Waiting(w).into_user_state(&Settings::default().poll_policy());
+    let state = Observed::Waiting(w).into_user_state(&Settings::default(), 0.0);
     // 100 ahead at 5/s, not at the configured 175/s.
     assert_eq!(
         serde_json::to_value(&state).unwrap()["etaSeconds"],
@@ -873,6 +875,7 @@ async fn the_admit_tick_sweeps_full_budgets_and_expired_solutions() {
                     solution: solution.as_ref(),
                     missing: None,
                 },
+                token: None,
             })
             .await
             .unwrap()

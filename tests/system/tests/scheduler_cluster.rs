@@ -130,6 +130,7 @@ async fn one_scheduler_admits_queues_on_every_node_of_a_cluster() {
                     keys,
                     user: &user(i),
                     guard: queuegate_shared::guard::EntryGuard::default(),
+                    token: None,
                 },
             )
             .await

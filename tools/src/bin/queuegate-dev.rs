@@ -49,6 +49,12 @@ struct Args {
     /// Milliseconds the demo shop waits before answering an order.
     #[arg(long, default_value_t = 0)]
     origin_latency_ms: u64,
+    /// Schedule the opening this many seconds after start: until then
+    /// visitors join the pre-queue, whose places are drawn at random at the
+    /// opening (also settable at run time with `queuegate-scheduler
+    /// schedule`).
+    #[arg(long)]
+    opens_in: Option<u64>,
     /// Stop by itself after this many seconds (0: run until Ctrl-C).
     #[arg(long, default_value_t = 0)]
     exit_after: u64,
@@ -70,7 +76,15 @@ async fn main() -> anyhow::Result<()> {
     eprintln!(
         "starting redis-server, redis-rest, queuegate-scheduler, the demo shop and wrangler dev…"
     );
+    let mut settings = Vec::new();
+    if let Some(secs) = args.opens_in {
+        let opens_at = queuegate_testkit::now_ms() + secs * 1_000;
+        let at = queuegate_scheduler::config::format_time(opens_at);
+        eprintln!("the queue opens at {at}: visitors before then join the pre-queue");
+        settings.push(("opens_at".to_string(), format!("\"{at}\"")));
+    }
     let stack = Stack::start(&StackOptions {
+        settings,
         port: args.port,
         admit_rate: args.admit_rate,
         max_active: args.max_active,

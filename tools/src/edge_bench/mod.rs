@@ -227,6 +227,7 @@ impl Rig {
                     keys: &self.keys,
                     user,
                     guard: EntryGuard::default(),
+                    token: None,
                 };
                 if k == 0 && j == 0 {
                     // Loads the script, so the pipelined EVALSHAs find it.
@@ -272,6 +273,9 @@ impl Rig {
                     allowance: batch as u64,
                     settings: &settings,
                     rate_estimate: None,
+                    // Admits the whole crowd at once: the shared rate
+                    // bucket must not bind.
+                    rate_in_force: 1e9,
                     grants: &grants,
                 },
             )

@@ -25,6 +25,7 @@ async fn main() {
             keys: &stack.queue.keys,
             user: &user,
             guard: queuegate_shared::guard::EntryGuard::default(),
+            token: None,
         })
         .await
         .expect("the visitor enters");

@@ -1,0 +1,17 @@
+-- schedule: sets or clears a queue's scheduled opening and closing.
+-- KEYS[1] config
+-- ARGV[1] opens_at epoch ms · '-' clear · '' keep
+-- ARGV[2] closes_at epoch ms · '-' clear · '' keep
+-- Reply: {opens_at or '', closes_at or ''} now in force.
+-- Clearing the opening of a pre-queue opens it: the next entry or tick
+-- seals and draws it. (The values are validated by the caller.)
+local fields = {CF_OPENS_AT, CF_CLOSES_AT}
+for i = 1, 2 do
+  if ARGV[i] == '-' then
+    redis.call('HDEL', KEYS[1], fields[i])
+  elseif ARGV[i] ~= '' then
+    redis.call('HSET', KEYS[1], fields[i], ARGV[i])
+  end
+end
+local now = redis.call('HMGET', KEYS[1], CF_OPENS_AT, CF_CLOSES_AT)
+return {now[1] or '', now[2] or ''}

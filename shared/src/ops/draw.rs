@@ -1,0 +1,210 @@
+//! The draw of a pre-queue at its opening (docs/drop-day.md): `draw_open`
+//! seals it and fixes the seed; `draw_place` places it batch by batch on
+//! the tickets a permutation drawn from that seed assigns (the scheduler
+//! computes it: every holder that takes over a running draw computes the
+//! same one).
+
+use crate::keys::QueueKeys;
+use crate::script::{Invocation, Operation, DRAW_OPEN, DRAW_PLACE};
+use crate::value::{DecodeError, Fields, Value};
+
+/// A draw's seed: 32 bytes from the scheduler's CSPRNG, stored as hex.
+#[derive(Clone, PartialEq, Eq)]
+pub struct DrawSeed([u8; 32]);
+
+impl DrawSeed {
+    /// A seed from 32 random bytes.
+    pub fn from_random(bytes: [u8; 32]) -> Self {
+        DrawSeed(bytes)
+    }
+
+    /// Parses 64 hex digits.
+    pub fn parse(text: &str) -> Option<Self> {
+        let bytes = hex::decode(text).ok()?;
+        Some(DrawSeed(bytes.try_into().ok()?))
+    }
+
+    /// The seed as stored.
+    pub fn to_hex(&self) -> String {
+        hex::encode(self.0)
+    }
+
+    /// The seed's bytes.
+    pub fn bytes(&self) -> [u8; 32] {
+        self.0
+    }
+}
+
+impl std::fmt::Debug for DrawSeed {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("DrawSeed(…)")
+    }
+}
+
+/// Each tick's look at the pre-queue; seals it after its opening.
+#[derive(Debug, Clone, Copy)]
+pub struct DrawOpen<'a> {
+    /// The queue.
+    pub keys: &'a QueueKeys,
+    /// The caller's lease owner id.
+    pub owner: &'a str,
+    /// A fresh seed, kept only if the running draw has none yet.
+    pub seed: &'a DrawSeed,
+}
+
+/// A running draw.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Drawing {
+    /// The last ticket before the reserved range.
+    pub base: u64,
+    /// The last ticket of the range.
+    pub end: u64,
+    /// Visitors placed so far (the cursor, by rank).
+    pub done: u64,
+    /// The permutation's seed.
+    pub seed: DrawSeed,
+}
+
+impl Drawing {
+    /// Visitors the draw places in all.
+    pub fn size(&self) -> u64 {
+        self.end - self.base
+    }
+}
+
+/// What `draw_open` saw.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum DrawState {
+    /// The caller does not hold the lease; nothing changed.
+    NotOwner,
+    /// No draw runs; this many visitors are pre-queued.
+    Idle {
+        /// The pre-queue's size.
+        pre_queued: u64,
+    },
+    /// A draw runs (maybe just sealed).
+    Drawing(Drawing),
+}
+
+impl Operation for DrawOpen<'_> {
+    type Reply = DrawState;
+
+    fn invocation(&self) -> Invocation {
+        let k = self.keys;
+        Invocation {
+            script: &DRAW_OPEN,
+            keys: vec![k.pre(), k.draw(), k.seq(), k.config(), k.lock()],
+            args: vec![self.owner.to_string(), self.seed.to_hex()],
+        }
+    }
+
+    fn decode(&self, value: Value) -> Result<DrawState, DecodeError> {
+        let f = Fields::new("draw_open", value)?;
+        match f.text(0)? {
+            "not_owner" => Ok(DrawState::NotOwner),
+            "idle" => Ok(DrawState::Idle {
+                pre_queued: f.uint(1)?,
+            }),
+            "drawing" => {
+                let seed = f.text(4)?;
+                let drawing = Drawing {
+                    base: f.uint(1)?,
+                    end: f.uint(2)?,
+                    done: f.uint(3)?,
+                    seed: DrawSeed::parse(seed)
+                        .ok_or_else(|| f.error("the stored seed is not 64 hex digits"))?,
+                };
+                if drawing.end < drawing.base || drawing.done > drawing.size() {
+                    return Err(f.error(format!("inconsistent draw {drawing:?}")));
+                }
+                Ok(DrawState::Drawing(drawing))
+            }
+            other => Err(f.error(format!("unknown reply kind {other:?}"))),
+        }
+    }
+}
+
+/// Places the next batch of a running draw.
+#[derive(Debug, Clone, Copy)]
+pub struct DrawPlace<'a> {
+    /// The queue.
+    pub keys: &'a QueueKeys,
+    /// The caller's lease owner id.
+    pub owner: &'a str,
+    /// The draw as `draw_open` reported it (`done` is the batch's start).
+    pub draw: &'a Drawing,
+    /// The permutation's entries from `draw.done` on (at most a batch).
+    pub places: &'a [u64],
+}
+
+/// What one batch did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Placed {
+    /// The caller does not hold the lease; nothing changed.
+    NotOwner,
+    /// The cursor is not where the caller thought; nothing changed.
+    Moved {
+        /// Where it is.
+        done: u64,
+    },
+    /// The batch was placed.
+    Batch {
+        /// Visitors put in line.
+        placed: u64,
+        /// Visitors who had stopped polling, dropped.
+        dropped: u64,
+        /// Visitors left to place (0: the draw is over).
+        left: u64,
+    },
+}
+
+impl Operation for DrawPlace<'_> {
+    type Reply = Placed;
+
+    fn invocation(&self) -> Invocation {
+        let k = self.keys;
+        let mut args = vec![
+            self.owner.to_string(),
+            k.base().to_string(),
+            self.draw.done.to_string(),
+        ];
+        args.extend(
+            self.places
+                .iter()
+                .map(|p| (self.draw.base + 1 + p).to_string()),
+        );
+        Invocation {
+            script: &DRAW_PLACE,
+            keys: vec![k.draw(), k.waiting(), k.config(), k.stats(), k.lock()],
+            args,
+        }
+    }
+
+    fn decode(&self, value: Value) -> Result<Placed, DecodeError> {
+        let f = Fields::new("draw_place", value)?;
+        match f.text(0)? {
+            "not_owner" => Ok(Placed::NotOwner),
+            "moved" => Ok(Placed::Moved { done: f.uint(1)? }),
+            "placed" => Ok(Placed::Batch {
+                placed: f.uint(1)?,
+                dropped: f.uint(2)?,
+                left: f.uint(3)?,
+            }),
+            other => Err(f.error(format!("unknown reply kind {other:?}"))),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn seeds_round_trip_as_hex_and_stay_out_of_logs() {
+        let s = DrawSeed::from_random([0xab; 32]);
+        assert_eq!(DrawSeed::parse(&s.to_hex()), Some(s.clone()));
+        assert_eq!(DrawSeed::parse("abc"), None);
+        assert_eq!(DrawSeed::parse(&"zz".repeat(32)), None);
+        assert_eq!(format!("{s:?}"), "DrawSeed(…)");
+    }
+}
