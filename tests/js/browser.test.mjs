@@ -3,7 +3,8 @@
 // a synthetic crowd, sees their position and ETA fall, is admitted and
 // completes an order through the protected route; and on drop day a
 // visitor who comes before the opening sees the countdown, gets a drawn
-// place and is notified of their turn. Screenshots land in artifacts/.
+// place and is notified of their turn, and a newcomer to the empty line
+// is admitted on entry. Screenshots land in artifacts/.
 import { test } from "node:test";
 import assert from "node:assert/strict";
 import { execFileSync, spawn } from "node:child_process";
@@ -396,6 +397,25 @@ test("drop day: countdown, a drawn place at the opening, then the turn with a no
     assert.deepEqual(shown, [{ title: baseTitle, body: "It is your turn! Come back to continue." }]);
     assert.ok(beeps >= 1, "a beep");
     await page.screenshot({ path: join(artifacts, "browser-turn.png") });
+
+    // Once the line is empty, a newcomer is admitted on entry (idle
+    // passthrough): the page goes straight to the turn, with no notification.
+    for (let t = Date.now(); ; await new Promise((r) => setTimeout(r, 500))) {
+      const r = await (await fetch(`${base}/queue/position?queue=main`, { headers: { cookie } })).json();
+      if (r.state !== "waiting") break;
+      assert.ok(Date.now() - t < 30_000, `the last drawn visitor still waits: ${JSON.stringify(r)}`);
+    }
+    const late = await browser.newContext();
+    await late.grantPermissions(["notifications"], { origin: base });
+    await late.addInitScript(spies);
+    const newcomer = await late.newPage();
+    await newcomer.goto(base + "/queue");
+    await newcomer.waitForSelector('#continue:not([hidden])[aria-disabled="false"]', { timeout: 30_000 });
+    assert.equal(await newcomer.title(), `(your turn) ${baseTitle}`);
+    const lateLog = await newcomer.evaluate(() => window.__qg);
+    assert.deepEqual(lateLog.calls.filter((c) => c.state).map((c) => c.state), ["admitted"]);
+    assert.deepEqual(lateLog.shown, []);
+    await late.close();
     assert.deepEqual(problems.filter((p) => /Content Security Policy/.test(p)), [], "no CSP violations");
   } catch (e) {
     throw new Error(`${e.message}\n--- stack log ---\n${stack.log().slice(-4000)}`);
