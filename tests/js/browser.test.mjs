@@ -1,39 +1,44 @@
 // The waiting-room page in a real browser (Debian's Chromium driven by
 // playwright-core): a visitor passes the proof-of-work check, enters behind
 // a synthetic crowd, sees their position and ETA fall, is admitted and
-// completes an order through the protected route. Screenshots land in
-// artifacts/.
+// completes an order through the protected route; and on drop day a
+// visitor who comes before the opening sees the countdown, gets a drawn
+// place and is notified of their turn, and a newcomer to the empty line
+// is admitted on entry. Screenshots land in artifacts/.
 import { test } from "node:test";
 import assert from "node:assert/strict";
-import { spawn } from "node:child_process";
+import { execFileSync, spawn } from "node:child_process";
 import { createHash } from "node:crypto";
-import { mkdirSync } from "node:fs";
+import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { chromium } from "playwright-core";
 
 const root = join(dirname(fileURLToPath(import.meta.url)), "..", "..");
 const devBin = process.env.QG_DEV_BIN || join(root, "target", "debug", "queuegate-dev");
+const schedulerBin = process.env.QG_SCHEDULER_BIN || join(root, "target", "debug", "queuegate-scheduler");
 const artifacts = join(root, "artifacts");
 const CHROMIUM = process.env.CHROMIUM_BIN || "/usr/bin/chromium";
 
-// Starts the local stack (no crowd: this test brings its own, below);
-// resolves with its URL.
-function startStack() {
-  const child = spawn(devBin, ["--port", "0", "--admit-rate", "4", "--exit-after", "150"],
+// Starts the local stack (no crowd: the tests bring their own, below);
+// resolves with its URL. `redis` resolves with the Redis URL it prints.
+function startStack(args = ["--admit-rate", "4", "--exit-after", "150"]) {
+  const child = spawn(devBin, ["--port", "0", ...args],
     { stdio: ["ignore", "pipe", "pipe"], detached: true });
-  let log = "";
+  let log = "", redisUrl;
   const url = new Promise((resolve, reject) => {
     const timer = setTimeout(() => reject(new Error("stack did not start:\n" + log)), 90_000);
     child.stdout.on("data", (d) => {
       log += d;
       const m = /open (http:\/\/127\.0\.0\.1:\d+)\/queue/.exec(log);
-      if (m) { clearTimeout(timer); resolve(m[1]); }
+      redisUrl = redisUrl || /redis: (redis:\/\/\S+)/.exec(log)?.[1];
+      if (m && redisUrl) { clearTimeout(timer); resolve(m[1]); }
     });
     child.stderr.on("data", (d) => { log += d; });
     child.on("exit", (code) => reject(new Error(`stack exited with ${code}:\n${log}`)));
   });
-  return { child, url, log: () => log };
+  return { child, url, redis: () => redisUrl, log: () => log };
 }
 
 function stop(child) {
@@ -60,15 +65,18 @@ async function solution(base) {
 // then enter at once, so the line is long when our visitor arrives. They
 // never poll: the scheduler admits them long before they would count as
 // abandoned.
+// Resolves with each visitor's cookie and first reply, in entry order.
 async function crowd(base, n) {
   const solutions = [];
   for (let i = 0; i < n; i++) solutions.push(await solution(base));
-  await Promise.all(solutions.map(async (altcha, i) => {
+  return Promise.all(solutions.map(async (altcha, i) => {
     const resp = await fetch(`${base}/queue/enter?queue=main`, {
       method: "POST",
       headers: { "x-altcha": altcha, "cf-connecting-ip": `198.51.100.${i + 1}` },
     });
-    assert.equal(resp.status, 200, `crowd visitor ${i + 1}: ${await resp.text()}`);
+    assert.equal(resp.status, 200, `crowd visitor ${i + 1}: ${await resp.clone().text()}`);
+    const cookie = resp.headers.getSetCookie().find((c) => c.startsWith("qg_visitor=")).split(";")[0];
+    return { cookie, reply: await resp.json() };
   }));
 }
 
@@ -85,6 +93,12 @@ function solveReport(line, where) {
     + `${Math.round(rate * 1000)} hashes/s${mean}`;
 }
 
+const launch = () => chromium.launch({
+  executablePath: CHROMIUM,
+  args: ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+    "--disable-background-networking", "--disable-component-update", "--disable-sync"],
+});
+
 const number = async (page, sel) => Number((await page.textContent(sel)).replace(/[^0-9]/g, ""));
 
 test("a visitor waits, is admitted and orders through the gate", { timeout: 170_000 }, async () => {
@@ -97,11 +111,7 @@ test("a visitor waits, is admitted and orders through the gate", { timeout: 170_
     const bare = await fetch(`${base}/queue/enter?queue=main`, { method: "POST" });
     assert.equal(bare.status, 403);
     assert.equal((await bare.json()).error, "challenge_required");
-    browser = await chromium.launch({
-      executablePath: CHROMIUM,
-      args: ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-        "--disable-background-networking", "--disable-component-update", "--disable-sync"],
-    });
+    browser = await launch();
     const page = await browser.newPage();
     const problems = [], workers = [];
     let solvedLine = "";
@@ -115,7 +125,7 @@ test("a visitor waits, is admitted and orders through the gate", { timeout: 170_
     // The first challenge is held back while we look at the checking state.
     let checking = "";
     await page.route("**/queue/challenge*", async (route) => {
-      checking = await page.textContent("#status");
+      checking = await page.textContent("#heading");
       await page.screenshot({ path: join(artifacts, "browser-checking.png") });
       await route.continue();
     }, { times: 1 });
@@ -127,6 +137,7 @@ test("a visitor waits, is admitted and orders through the gate", { timeout: 170_
     // The browser check: the page fetched a challenge, solved it in a Web
     // Worker with WebCrypto and entered with the solution.
     await page.waitForFunction(() => document.body.dataset.solveMs, null, { timeout: 60_000 });
+    // The heading says what happens, not "You are in the queue" (not yet).
     assert.equal(checking, "Checking your browser…");
     const solveMs = Number(await page.evaluate(() => document.body.dataset.solveMs));
     assert.ok(workers.some((u) => u.startsWith("blob:")), `a blob: Web Worker solved it, saw ${workers}`);
@@ -208,5 +219,209 @@ test("a visitor waits, is admitted and orders through the gate", { timeout: 170_
   } finally {
     if (browser) await browser.close();
     stop(stack.child);
+  }
+});
+
+// Operator commands (pause, resume) as an operator runs them: the scheduler
+// binary with a config naming the stack's Redis.
+function operator(redisUrl, dir) {
+  const config = join(dir, "operator.toml");
+  writeFileSync(config, `[redis]\nurl = ${JSON.stringify(redisUrl)}\n\n[[queue]]\nid = "main"\n`);
+  return (...args) => execFileSync(schedulerBin, ["--config", config, ...args], { encoding: "utf8", timeout: 15_000 });
+}
+
+// Spies the page cannot tell from the real APIs: notifications shown and
+// permission asked (granted by the context), beeps started, every text the
+// live region took, and the calls to the queue API, with their times.
+function spies() {
+  const log = window.__qg = { asked: 0, shown: [], beeps: 0, said: [], calls: [] };
+  // The page's calls to the queue API, timed where its timers run: a reply
+  // is logged when its headers arrive, before the page reads it.
+  const fetch0 = window.fetch;
+  window.fetch = async (...args) => {
+    const api = /\/queue\/(enter|position)\?/.exec(String(args[0]));
+    if (!api) return fetch0(...args);
+    log.calls.push({ at: Date.now(), path: api[1] });
+    const resp = await fetch0(...args);
+    const reply = { at: Date.now(), reply: true };
+    log.calls.push(reply);
+    resp.clone().json().then((body) => Object.assign(reply, body), () => {});
+    return resp;
+  };
+  const Real = window.Notification;
+  const Spy = function Notification(title, options) {
+    log.shown.push({ title, body: options && options.body });
+    return new Real(title, options);
+  };
+  Object.defineProperty(Spy, "permission", { get: () => Real.permission });
+  Spy.requestPermission = (...args) => { log.asked += 1; return Real.requestPermission(...args); };
+  window.Notification = Spy;
+  const start = OscillatorNode.prototype.start;
+  OscillatorNode.prototype.start = function (...args) { log.beeps += 1; return start.apply(this, args); };
+  document.addEventListener("DOMContentLoaded", () => {
+    const status = document.getElementById("status");
+    new MutationObserver(() => log.said.push([Date.now(), status.textContent]))
+      .observe(status, { childList: true, characterData: true, subtree: true });
+  });
+}
+
+const OPENS_IN = 50;
+const CROWD = 12;
+
+test("drop day: countdown, a drawn place at the opening, then the turn with a notification", { timeout: 170_000 }, async () => {
+  mkdirSync(artifacts, { recursive: true });
+  // Admission at 1/s: the last of 13 is admitted 13 s after the resume.
+  const stack = startStack(["--admit-rate", "1", "--opens-in", String(OPENS_IN), "--exit-after", "160"]);
+  const dir = mkdtempSync(join(tmpdir(), "qg-browser-"));
+  let browser;
+  try {
+    const base = await stack.url;
+    const admin = operator(stack.redis(), dir);
+    browser = await launch();
+    // Visitors who come before the opening hold no place yet: only a draw.
+    const early = await crowd(base, CROWD);
+    const opensAt = early[0].reply.opensAt;
+    for (const { reply } of early) {
+      assert.equal(reply.state, "pre_queue", JSON.stringify(reply));
+      assert.equal(reply.opensAt, opensAt);
+      assert.equal(reply.position, undefined);
+    }
+
+    const context = await browser.newContext();
+    await context.grantPermissions(["notifications"], { origin: base });
+    await context.addInitScript(spies);
+    const page = await context.newPage();
+    const problems = [];
+    page.on("console", (m) => { if (m.type() === "error") problems.push(m.text()); });
+    let challenges = 0;
+    page.on("request", (r) => { if (/\/queue\/challenge/.test(r.url())) challenges += 1; });
+    await page.goto(base + "/queue");
+
+    // The pre-queue: a countdown in the visitor's local time that ticks
+    // every second, the draw explained, the opening in the tab's title.
+    await page.waitForSelector("#countdown:not([hidden])", { timeout: 30_000 });
+    const left = opensAt - Date.now();
+    assert.ok(left > 8_000, `the page reached the pre-queue ${left} ms before the opening: raise OPENS_IN`);
+    const hm = await page.evaluate((t) =>
+      new Intl.DateTimeFormat(undefined, { hour: "numeric", minute: "2-digit" }).format(t), opensAt);
+    const countdown = await page.textContent("#countdown");
+    assert.match(countdown, /^Opens at .+ \(in \d+:\d\d\)$/);
+    assert.ok(countdown.includes(hm), `${countdown} names ${hm}`);
+    await page.waitForFunction((c) => document.querySelector("#countdown").textContent !== c, countdown,
+      { timeout: 3_000 });
+    assert.equal(await page.textContent("#heading"), "The queue opens soon");
+    assert.match(await page.textContent("#note"), /drawn at the opening/);
+    assert.match(await page.textContent("#status"), /opens at .+ less than a minute|opens at .+ in about \d+ min/);
+    const baseTitle = "Demo shop — waiting room";
+    assert.equal(await page.title(), `(opens ${hm}) ${baseTitle}`);
+    // Notifications: offered, but asked for only on a click.
+    assert.equal(await page.textContent("#notify"), "Notify me when it's my turn");
+    assert.equal(await page.evaluate(() => window.__qg.asked), 0, "no permission prompt on load");
+    await page.screenshot({ path: join(artifacts, "browser-prequeue.png") });
+
+    // A refresh keeps the draw: no new check, the same opening.
+    await page.reload();
+    await page.waitForSelector("#countdown:not([hidden])", { timeout: 20_000 });
+    assert.equal(challenges, 1, "one challenge for the first entry only");
+    assert.equal(await page.evaluate(() => window.__qg.asked), 0, "no permission prompt on reload");
+    await page.click("#notify");
+    await page.waitForSelector("#notify", { state: "hidden" });
+    assert.equal(await page.evaluate(() => window.__qg.asked), 1, "asked once, on the click");
+    assert.equal(await page.textContent("#notify-text"), "We will notify you when it is your turn.");
+
+    // The operator pauses admission before the opening, so the places are
+    // drawn but nobody is admitted yet: the test sees every place.
+    assert.match(admin("pause", "main"), /paused/);
+    assert.ok(Date.now() < opensAt - 1_000, "paused before the opening");
+
+    // After the opening: a place, in the title too; no estimate while paused.
+    await page.waitForSelector("#figures:not([hidden])", { timeout: opensAt - Date.now() + 30_000 });
+    const place = await number(page, "#position");
+    assert.ok(place >= 1 && place <= CROWD + 1, `drawn place ${place}`);
+    assert.equal(await page.title(), `(${place}) ${baseTitle}`);
+    assert.ok(await page.isHidden("#eta-at"), "no admission time while paused");
+    await page.screenshot({ path: join(artifacts, "browser-drawn.png") });
+
+    // The draw: every early visitor holds one of the places 1..13, in an
+    // order that is not the order of arrival.
+    const places = await Promise.all(early.map(async ({ cookie }) => {
+      const r = await (await fetch(`${base}/queue/position?queue=main`, { headers: { cookie } })).json();
+      assert.equal(r.state, "waiting", JSON.stringify(r));
+      return r.position;
+    }));
+    assert.deepEqual([...places, place].sort((a, b) => a - b), Array.from({ length: CROWD + 1 }, (_, i) => i + 1));
+    assert.ok(places.some((p, i) => i > 0 && p < places[i - 1]), `drawn, not first come: ${places}`);
+
+    // Since the reload the page polled only when the server said, never
+    // sooner: no poll of its own at the opening (the server spreads those).
+    const calls = await page.evaluate(() => window.__qg.calls);
+    const polls = calls.map((c, i) => [c, i]).filter(([c]) => c.path === "position");
+    assert.ok(polls.length >= 1 && polls.some(([c]) => c.at > opensAt), JSON.stringify(calls));
+    for (const [poll, i] of polls) {
+      const prev = calls.slice(0, i).findLast((c) => c.reply);
+      assert.ok(poll.at - prev.at >= prev.retryAfterMs - 20,
+        `polled ${poll.at - prev.at} ms after a reply that asked for ${prev.retryAfterMs} ms`);
+    }
+    // The countdown ticked every second, but the live region heard of it
+    // at most once a minute.
+    const said = await page.evaluate(() => window.__qg.said.map(([, text]) => text));
+    assert.ok(said.filter((t) => /opens at/.test(t)).length <= 1 + Math.ceil(OPENS_IN / 60), said.join(" | "));
+
+    admin("resume", "main");
+    // The visitor drawn last (a crowd visitor, seen through a page of their
+    // own): the estimate and the local time of admission, then the line
+    // moves.
+    const last = Math.max(...places);
+    const cookie = early[places.indexOf(last)].cookie, cut = cookie.indexOf("=");
+    const other = await browser.newContext();
+    await other.addCookies([{ name: cookie.slice(0, cut), value: cookie.slice(cut + 1), url: base }]);
+    const behind = await other.newPage();
+    await behind.goto(base + "/queue");
+    await behind.waitForSelector("#eta-at:not([hidden])", { timeout: 20_000 });
+    const [title, at] = await behind.evaluate(() => [document.title, document.querySelector("#position").textContent]);
+    // Admission has resumed (1/s): a few may have gone in meanwhile.
+    assert.ok(Number(at) <= last && Number(at) > last - 8, `place ${at}, drawn ${last}`);
+    assert.equal(title, `(${at}) ${baseTitle}`);
+    assert.match(await behind.textContent("#eta-at"), /^You will be admitted at about \d{1,2}:\d\d( [AP]M)?\.$/);
+    assert.match(await behind.textContent("#eta"), /\d+ (s|min)/);
+    await behind.screenshot({ path: join(artifacts, "browser-drawn-eta.png") });
+    await behind.waitForFunction((p) => Number(document.querySelector("#position").textContent) < p, Number(at),
+      { timeout: 30_000, polling: 200 });
+    await other.close();
+
+    // The turn: the title, the notification and the beep, once.
+    await page.waitForSelector('#continue:not([hidden])[aria-disabled="false"]', { timeout: 60_000 });
+    assert.equal(await page.title(), `(your turn) ${baseTitle}`);
+    assert.equal(await page.textContent("#heading"), "It is your turn");
+    const { shown, beeps } = await page.evaluate(() => window.__qg);
+    assert.deepEqual(shown, [{ title: baseTitle, body: "It is your turn! Come back to continue." }]);
+    assert.ok(beeps >= 1, "a beep");
+    await page.screenshot({ path: join(artifacts, "browser-turn.png") });
+
+    // Once the line is empty, a newcomer is admitted on entry (idle
+    // passthrough): the page goes straight to the turn, with no notification.
+    for (let t = Date.now(); ; await new Promise((r) => setTimeout(r, 500))) {
+      const r = await (await fetch(`${base}/queue/position?queue=main`, { headers: { cookie } })).json();
+      if (r.state !== "waiting") break;
+      assert.ok(Date.now() - t < 30_000, `the last drawn visitor still waits: ${JSON.stringify(r)}`);
+    }
+    const late = await browser.newContext();
+    await late.grantPermissions(["notifications"], { origin: base });
+    await late.addInitScript(spies);
+    const newcomer = await late.newPage();
+    await newcomer.goto(base + "/queue");
+    await newcomer.waitForSelector('#continue:not([hidden])[aria-disabled="false"]', { timeout: 30_000 });
+    assert.equal(await newcomer.title(), `(your turn) ${baseTitle}`);
+    const lateLog = await newcomer.evaluate(() => window.__qg);
+    assert.deepEqual(lateLog.calls.filter((c) => c.state).map((c) => c.state), ["admitted"]);
+    assert.deepEqual(lateLog.shown, []);
+    await late.close();
+    assert.deepEqual(problems.filter((p) => /Content Security Policy/.test(p)), [], "no CSP violations");
+  } catch (e) {
+    throw new Error(`${e.message}\n--- stack log ---\n${stack.log().slice(-4000)}`);
+  } finally {
+    if (browser) await browser.close();
+    stop(stack.child);
+    rmSync(dir, { recursive: true, force: true });
   }
 });
