@@ -78,7 +78,8 @@ impl PollPolicy {
 
 /// How often a pre-queued visitor polls. Far from the opening they poll
 /// every `poll_max` (to stay alive: a pre-queued visitor who stops polling
-/// is dropped at the draw, like any leaver). Once the opening is within one
+/// is dropped at the draw, like any leaver), but never closer than
+/// `poll_min` before the opening. Once the opening is within one
 /// interval, the next poll is set just after it: `poll_min` after the
 /// opening (the draw's time) plus a random share of `opening_spread`, so
 /// the pre-queue's first polls spread over the window instead of landing
@@ -105,7 +106,10 @@ impl PreQueuePolicy {
     pub fn retry_after_ms(&self, opens_at: u64, now: u64, spread: f64) -> u64 {
         let opens_in = opens_at.saturating_sub(now);
         if opens_in > self.poll_max_ms {
-            return self.poll_max_ms;
+            // The next poll stays clear of the opening by `poll_min`, so
+            // network delay cannot carry it onto the opening's millisecond;
+            // that poll is then told a point in the spread window.
+            return (opens_in - self.poll_min_ms).clamp(self.poll_min_ms, self.poll_max_ms);
         }
         let window = self
             .opening_spread_ms
@@ -181,6 +185,8 @@ mod tests {
         };
         let opens = 1_000_000;
         assert_eq!(p.retry_after_ms(opens, opens - 120_000, 0.5), 30_000);
+        // Just over one interval away: the poll lands a poll_min before.
+        assert_eq!(p.retry_after_ms(opens, opens - 30_200, 0.5), 29_200);
         assert_eq!(p.retry_after_ms(opens, opens - 20_000, 0.0), 21_000);
         assert_eq!(p.retry_after_ms(opens, opens - 20_000, 0.999), 30_990);
         // Past the opening (the draw runs): soon, still spread.
