@@ -105,14 +105,7 @@ pub fn add_eval(pipe: &mut redis::Pipeline, inv: &Invocation) {
         .arg(&inv.args);
 }
 
-/// Adds `EVALSHA <sha1> ...`, as the worker and the scheduler send it.
-pub fn add_evalsha(pipe: &mut redis::Pipeline, inv: &Invocation) {
-    pipe.cmd("EVALSHA")
-        .arg(inv.script.sha1())
-        .arg(inv.keys.len())
-        .arg(&inv.keys)
-        .arg(&inv.args);
-}
+pub use queuegate_scheduler::engine::pipe_evalsha as add_evalsha;
 
 /// Zeroes `INFO commandstats`, so the next read covers one phase only.
 pub async fn reset_stats(conn: &mut MultiplexedConnection) -> Result<()> {

@@ -117,12 +117,8 @@ async fn fill(conn: &mut MultiplexedConnection, keys: &QueueKeys, n: usize) -> R
                 token: None,
             }
             .invocation();
-            pipe.cmd("EVALSHA")
-                .arg(inv.script.sha1())
-                .arg(inv.keys.len())
-                .arg(&inv.keys)
-                .arg(&inv.args)
-                .ignore();
+            engine::pipe_evalsha(&mut pipe, &inv);
+            pipe.ignore();
         }
         let () = pipe.query_async(conn).await?;
     }

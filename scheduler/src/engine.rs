@@ -67,6 +67,17 @@ where
     }
 }
 
+/// Adds `inv` to a pipeline as an EVALSHA (the script must be loaded:
+/// run one call with [`run`] first, or SCRIPT LOAD). For bulk fills in
+/// tests, benches and tools.
+pub fn pipe_evalsha(pipe: &mut redis::Pipeline, inv: &Invocation) {
+    pipe.cmd("EVALSHA")
+        .arg(inv.script.sha1())
+        .arg(inv.keys.len())
+        .arg(&inv.keys)
+        .arg(&inv.args);
+}
+
 /// redis-rs value → shared value. Lua replies only produce nil, integers,
 /// bulk/status strings and arrays; the RESP3 kinds map to their nearest.
 pub fn convert(v: redis::Value) -> Value {

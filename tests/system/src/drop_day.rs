@@ -61,13 +61,8 @@ pub async fn enter_pipelined(q: &TestQueue, users: &[UserId]) {
     for chunk in users[1..].chunks(1_000) {
         let mut pipe = redis::pipe();
         for u in chunk {
-            let inv = enter(u).invocation();
-            pipe.cmd("EVALSHA")
-                .arg(inv.script.sha1())
-                .arg(inv.keys.len())
-                .arg(&inv.keys)
-                .arg(&inv.args)
-                .ignore();
+            queuegate_scheduler::engine::pipe_evalsha(&mut pipe, &enter(u).invocation());
+            pipe.ignore();
         }
         let () = pipe.query_async(&mut conn).await.expect("pipelined enters");
     }

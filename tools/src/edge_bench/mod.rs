@@ -234,13 +234,8 @@ impl Rig {
                     queuegate_scheduler::engine::run(&mut self.conn, &enter).await?;
                     continue;
                 }
-                let inv = enter.invocation();
-                pipe.cmd("EVALSHA")
-                    .arg(inv.script.sha1())
-                    .arg(inv.keys.len())
-                    .arg(&inv.keys)
-                    .arg(&inv.args)
-                    .ignore();
+                queuegate_scheduler::engine::pipe_evalsha(&mut pipe, &enter.invocation());
+                pipe.ignore();
             }
             let _: () = pipe.query_async(&mut self.conn).await?;
         }
