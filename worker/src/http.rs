@@ -30,11 +30,13 @@ pub struct Request {
     full: OnceCell<worker::Request>,
 }
 
-/// The method and URL as the runtime spells them, read once.
-#[derive(Debug)]
+/// The method and URL as the runtime spells them, and the `Cookie`
+/// header (every queue route reads it), read in one call.
+#[derive(Debug, Default, PartialEq, Eq)]
 pub struct RequestLine {
     method: String,
     url: String,
+    cookies: String,
 }
 
 impl RequestLine {
@@ -43,19 +45,30 @@ impl RequestLine {
         &self.method
     }
 
-    /// The absolute URL.
-    pub fn url(&self) -> &str {
-        &self.url
+    /// The absolute URL (owned, as `web_sys::Request::url` gives it, so
+    /// the routes read it the same way).
+    pub fn url(&self) -> String {
+        self.url.clone()
+    }
+
+    /// Parses [`js::request_line`]'s `"<METHOD> <url>\n<cookie>"` (an URL
+    /// from the runtime holds no space or line break, a header value no
+    /// line break).
+    fn parse(line: &str) -> RequestLine {
+        let (head, cookies) = line.split_once('\n').unwrap_or((line, ""));
+        let (method, url) = head.split_once(' ').unwrap_or((head, ""));
+        RequestLine {
+            method: method.to_string(),
+            url: url.to_string(),
+            cookies: cookies.to_string(),
+        }
     }
 }
 
 impl Request {
     /// Wraps the runtime's request (reads its method and URL).
     pub fn new(raw: web_sys::Request) -> Request {
-        let line = RequestLine {
-            method: raw.method(),
-            url: raw.url(),
-        };
+        let line = RequestLine::parse(&js::request_line(&raw));
         let path = queuegate_edge::url::path(&line.url).to_string();
         Request {
             raw,
@@ -74,6 +87,11 @@ impl Request {
     /// The path, without the query.
     pub fn path(&self) -> String {
         self.path.clone()
+    }
+
+    /// The `Cookie` header, or empty.
+    pub fn cookies(&self) -> &str {
+        &self.line.cookies
     }
 
     /// The request's headers.
@@ -141,7 +159,9 @@ impl HeaderSink for ReplyHeaders {
     }
 
     fn append_header(&self, name: &str, value: &str) -> Result<(), EdgeError> {
-        self.0.borrow_mut().push((name.to_string(), value.to_string()));
+        self.0
+            .borrow_mut()
+            .push((name.to_string(), value.to_string()));
         Ok(())
     }
 }
@@ -284,11 +304,16 @@ pub fn error_response(e: &EdgeError) -> worker::Result<Response> {
     build().map_err(|inner| worker::Error::RustError(inner.to_string()))
 }
 
-/// The reply's JS side: the runtime's `Response` made in one call.
+/// The JS side: what a route reads of a request, and the runtime's
+/// `Response`, each in one call.
 mod js {
     use worker::{wasm_bindgen, web_sys};
 
     #[wasm_bindgen::prelude::wasm_bindgen(inline_js = r#"
+export function request_line(req) {
+  return req.method + " " + req.url + "\n" + (req.headers.get("cookie") ?? "");
+}
+
 export function reply(status, body, head) {
   const headers = new Headers();
   if (head.length > 0) {
@@ -299,6 +324,9 @@ export function reply(status, body, head) {
 }
 "#)]
     extern "C" {
+        /// `"<METHOD> <url>\n<Cookie header>"` of a request.
+        pub fn request_line(req: &web_sys::Request) -> String;
+
         /// `new Response(body, {status, headers})`; `head` is the headers'
         /// names and values, one a line, alternating.
         #[wasm_bindgen(catch)]
@@ -307,5 +335,44 @@ export function reply(status, body, head) {
             body: &str,
             head: &str,
         ) -> Result<web_sys::Response, wasm_bindgen::JsValue>;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_request_line_splits_into_method_url_and_cookies() {
+        let line = RequestLine::parse("GET http://h/queue/position?queue=a\nqg_visitor=x.y; b=c d");
+        assert_eq!(line.method(), "GET");
+        assert_eq!(line.url(), "http://h/queue/position?queue=a");
+        assert_eq!(line.cookies, "qg_visitor=x.y; b=c d");
+        let bare = RequestLine::parse("QUERY http://h/\n");
+        assert_eq!(
+            (bare.method(), bare.url.as_str(), bare.cookies.as_str()),
+            ("QUERY", "http://h/", "")
+        );
+    }
+
+    #[test]
+    fn reply_headers_set_replaces_and_append_adds() {
+        let resp = json(200, &serde_json::json!({"a": 1})).unwrap();
+        set(resp.headers(), "Cache-Control", "max-age=1").unwrap();
+        append(resp.headers(), "set-cookie", "a=1").unwrap();
+        append(resp.headers(), "set-cookie", "b=2").unwrap();
+        let list = resp.headers().0.borrow().clone();
+        assert_eq!(
+            list,
+            [
+                (
+                    "content-type".to_string(),
+                    "application/json; charset=utf-8".to_string()
+                ),
+                ("Cache-Control".into(), "max-age=1".into()),
+                ("set-cookie".into(), "a=1".into()),
+                ("set-cookie".into(), "b=2".into()),
+            ]
+        );
     }
 }

@@ -40,11 +40,7 @@ static APP: OnceLock<Result<app::App, error::EdgeError>> = OnceLock::new();
 /// own response: workers-rs' `Request` and `Response` are built only where a
 /// route needs them (see [`http`]).
 #[event(fetch)]
-async fn fetch(
-    req: web_sys::Request,
-    env: Env,
-    ctx: Context,
-) -> worker::Result<web_sys::Response> {
+async fn fetch(req: web_sys::Request, env: Env, ctx: Context) -> worker::Result<web_sys::Response> {
     let req = http::Request::new(req);
     let result = match APP.get_or_init(|| app::App::from_env(&env)) {
         Ok(app) => app.handle(req, &ctx).await,

@@ -245,7 +245,10 @@ mod tests {
 
     #[test]
     fn the_js_reply_splits_into_status_and_body() {
-        assert_eq!(split_reply("200 {\"result\":1}"), Ok((200, "{\"result\":1}")));
+        assert_eq!(
+            split_reply("200 {\"result\":1}"),
+            Ok((200, "{\"result\":1}"))
+        );
         assert_eq!(split_reply("502 "), Ok((502, "")));
         assert!(matches!(split_reply("oops"), Err(RestError::Protocol(_))));
     }

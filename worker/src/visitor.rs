@@ -37,7 +37,7 @@ impl Presented {
     pub fn from_request(mode: &IdentityMode, req: &Request) -> Presented {
         let header = |name: &str| req.headers().get(name).ok().flatten();
         Presented {
-            cookies: header("cookie").unwrap_or_default(),
+            cookies: req.cookies().to_string(),
             bearer: match mode {
                 IdentityMode::Jwt { .. } => header("authorization")
                     .and_then(|h| h.strip_prefix("Bearer ").map(str::to_string)),

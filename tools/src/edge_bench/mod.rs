@@ -351,8 +351,18 @@ pub async fn measure(
     let worker_pid = rig.worker.pid().context("workerd (worker) has exited")?;
     let floor_pid = rig.floor.pid().context("workerd (floor) has exited")?;
     let mut sides = vec![
-        (Side::Worker, "worker (wasm)".to_string(), rig.worker.url(), worker_pid),
-        (Side::Floor, "floor (JS)".to_string(), rig.floor.url(), floor_pid),
+        (
+            Side::Worker,
+            "worker (wasm)".to_string(),
+            rig.worker.url(),
+            worker_pid,
+        ),
+        (
+            Side::Floor,
+            "floor (JS)".to_string(),
+            rig.floor.url(),
+            floor_pid,
+        ),
     ];
     for (n, (dir, w)) in rig.variants.iter().enumerate() {
         let pid = w.pid().context("workerd (variant) has exited")?;
