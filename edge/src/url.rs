@@ -9,6 +9,12 @@ pub fn path_and_query(url: &str) -> &str {
     rest.split('#').next().unwrap_or(rest)
 }
 
+/// The path of an absolute URL, without the query.
+pub fn path(url: &str) -> &str {
+    let rest = path_and_query(url);
+    rest.split('?').next().unwrap_or(rest)
+}
+
 /// The raw value of query parameter `name`, if present (first one wins).
 pub fn query_param<'a>(url: &'a str, name: &str) -> Option<&'a str> {
     let query = path_and_query(url).split_once('?')?.1;
@@ -30,6 +36,9 @@ mod tests {
         assert_eq!(query_param(u, "x"), Some("1"));
         assert_eq!(query_param(u, "y"), None);
         assert_eq!(path_and_query("http://127.0.0.1:8787"), "/");
+        assert_eq!(path(u), "/orders/7");
+        assert_eq!(path("http://127.0.0.1:8787"), "/");
+        assert_eq!(path("http://h/queue/position?queue=a?b"), "/queue/position");
         assert_eq!(query_param("http://h/p?queue", "queue"), Some(""));
     }
 }

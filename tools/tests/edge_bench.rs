@@ -19,6 +19,7 @@ async fn worker_and_floor_answer_every_route_under_workerd() {
         warmup: Duration::from_millis(200),
         orders: 3_000,
         routes: vec![Route::Position, Route::Enter, Route::Order],
+        variants: Vec::new(),
     };
     let mut rig = Rig::start().await.expect("the rig starts");
     let http = reqwest::Client::new();

@@ -13,12 +13,12 @@ use queuegate_shared::policy::retry_after_header_seconds;
 use queuegate_shared::state::{StateReply, UserState};
 use queuegate_shared::token::EntryToken;
 use queuegate_shared::{QueueId, QueueKeys, Settings, UserId};
-use worker::{Context, Date, Env, Request, Response};
+use worker::{Context, Date, Env};
 
 use crate::config::{EdgeConfig, QueueChoiceError};
 use crate::error::EdgeError;
 use crate::guard;
-use crate::http::{self, js_err};
+use crate::http::{self, js_err, Request, Response};
 use crate::origin;
 use crate::rest::RestClient;
 use crate::routes::{self, Handler, Target};
@@ -365,7 +365,10 @@ impl App {
         passed: Option<(&QueueId, &UserId)>,
     ) -> Result<Response, EdgeError> {
         let config = &self.config;
-        origin::forward(config.origin.as_deref(), &config.origin_secret, req, passed).await
+        let req = req.into_worker();
+        origin::forward(config.origin.as_deref(), &config.origin_secret, req, passed)
+            .await
+            .map(Response::from)
     }
 }
 

@@ -1,31 +1,279 @@
-//! Small pieces of HTTP shared by the routes: JSON replies, headers, and
-//! the error reply. With `app`, `origin`, `visitor` and `rest`, the only
-//! modules that touch JS-backed types.
+//! Small pieces of HTTP shared by the routes: the incoming request, replies
+//! built in Rust and handed to the runtime in one call, and the error reply.
+//! With `app`, `origin`, `visitor` and `rest`, the only modules that touch
+//! JS-backed types.
+//!
+//! Every value that crosses between wasm and JS costs glue, and that glue
+//! was a third of the worker's CPU per request (BENCHMARKS.md, "The worker
+//! under workerd"). So a request reads from the runtime only what routing
+//! and identity need, and a reply we build is a Rust value until it is
+//! handed over whole.
+
+use std::cell::{OnceCell, RefCell};
+use std::ops::{Deref, DerefMut};
 
 use queuegate_edge::cookie::{clear_cookie, VISITOR_COOKIE};
-use worker::{Headers, Response};
+use worker::{web_sys, Headers, Method};
 
 use crate::error::EdgeError;
 
-/// A JSON reply with `Cache-Control: no-store` (queue state is personal).
-pub fn json(status: u16, body: &serde_json::Value) -> Result<Response, EdgeError> {
-    let headers = Headers::new();
-    set(&headers, "content-type", "application/json; charset=utf-8")?;
-    set(&headers, "cache-control", "no-store")?;
-    Ok(Response::from_bytes(body.to_string().into_bytes())
-        .map_err(js_err)?
-        .with_status(status)
-        .with_headers(headers))
+/// The incoming request. Its method, path and headers are read from the
+/// runtime on demand; workers-rs' own `Request` (which also reads `cf`, a
+/// getter that builds an object per request) is built only for the routes
+/// that use it (a body, forwarding), through `Deref`.
+#[derive(Debug)]
+pub struct Request {
+    raw: web_sys::Request,
+    line: RequestLine,
+    path: String,
+    headers: OnceCell<Headers>,
+    full: OnceCell<worker::Request>,
 }
 
-/// Sets a header on a reply we built.
-pub fn set(headers: &Headers, name: &str, value: &str) -> Result<(), EdgeError> {
-    headers.set(name, value).map_err(js_err)
+/// The method and URL as the runtime spells them, and the `Cookie`
+/// header (every queue route reads it), read in one call.
+#[derive(Debug, Default, PartialEq, Eq)]
+pub struct RequestLine {
+    method: String,
+    url: String,
+    cookies: String,
+}
+
+impl RequestLine {
+    /// The method, as sent (`QUERY` stays `QUERY`).
+    pub fn method(&self) -> &str {
+        &self.method
+    }
+
+    /// The absolute URL (owned, as `web_sys::Request::url` gives it, so
+    /// the routes read it the same way).
+    pub fn url(&self) -> String {
+        self.url.clone()
+    }
+
+    /// Parses [`js::request_line`]'s `"<METHOD> <url>\n<cookie>"` (an URL
+    /// from the runtime holds no space or line break, a header value no
+    /// line break).
+    fn parse(line: &str) -> RequestLine {
+        let (head, cookies) = line.split_once('\n').unwrap_or((line, ""));
+        let (method, url) = head.split_once(' ').unwrap_or((head, ""));
+        RequestLine {
+            method: method.to_string(),
+            url: url.to_string(),
+            cookies: cookies.to_string(),
+        }
+    }
+}
+
+impl Request {
+    /// Wraps the runtime's request (reads its method and URL).
+    pub fn new(raw: web_sys::Request) -> Request {
+        let line = RequestLine::parse(&js::request_line(&raw));
+        let path = queuegate_edge::url::path(&line.url).to_string();
+        Request {
+            raw,
+            line,
+            path,
+            headers: OnceCell::new(),
+            full: OnceCell::new(),
+        }
+    }
+
+    /// The method as workers-rs reads it (an unknown one reads as GET).
+    pub fn method(&self) -> Method {
+        Method::from(self.line.method.clone())
+    }
+
+    /// The path, without the query.
+    pub fn path(&self) -> String {
+        self.path.clone()
+    }
+
+    /// The `Cookie` header, or empty.
+    pub fn cookies(&self) -> &str {
+        &self.line.cookies
+    }
+
+    /// The request's headers.
+    pub fn headers(&self) -> &Headers {
+        self.headers.get_or_init(|| Headers(self.raw.headers()))
+    }
+
+    /// The method and URL as the runtime gave them (where workers-rs'
+    /// `inner()` would ask the runtime again each time).
+    pub fn inner(&self) -> &RequestLine {
+        &self.line
+    }
+
+    /// workers-rs' request, for the code that takes one.
+    pub fn into_worker(self) -> worker::Request {
+        let Request { raw, full, .. } = self;
+        full.into_inner()
+            .unwrap_or_else(|| worker::Request::from(raw))
+    }
+
+    fn full(&self) -> &worker::Request {
+        // `Clone::clone`: another handle on the same JS object (the
+        // runtime's `Request.clone()`, which shadows it, would tee the body).
+        let raw = || Clone::clone(&self.raw);
+        self.full.get_or_init(|| worker::Request::from(raw()))
+    }
+}
+
+impl Deref for Request {
+    type Target = worker::Request;
+
+    fn deref(&self) -> &worker::Request {
+        self.full()
+    }
+}
+
+impl DerefMut for Request {
+    fn deref_mut(&mut self) -> &mut worker::Request {
+        self.full();
+        // `full()` has just filled the cell.
+        self.full.get_mut().expect("the request was just built")
+    }
+}
+
+/// Header names and values of a reply we build, kept in Rust until the
+/// reply is handed over.
+#[derive(Debug, Default)]
+pub struct ReplyHeaders(RefCell<Vec<(String, String)>>);
+
+/// Something headers can be set on: a reply we build, or a runtime
+/// `Headers` (an outbound request's).
+pub trait HeaderSink {
+    /// Replaces every value of `name`.
+    fn set_header(&self, name: &str, value: &str) -> Result<(), EdgeError>;
+    /// Adds a value of `name`.
+    fn append_header(&self, name: &str, value: &str) -> Result<(), EdgeError>;
+}
+
+impl HeaderSink for ReplyHeaders {
+    fn set_header(&self, name: &str, value: &str) -> Result<(), EdgeError> {
+        let mut list = self.0.borrow_mut();
+        list.retain(|(n, _)| !n.eq_ignore_ascii_case(name));
+        list.push((name.to_string(), value.to_string()));
+        Ok(())
+    }
+
+    fn append_header(&self, name: &str, value: &str) -> Result<(), EdgeError> {
+        self.0
+            .borrow_mut()
+            .push((name.to_string(), value.to_string()));
+        Ok(())
+    }
+}
+
+impl HeaderSink for Headers {
+    fn set_header(&self, name: &str, value: &str) -> Result<(), EdgeError> {
+        self.set(name, value).map_err(js_err)
+    }
+
+    fn append_header(&self, name: &str, value: &str) -> Result<(), EdgeError> {
+        self.append(name, value).map_err(js_err)
+    }
+}
+
+/// A reply: one we build (status, headers, text), or one the runtime gave
+/// us (the origin's).
+#[derive(Debug)]
+pub struct Response {
+    status: u16,
+    headers: ReplyHeaders,
+    body: Body,
+}
+
+#[derive(Debug)]
+enum Body {
+    Text(String),
+    Runtime(worker::Response),
+}
+
+impl Response {
+    /// A reply with a text body and its content type.
+    pub fn text(status: u16, content_type: &str, body: String) -> Response {
+        let headers = ReplyHeaders::default();
+        headers
+            .0
+            .borrow_mut()
+            .push(("content-type".into(), content_type.into()));
+        Response {
+            status,
+            headers,
+            body: Body::Text(body),
+        }
+    }
+
+    /// A 200 HTML page (the signature of workers-rs' `Response::from_html`;
+    /// it cannot fail).
+    pub fn from_html(html: String) -> worker::Result<Response> {
+        Ok(Response::text(200, "text/html; charset=utf-8", html))
+    }
+
+    /// The status code.
+    pub fn status_code(&self) -> u16 {
+        self.status
+    }
+
+    /// The headers to send (for a runtime reply: added to its own).
+    pub fn headers(&self) -> &ReplyHeaders {
+        &self.headers
+    }
+
+    /// The runtime's `Response`: a reply we built in one call into JS.
+    pub fn into_runtime(self) -> Result<web_sys::Response, EdgeError> {
+        let headers = self.headers.0.into_inner();
+        match self.body {
+            Body::Text(text) => {
+                let mut head = String::new();
+                for (i, (name, value)) in headers.iter().enumerate() {
+                    if i > 0 {
+                        head.push('\n');
+                    }
+                    head.push_str(name);
+                    head.push('\n');
+                    head.push_str(value);
+                }
+                js::reply(self.status, &text, &head)
+                    .map_err(|_| EdgeError::Internal("the runtime refused a reply".into()))
+            }
+            Body::Runtime(resp) => {
+                for (name, value) in &headers {
+                    resp.headers().append_header(name, value)?;
+                }
+                Ok(resp.into())
+            }
+        }
+    }
+}
+
+impl From<worker::Response> for Response {
+    fn from(resp: worker::Response) -> Response {
+        Response {
+            status: resp.status_code(),
+            headers: ReplyHeaders::default(),
+            body: Body::Runtime(resp),
+        }
+    }
+}
+
+/// A JSON reply with `Cache-Control: no-store` (queue state is personal).
+pub fn json(status: u16, body: &serde_json::Value) -> Result<Response, EdgeError> {
+    let resp = Response::text(status, "application/json; charset=utf-8", body.to_string());
+    resp.headers.set_header("cache-control", "no-store")?;
+    Ok(resp)
+}
+
+/// Sets a header (on a reply we build or an outbound request's headers).
+pub fn set(headers: &impl HeaderSink, name: &str, value: &str) -> Result<(), EdgeError> {
+    headers.set_header(name, value)
 }
 
 /// Adds a header (Set-Cookie may repeat).
-pub fn append(headers: &Headers, name: &str, value: &str) -> Result<(), EdgeError> {
-    headers.append(name, value).map_err(js_err)
+pub fn append(headers: &impl HeaderSink, name: &str, value: &str) -> Result<(), EdgeError> {
+    headers.append_header(name, value)
 }
 
 /// Turns a JS-side failure into an internal error.
@@ -54,4 +302,77 @@ pub fn error_response(e: &EdgeError) -> worker::Result<Response> {
         Ok(resp)
     };
     build().map_err(|inner| worker::Error::RustError(inner.to_string()))
+}
+
+/// The JS side: what a route reads of a request, and the runtime's
+/// `Response`, each in one call.
+mod js {
+    use worker::{wasm_bindgen, web_sys};
+
+    #[wasm_bindgen::prelude::wasm_bindgen(inline_js = r#"
+export function request_line(req) {
+  return req.method + " " + req.url + "\n" + (req.headers.get("cookie") ?? "");
+}
+
+export function reply(status, body, head) {
+  const headers = new Headers();
+  if (head.length > 0) {
+    const h = head.split("\n");
+    for (let i = 1; i < h.length; i += 2) headers.append(h[i - 1], h[i]);
+  }
+  return new Response(body, { status, headers });
+}
+"#)]
+    extern "C" {
+        /// `"<METHOD> <url>\n<Cookie header>"` of a request.
+        pub fn request_line(req: &web_sys::Request) -> String;
+
+        /// `new Response(body, {status, headers})`; `head` is the headers'
+        /// names and values, one a line, alternating.
+        #[wasm_bindgen(catch)]
+        pub fn reply(
+            status: u16,
+            body: &str,
+            head: &str,
+        ) -> Result<web_sys::Response, wasm_bindgen::JsValue>;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_request_line_splits_into_method_url_and_cookies() {
+        let line = RequestLine::parse("GET http://h/queue/position?queue=a\nqg_visitor=x.y; b=c d");
+        assert_eq!(line.method(), "GET");
+        assert_eq!(line.url(), "http://h/queue/position?queue=a");
+        assert_eq!(line.cookies, "qg_visitor=x.y; b=c d");
+        let bare = RequestLine::parse("QUERY http://h/\n");
+        assert_eq!(
+            (bare.method(), bare.url.as_str(), bare.cookies.as_str()),
+            ("QUERY", "http://h/", "")
+        );
+    }
+
+    #[test]
+    fn reply_headers_set_replaces_and_append_adds() {
+        let resp = json(200, &serde_json::json!({"a": 1})).unwrap();
+        set(resp.headers(), "Cache-Control", "max-age=1").unwrap();
+        append(resp.headers(), "set-cookie", "a=1").unwrap();
+        append(resp.headers(), "set-cookie", "b=2").unwrap();
+        let list = resp.headers().0.borrow().clone();
+        assert_eq!(
+            list,
+            [
+                (
+                    "content-type".to_string(),
+                    "application/json; charset=utf-8".to_string()
+                ),
+                ("Cache-Control".into(), "max-age=1".into()),
+                ("set-cookie".into(), "a=1".into()),
+                ("set-cookie".into(), "b=2".into()),
+            ]
+        );
+    }
 }

@@ -27,7 +27,7 @@ pub mod visitor;
 
 use std::sync::OnceLock;
 
-use worker::{event, Context, Env, Request, Response};
+use worker::{event, web_sys, Context, Env};
 
 /// The app of this isolate. Vars and secrets cannot change during an
 /// isolate's life (a deploy or a secret change starts new isolates), so they
@@ -36,14 +36,20 @@ use worker::{event, Context, Env, Request, Response};
 /// same 500 `misconfigured` reply (logged each time) as before.
 static APP: OnceLock<Result<app::App, error::EdgeError>> = OnceLock::new();
 
+/// The entry. It takes the runtime's own request and answers the runtime's
+/// own response: workers-rs' `Request` and `Response` are built only where a
+/// route needs them (see [`http`]).
 #[event(fetch)]
-async fn fetch(req: Request, env: Env, ctx: Context) -> worker::Result<Response> {
+async fn fetch(req: web_sys::Request, env: Env, ctx: Context) -> worker::Result<web_sys::Response> {
+    let req = http::Request::new(req);
     let result = match APP.get_or_init(|| app::App::from_env(&env)) {
         Ok(app) => app.handle(req, &ctx).await,
         Err(e) => Err(e.clone()),
     };
-    match result {
-        Ok(resp) => Ok(resp),
-        Err(e) => http::error_response(&e),
-    }
+    let resp = match result {
+        Ok(resp) => resp,
+        Err(e) => http::error_response(&e)?,
+    };
+    resp.into_runtime()
+        .map_err(|e| worker::Error::RustError(e.to_string()))
 }

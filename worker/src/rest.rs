@@ -148,57 +148,74 @@ impl RestClient {
         }
     }
 
-    /// One POST through the runtime's own `fetch`, read with the runtime's
-    /// `Response.text()` (one call into JS, where workers-rs' `text()` pulls
-    /// the body through a Rust stream reader chunk by chunk). The deadline
-    /// is an `AbortSignal.timeout`: at the deadline the runtime aborts the
+    /// One POST through the runtime's own `fetch`, in one call into JS
+    /// ([`js::rest_post`]): the request, its headers and its deadline are
+    /// built there, the reply read with the runtime's `Response.text()`, and
+    /// the Rust future is woken once, not once per promise. The deadline is
+    /// an `AbortSignal.timeout`: at the deadline the runtime aborts the
     /// subrequest itself, connection and body, instead of a Rust timer that
     /// only stops waiting and leaves the fetch running.
     async fn post(&self, body: &str) -> Result<Value, RestError> {
-        use worker::wasm_bindgen::{JsCast, JsValue};
         use worker::wasm_bindgen_futures::JsFuture;
-        use worker::{js_sys, web_sys};
 
-        fn protocol(what: &'static str) -> impl Fn(JsValue) -> RestError {
-            move |_| RestError::Protocol(format!("{what} failed"))
-        }
-        let headers = web_sys::Headers::new().map_err(protocol("new Headers"))?;
-        headers
-            .set("authorization", &self.authorization)
-            .map_err(protocol("header"))?;
-        headers
-            .set("content-type", "application/json")
-            .map_err(protocol("header"))?;
-        let signal = web_sys::AbortSignal::timeout_with_u32(self.timeout_ms);
-        let init = web_sys::RequestInit::new();
-        init.set_method("POST");
-        init.set_headers(&headers);
-        init.set_body(&JsValue::from_str(body));
-        init.set_signal(Some(&signal));
-        let unreachable = |e: JsValue| {
-            if signal.aborted() {
-                RestError::Unreachable(format!("no answer within {} ms", self.timeout_ms))
-            } else {
-                RestError::Unreachable(
-                    js_sys::Error::from(e)
-                        .message()
-                        .as_string()
-                        .unwrap_or_else(|| "fetch failed".into()),
-                )
-            }
-        };
-        let global: web_sys::WorkerGlobalScope = js_sys::global().unchecked_into();
-        let resp: web_sys::Response =
-            JsFuture::from(global.fetch_with_str_and_init(&self.url, &init))
-                .await
-                .map_err(unreachable)?
-                .unchecked_into();
-        let text = JsFuture::from(resp.text().map_err(protocol("Response.text"))?)
-            .await
-            .map_err(unreachable)?
-            .as_string()
-            .ok_or_else(|| RestError::Protocol("body is not text".into()))?;
-        parse_reply(resp.status(), &text)
+        let reply = JsFuture::from(js::rest_post(
+            &self.url,
+            &self.authorization,
+            body,
+            self.timeout_ms,
+        ))
+        .await
+        .map_err(|e| match e.as_string().filter(|why| !why.is_empty()) {
+            Some(why) => RestError::Unreachable(why),
+            None => RestError::Unreachable(format!("no answer within {} ms", self.timeout_ms)),
+        })?
+        .as_string()
+        .ok_or_else(|| RestError::Protocol("reply is not text".into()))?;
+        let (status, text) = split_reply(&reply)?;
+        parse_reply(status, text)
+    }
+}
+
+/// Splits [`js::rest_post`]'s `"<status> <body>"`.
+fn split_reply(reply: &str) -> Result<(u16, &str), RestError> {
+    reply
+        .split_once(' ')
+        .and_then(|(status, text)| Some((status.parse().ok()?, text)))
+        .ok_or_else(|| RestError::Protocol("reply has no status".into()))
+}
+
+/// The REST call's JS side. Each value crossing between wasm and JS costs
+/// glue (a string copied, a handle kept), and that glue was a third of the
+/// worker's CPU per request (BENCHMARKS.md, "The worker under workerd"):
+/// here the whole subrequest is one crossing each way.
+mod js {
+    use worker::{js_sys, wasm_bindgen};
+
+    #[wasm_bindgen::prelude::wasm_bindgen(inline_js = r#"
+export function rest_post(url, authorization, body, timeoutMs) {
+  const signal = AbortSignal.timeout(timeoutMs);
+  const init = {
+    method: "POST",
+    headers: { authorization, "content-type": "application/json" },
+    body,
+    signal,
+  };
+  return fetch(url, init).then(
+    (r) => r.text().then((text) => r.status + " " + text),
+  ).catch((e) => {
+    throw signal.aborted ? "" : String((e && e.message) || "fetch failed");
+  });
+}
+"#)]
+    extern "C" {
+        /// POSTs `body` to `url`; resolves to `"<status> <body>"`, rejects
+        /// with the error's message, or an empty string at the deadline.
+        pub fn rest_post(
+            url: &str,
+            authorization: &str,
+            body: &str,
+            timeout_ms: u32,
+        ) -> js_sys::Promise;
     }
 }
 
@@ -224,6 +241,16 @@ mod tests {
         assert_eq!(arr[2], inv.keys.len().to_string());
         assert_eq!(arr.len(), 3 + inv.keys.len() + inv.args.len());
         assert_eq!(eval_body(&inv)[1], inv.script.source());
+    }
+
+    #[test]
+    fn the_js_reply_splits_into_status_and_body() {
+        assert_eq!(
+            split_reply("200 {\"result\":1}"),
+            Ok((200, "{\"result\":1}"))
+        );
+        assert_eq!(split_reply("502 "), Ok((502, "")));
+        assert!(matches!(split_reply("oops"), Err(RestError::Protocol(_))));
     }
 
     #[test]

@@ -4,10 +4,11 @@
 use queuegate_edge::cookie::{cookie, set_cookie, VISITOR_COOKIE};
 use queuegate_edge::identity;
 use queuegate_shared::UserId;
-use worker::{Date, Request};
+use worker::Date;
 
 use crate::config::IdentityMode;
 use crate::error::EdgeError;
+use crate::http::Request;
 
 /// Lifetime of the visitor cookie: a day covers any sale.
 const VISITOR_COOKIE_MAX_AGE_S: u64 = 86_400;
@@ -31,13 +32,17 @@ pub struct Presented {
 }
 
 impl Presented {
-    /// Reads the `Cookie` and `Authorization` headers.
-    pub fn from_request(req: &Request) -> Presented {
+    /// Reads the `Cookie` header, and `Authorization` when `mode` looks at
+    /// it (JWT mode): each header read is a call into the runtime.
+    pub fn from_request(mode: &IdentityMode, req: &Request) -> Presented {
         let header = |name: &str| req.headers().get(name).ok().flatten();
         Presented {
-            cookies: header("cookie").unwrap_or_default(),
-            bearer: header("authorization")
-                .and_then(|h| h.strip_prefix("Bearer ").map(str::to_string)),
+            cookies: req.cookies().to_string(),
+            bearer: match mode {
+                IdentityMode::Jwt { .. } => header("authorization")
+                    .and_then(|h| h.strip_prefix("Bearer ").map(str::to_string)),
+                IdentityMode::Anonymous { .. } => None,
+            },
         }
     }
 }
@@ -49,11 +54,15 @@ pub fn identify(
     req: &Request,
     mint: bool,
 ) -> Result<Visitor, EdgeError> {
-    let now_s = Date::now().as_millis() as f64 / 1_000.0;
+    // Only a JWT's `exp`/`nbf` need the clock (a call into the runtime).
+    let now_s = match mode {
+        IdentityMode::Jwt { .. } => Date::now().as_millis() as f64 / 1_000.0,
+        IdentityMode::Anonymous { .. } => 0.0,
+    };
     check(
         mode,
         cookie_secure,
-        &Presented::from_request(req),
+        &Presented::from_request(mode, req),
         now_s,
         mint,
     )

@@ -31,6 +31,9 @@ pub fn workerd_bin() -> PathBuf {
 pub enum Script {
     /// The built worker: `worker/build/index.js` and its wasm.
     Built,
+    /// Another build of the worker: a directory holding a copy of
+    /// `index.js` and `index_bg.wasm` (the edge bench compares builds).
+    BuiltIn(PathBuf),
     /// One plain-JS ES module (its source).
     Js(String),
 }
@@ -58,8 +61,11 @@ impl Workerd {
             .tempdir()
             .expect("temp dir for workerd");
         let modules = match script {
-            Script::Built => {
-                let build = repo_root().join("worker/build");
+            Script::Built | Script::BuiltIn(_) => {
+                let build = match script {
+                    Script::BuiltIn(dir) => dir.clone(),
+                    _ => repo_root().join("worker/build"),
+                };
                 for f in ["index.js", "index_bg.wasm"] {
                     assert!(
                         build.join(f).exists(),

@@ -54,9 +54,14 @@ impl WranglerBuilder {
     /// The same vars and secrets served by the `workerd` binary directly,
     /// without wrangler's Node process and proxy (for measurements).
     pub fn start_workerd(self) -> crate::workerd::Workerd {
+        self.start_workerd_from(crate::workerd::Script::Built)
+    }
+
+    /// [`Self::start_workerd`] serving `script` (another build of the worker).
+    pub fn start_workerd_from(self, script: crate::workerd::Script) -> crate::workerd::Workerd {
         let mut bindings = self.vars;
         bindings.extend(self.secrets);
-        crate::workerd::Workerd::start(&crate::workerd::Script::Built, &bindings, "/queue/health")
+        crate::workerd::Workerd::start(&script, &bindings, "/queue/health")
     }
 
     /// Starts `wrangler dev` on the prebuilt wasm and waits until

@@ -34,6 +34,11 @@ struct Args {
     /// Routes, comma-separated: position, enter, order.
     #[arg(long, default_value = "position,enter,order", value_delimiter = ',')]
     routes: Vec<String>,
+    /// Another build of the worker to measure beside it, in the same
+    /// alternation: a directory holding a copy of `worker/build/index.js`
+    /// and `index_bg.wasm`. Repeat to compare several changes in one run.
+    #[arg(long = "variant", value_name = "DIR")]
+    variants: Vec<std::path::PathBuf>,
 }
 
 #[tokio::main]
@@ -56,15 +61,16 @@ async fn main() -> anyhow::Result<()> {
         rounds: args.rounds,
         orders: args.orders,
         routes,
+        variants: args.variants,
         ..Options::default()
     };
-    let mut rig = Rig::start().await?;
+    let mut rig = Rig::start_with(&opts.variants).await?;
     let http = reqwest::Client::builder()
         .pool_max_idle_per_host(opts.concurrency)
         .build()?;
     let figures = edge_bench::measure(&mut rig, &http, &opts).await?;
     println!(
-        "{} waiting, {} concurrent, {} × {} s per side and route, worker and floor alternating; entry challenge off, address budget 0\n",
+        "{} waiting, {} concurrent, {} × {} s per side and route, worker, floor and variants alternating; entry challenge off, address budget 0\n",
         opts.waiting, opts.concurrency, opts.rounds, args.window_secs
     );
     print!("{}", edge_bench::table(&figures));

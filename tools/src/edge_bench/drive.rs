@@ -38,6 +38,16 @@ pub enum Side {
     Worker,
     /// The plain-JS floor (same I/O, no checks).
     Floor,
+    /// Another build of the worker (`--variant DIR`), checked like the
+    /// worker: the n-th directory given.
+    Variant(usize),
+}
+
+impl Side {
+    /// The worker or one of its other builds (not the floor).
+    pub fn is_worker(self) -> bool {
+        !matches!(self, Side::Floor)
+    }
 }
 
 /// What the loops send: waiting visitors' cookies, and admitted visitors'
@@ -150,7 +160,7 @@ fn build(
                 .header("cookie", cookie)
         }
         Route::Enter => http.post(format!("{base}/queue/enter")),
-        Route::Order if side == Side::Floor => http.post(format!("{base}/orders")),
+        Route::Order if !side.is_worker() => http.post(format!("{base}/orders")),
         Route::Order => {
             let n = visitors.next_admitted.fetch_add(1, Ordering::Relaxed);
             let (cookie, token) = visitors.admitted.get(n)?;
@@ -178,7 +188,7 @@ async fn check(
                 && serde_json::from_str::<serde_json::Value>(&body)
                     .is_ok_and(|b| b["state"] == "waiting")
         }
-        (Side::Worker, Route::Order) => status == 201,
+        (_, Route::Order) => status == 201,
     };
     if ok {
         Ok(())
@@ -191,9 +201,10 @@ async fn check(
     }
 }
 
-fn side_name(side: Side) -> &'static str {
+fn side_name(side: Side) -> String {
     match side {
-        Side::Worker => "worker",
-        Side::Floor => "floor",
+        Side::Worker => "worker".into(),
+        Side::Floor => "floor".into(),
+        Side::Variant(n) => format!("variant {n}"),
     }
 }

@@ -11,6 +11,7 @@
 pub mod drive;
 
 use std::collections::BTreeMap;
+use std::path::PathBuf;
 use std::sync::atomic::AtomicUsize;
 use std::sync::Arc;
 use std::time::Duration;
@@ -49,6 +50,10 @@ pub struct Options {
     pub orders: usize,
     /// Routes to measure.
     pub routes: Vec<Route>,
+    /// Other builds of the worker served beside it (directories holding
+    /// `index.js` and `index_bg.wasm`), measured in the same alternation:
+    /// compares changes within one run on a noisy machine.
+    pub variants: Vec<PathBuf>,
 }
 
 impl Default for Options {
@@ -62,6 +67,7 @@ impl Default for Options {
             warmup: Duration::from_secs(1),
             orders: 40_000,
             routes: vec![Route::Position, Route::Enter, Route::Order],
+            variants: Vec::new(),
         }
     }
 }
@@ -71,8 +77,10 @@ impl Default for Options {
 pub struct Figures {
     /// The route.
     pub route: Route,
-    /// Worker or floor.
+    /// Worker, floor or variant.
     pub side: Side,
+    /// The side's name in tables (a variant's directory).
+    pub label: String,
     /// Right replies.
     pub ok: u64,
     /// Wrong replies and transport errors.
@@ -112,6 +120,8 @@ pub struct Rig {
     pub worker: Workerd,
     /// The floor under workerd.
     pub floor: Workerd,
+    /// Other builds of the worker under workerd, with their directories.
+    pub variants: Vec<(PathBuf, Workerd)>,
     /// The gateway both call.
     pub gateway: Gateway,
     /// Redis.
@@ -126,6 +136,12 @@ impl Rig {
     /// [`bench_settings`]), the worker with the entry challenge off (the
     /// guard's cost is measured apart: `guard_cost`, `pow_cost`) and the floor.
     pub async fn start() -> anyhow::Result<Rig> {
+        Rig::start_with(&[]).await
+    }
+
+    /// [`Rig::start`] with other builds of the worker beside it (each
+    /// with the worker's vars and secrets).
+    pub async fn start_with(variants: &[PathBuf]) -> anyhow::Result<Rig> {
         let redis = RedisServer::start();
         let gateway = Gateway::builder(&redis.url())
             .env("RUST_LOG", "redis_rest=info")
@@ -148,6 +164,12 @@ impl Rig {
         let worker = Wrangler::local(&gateway, &shop_url)
             .var("ENTRY_CHALLENGE", "off")
             .var("COOKIE_SECURE", "false");
+        let mut started = Vec::new();
+        for dir in variants {
+            let (config, script) = (worker.clone(), Script::BuiltIn(dir.clone()));
+            let w = tokio::task::spawn_blocking(move || config.start_workerd_from(script)).await?;
+            started.push((dir.clone(), w));
+        }
         let worker = tokio::task::spawn_blocking(move || worker.start_workerd()).await?;
         let user = queuegate_shared::UserId::new("floor-visitor")?;
         let floor_body = serde_json::to_string(&rest_body(&Position {
@@ -170,6 +192,7 @@ impl Rig {
         Ok(Rig {
             worker,
             floor,
+            variants: started,
             gateway,
             redis,
             keys,
@@ -326,14 +349,29 @@ pub async fn measure(
     let visitors = rig.visitors(http, opts.waiting, orders).await?;
     let worker_pid = rig.worker.pid().context("workerd (worker) has exited")?;
     let floor_pid = rig.floor.pid().context("workerd (floor) has exited")?;
-    let sides = [
-        (Side::Worker, rig.worker.url(), worker_pid),
-        (Side::Floor, rig.floor.url(), floor_pid),
+    let mut sides = vec![
+        (
+            Side::Worker,
+            "worker (wasm)".to_string(),
+            rig.worker.url(),
+            worker_pid,
+        ),
+        (
+            Side::Floor,
+            "floor (JS)".to_string(),
+            rig.floor.url(),
+            floor_pid,
+        ),
     ];
+    for (n, (dir, w)) in rig.variants.iter().enumerate() {
+        let pid = w.pid().context("workerd (variant) has exited")?;
+        let label = format!("worker @{}", dir.display());
+        sides.push((Side::Variant(n), label, w.url(), pid));
+    }
     let mut out = Vec::new();
     for &route in &opts.routes {
-        let mut windows: [Vec<Window>; 2] = [Vec::new(), Vec::new()];
-        for (side, url, pid) in &sides {
+        let mut windows: Vec<Vec<Window>> = vec![Vec::new(); sides.len()];
+        for (side, _, url, pid) in &sides {
             drive::window(
                 http,
                 url,
@@ -347,7 +385,7 @@ pub async fn measure(
             .await;
         }
         for _ in 0..opts.rounds {
-            for (k, (side, url, pid)) in sides.iter().enumerate() {
+            for (k, (side, _, url, pid)) in sides.iter().enumerate() {
                 let w = drive::window(
                     http,
                     url,
@@ -362,14 +400,14 @@ pub async fn measure(
                 windows[k].push(w);
             }
         }
-        for (k, (side, _, _)) in sides.iter().enumerate() {
-            out.push(figures(route, *side, &windows[k]));
+        for (k, (side, label, _, _)) in sides.iter().enumerate() {
+            out.push(figures(route, *side, label, &windows[k]));
         }
     }
     Ok(out)
 }
 
-fn figures(route: Route, side: Side, windows: &[Window]) -> Figures {
+fn figures(route: Route, side: Side, label: &str, windows: &[Window]) -> Figures {
     let ok: u64 = windows.iter().map(|w| w.ok).sum();
     let wall: f64 = windows.iter().map(|w| w.wall.as_secs_f64()).sum();
     let cpu: f64 = windows.iter().map(|w| w.cpu.as_secs_f64()).sum();
@@ -381,6 +419,7 @@ fn figures(route: Route, side: Side, windows: &[Window]) -> Figures {
     Figures {
         route,
         side,
+        label: label.to_string(),
         ok,
         failed: windows.iter().map(|w| w.failed).sum(),
         first_failure: windows.iter().find_map(|w| w.first_failure.clone()),
@@ -405,10 +444,7 @@ pub fn table(figures: &[Figures]) -> String {
         s.push_str(&format!(
             "| {} | {} | {} | {} | {:.0} | {:.1} | {:.1} | {:.3} | {:.2}× |\n",
             f.route.name(),
-            match f.side {
-                Side::Worker => "worker (wasm)",
-                Side::Floor => "floor (JS)",
-            },
+            f.label,
             f.ok,
             f.failed,
             f.rps,
