@@ -65,7 +65,7 @@ impl DropOptions {
         DropOptions {
             pre_queue: 30,
             later: 4,
-            opens_in: Duration::from_secs(4),
+            opens_in: Duration::from_secs(6),
             arrive_share: 0.5,
             spike: Duration::from_secs(1),
             spreads_ms: vec![2_000],
