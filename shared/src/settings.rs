@@ -87,7 +87,10 @@ pub struct Settings {
     /// obeys retryAfter is taken for a leaver).
     pub opening_spread_ms: u64,
     /// Pre-queued visitors one draw call places (each call is one short
-    /// script; the scheduler runs as many as the draw needs).
+    /// script; the scheduler runs as many as the draw needs). Placing one
+    /// costs Redis ~8 µs of CPU, so the default 250 keeps a call near 2 ms
+    /// (3 ms at worst) at 100,000 pre-queued; 500 took 4–5.5 ms, at the
+    /// 5 ms target (BENCHMARKS.md, "Drop day").
     pub draw_batch: u64,
 }
 
@@ -123,7 +126,7 @@ impl Default for Settings {
             origin_recover_ms: 20_000,
             idle_passthrough: true,
             opening_spread_ms: 10_000,
-            draw_batch: 500,
+            draw_batch: 250,
         }
     }
 }

@@ -2,8 +2,9 @@
 //! the whole stack starts, every visitor path runs (enter, adaptive and
 //! fixed polls, leaving, ordering), the figures come out and the charts are
 //! written. Needs the built worker and `cargo build --bins` (scripts/test
-//! does both); takes about 10 s.
+//! does both); takes about 10 s, and the drop mode about 15 s more.
 
+use queuegate_tools::load::drop_day::{self, DropOptions};
 use queuegate_tools::load::{self, visitor::Outcome, Options};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -44,4 +45,30 @@ async fn a_tiny_crowd_runs_through_the_whole_room() {
             chart.display()
         );
     }
+}
+
+/// Drop mode with a tiny crowd: everyone pre-queued before the opening is
+/// drawn into line, admitted and orders, and the figures come out. About
+/// 15 s.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tiny_drop_is_drawn_admitted_and_reported() {
+    let opts = DropOptions::smoke();
+    let report = drop_day::run(&opts).await.expect("the drop run");
+    let text = report.to_string();
+    let run = &report.runs[0];
+    // A visitor whose proof of work (slow in a debug build) ends after the
+    // opening joins the line instead; the draw places exactly the others.
+    let pre = run.records.iter().filter(|r| r.pre_queued).count() as u64;
+    assert!(pre >= opts.pre_queue / 2, "{text}");
+    assert_eq!(run.drawn, pre, "{text}");
+    assert!(run.placed_ms.is_some_and(|t| t >= run.opens_at), "{text}");
+    assert_eq!(run.count(Outcome::Ordered), run.records.len(), "{text}");
+    assert!(
+        run.all_admitted_s().is_some() && run.rank_correlation().is_some(),
+        "{text}"
+    );
+    assert!(
+        run.poll_rate(0.0, 5.0, 1.0).iter().any(|p| p.1 > 0.0),
+        "{text}"
+    );
 }

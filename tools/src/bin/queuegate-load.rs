@@ -1,11 +1,13 @@
 //! `queuegate-load`: starts the whole room on loopback, sends a flash-sale
 //! crowd through it, measures position throughput, prints the figures and
-//! writes the charts. Bounded in time and count; stops everything it started.
+//! writes the charts; with `--drop`, a crowd pre-queued before a scheduled
+//! opening instead. Bounded in time and count; stops everything it started.
 
 use std::path::PathBuf;
 use std::time::Duration;
 
 use clap::Parser;
+use queuegate_tools::load::drop_day::{self, DropOptions};
 use queuegate_tools::load::{self, Options, ThroughputOptions};
 
 /// Figures for the whole waiting room: round trips per operation, position
@@ -73,6 +75,27 @@ struct Args {
     /// tool end to end.
     #[arg(long)]
     smoke: bool,
+    /// Drop day: the crowd arrives before a scheduled opening and waits in
+    /// the pre-queue; one run per --spreads-ms, each on a fresh stack;
+    /// reports the poll rate after the opening, the draw's timing and the
+    /// admission order against arrival (no throughput run, no charts).
+    #[arg(long)]
+    drop: bool,
+    /// With --drop: seconds from the crowd's start to the opening.
+    #[arg(long, default_value_t = 30)]
+    opens_in: u64,
+    /// With --drop: visitors who arrive before the opening (over its first
+    /// 80 %); the rest of --visitors arrive over --spike-secs after it.
+    /// Default: all of --visitors.
+    #[arg(long)]
+    pre_queue: Option<u64>,
+    /// With --drop: `opening_spread_ms` of each run (the product default,
+    /// then none).
+    #[arg(long, value_delimiter = ',', default_value = "10000,0")]
+    spreads_ms: Vec<u64>,
+    /// With --drop: seconds after the opening whose poll rate is shown.
+    #[arg(long, default_value_t = 20)]
+    after_opening_secs: u64,
 }
 
 impl Args {
@@ -105,6 +128,30 @@ impl Args {
         }
     }
 
+    fn drop_options(&self) -> DropOptions {
+        if self.smoke {
+            return DropOptions::smoke();
+        }
+        let pre_queue = self.pre_queue.unwrap_or(self.visitors);
+        DropOptions {
+            pre_queue,
+            later: self.visitors.saturating_sub(pre_queue),
+            opens_in: Duration::from_secs(self.opens_in),
+            arrive_share: 0.8,
+            spike: Duration::from_secs(self.spike_secs),
+            spreads_ms: self.spreads_ms.clone(),
+            admit_rate: self.admit_rate,
+            max_active: self.max_active,
+            poll_min_ms: self.poll_min_ms,
+            poll_max_ms: self.poll_max_ms,
+            abandon_after_ms: self.abandon_after_ms,
+            token_ttl_ms: self.token_ttl_ms,
+            activation_jitter_ms: self.activation_jitter_ms,
+            after_opening: Duration::from_secs(self.after_opening_secs),
+            deadline: Duration::from_secs(self.deadline_secs),
+        }
+    }
+
     fn charts_dir(&self) -> Option<PathBuf> {
         match (&self.charts, self.no_charts, self.smoke) {
             (_, true, _) => None,
@@ -118,6 +165,11 @@ impl Args {
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     let args = Args::parse();
+    if args.drop {
+        eprintln!("drop day: one stack per spread (redis-server, redis-rest, queuegate-scheduler, demo shop, wrangler dev)…");
+        println!("{}", drop_day::run(&args.drop_options()).await?);
+        return Ok(());
+    }
     let opts = args.options();
     eprintln!("starting the stack (redis-server, redis-rest, queuegate-scheduler, demo shop, wrangler dev)…");
     let report = load::run(&opts).await?;

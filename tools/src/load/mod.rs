@@ -4,6 +4,8 @@
 //!
 //! * [`visitor`] — one simulated visitor and what it saw; [`tally`] counts
 //!   a crowd of them live.
+//! * [`drop_day`] — drop mode: the crowd pre-queued before a scheduled
+//!   opening, the poll rate after it with and without the spread.
 //! * [`sampler`] — the queue seen from Redis while the crowd runs.
 //! * [`counters`] — the gateway's round-trip counters (`GET /_stats`).
 //! * [`throughput`] — position requests/s through the `workerd` binary
@@ -13,6 +15,7 @@
 
 pub mod charts;
 pub mod counters;
+pub mod drop_day;
 pub mod figures;
 pub mod report;
 pub mod sampler;

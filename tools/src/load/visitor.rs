@@ -125,6 +125,8 @@ pub struct Record {
     pub entered_ms: Option<u64>,
     /// Position in the first enter reply (when waiting).
     pub position_at_entry: Option<u64>,
+    /// The first enter reply was `pre_queue` (before a scheduled opening).
+    pub pre_queued: bool,
     /// `etaSeconds` in the first enter reply.
     pub eta_at_entry_s: Option<u64>,
     /// `POST /queue/enter` requests answered.
@@ -186,6 +188,7 @@ pub async fn run(http: &Client, shared: &Shared, start: Instant, plan: Plan) -> 
             leaver: plan.leave_after_polls.is_some(),
             entered_ms: None,
             position_at_entry: None,
+            pre_queued: false,
             eta_at_entry_s: None,
             enters: 0,
             polls: 0,
@@ -276,6 +279,7 @@ impl Visitor<'_> {
         self.record.entered_ms = Some(now_ms());
         self.tally(|t| &t.entered);
         self.record.position_at_entry = reply.body["position"].as_u64();
+        self.record.pre_queued = reply.body["state"] == "pre_queue";
         self.record.eta_at_entry_s = reply.body["etaSeconds"].as_u64();
         let mut poll = 0u64;
         loop {
@@ -299,23 +303,47 @@ impl Visitor<'_> {
                     if !self.pause(wait).await {
                         return Outcome::Deadline;
                     }
-                    reply = loop {
-                        match self.send(Route::Position, None).await {
-                            Some(r) if r.status.is_success() => break r,
-                            Some(_) => self.error(),
-                            None => {}
-                        }
-                        if !self.pause(Duration::from_secs(1)).await {
-                            return Outcome::Deadline;
-                        }
+                    let Some(next) = self.poll().await else {
+                        return Outcome::Deadline;
                     };
-                    self.record.polls += 1;
-                    self.tally(|t| &t.polls);
+                    reply = next;
+                }
+                // Before a scheduled opening (or while the draw places this
+                // visitor): no position yet. Poll exactly when told: the
+                // server already spreads the first polls after the opening,
+                // and that spread is what a drop run measures.
+                Some("pre_queue") => {
+                    let ms = reply.body["retryAfterMs"].as_u64().unwrap_or(1_000);
+                    if !self.pause(Duration::from_millis(ms)).await {
+                        return Outcome::Deadline;
+                    }
+                    let Some(next) = self.poll().await else {
+                        return Outcome::Deadline;
+                    };
+                    reply = next;
                 }
                 Some("admitted") => return self.order(&reply.body).await,
                 _ => return Outcome::Other,
             }
         }
+    }
+
+    /// One position request, sent again every second until one is
+    /// answered; None at the deadline.
+    async fn poll(&mut self) -> Option<Reply> {
+        let reply = loop {
+            match self.send(Route::Position, None).await {
+                Some(r) if r.status.is_success() => break r,
+                Some(_) => self.error(),
+                None => {}
+            }
+            if !self.pause(Duration::from_secs(1)).await {
+                return None;
+            }
+        };
+        self.record.polls += 1;
+        self.tally(|t| &t.polls);
+        Some(reply)
     }
 
     async fn order(&mut self, admitted: &Json) -> Outcome {

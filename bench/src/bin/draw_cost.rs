@@ -1,0 +1,187 @@
+//! The drop day's draw: the seal and each `draw_place` batch, server-side,
+//! for pre-queues of several sizes and batch sizes; the enters' cost into
+//! the pre-queue beside the plain line; Redis memory per pre-queued visitor
+//! before and after the draw.
+//!
+//! `cargo run --profile release-native -p queuegate-bench --bin draw_cost [-- 10000,100000 --batches=250,500,1000 --rounds=1]`
+//!
+//! Each draw runs on a fresh private redis-server (see
+//! `queuegate_bench::draw_cost`); the target is no single script call over
+//! 5 ms at 100,000.
+
+use anyhow::{Context, Result};
+use queuegate_bench::draw_cost::{draw_run, line_run, quantile, DrawRun, LineRun, Memory};
+use queuegate_bench::redis_cost::depths_arg;
+use queuegate_shared::Settings;
+
+/// The target for one script call: Redis runs nothing else meanwhile.
+const TARGET_US: u64 = 5_000;
+
+#[tokio::main(flavor = "current_thread")]
+async fn main() -> Result<()> {
+    let sizes = depths_arg(&[10_000, 100_000])?;
+    let default_batch = Settings::default().draw_batch;
+    let batches = list_flag("--batches=")?.unwrap_or_else(|| vec![250, default_batch, 1_000]);
+    let rounds = list_flag("--rounds=")?
+        .and_then(|r| r.first().copied())
+        .unwrap_or(1);
+    let mut draws = Vec::new();
+    let mut lines = Vec::new();
+    for &n in &sizes {
+        lines.push(line_run(n).await?);
+        for round in 1..=rounds {
+            for &batch in &batches {
+                let run = draw_run(n, batch).await?;
+                eprintln!(
+                    "{n} visitors, batch {batch}, round {round}: seal {} µs, place p50 {} µs, worst call {} µs, CPU p50 {} µs",
+                    run.seal_us,
+                    quantile(&run.place_us, 0.5),
+                    run.worst_us(),
+                    quantile(&run.place_cpu_us, 0.5)
+                );
+                draws.push(run);
+            }
+        }
+    }
+    print_draws(&draws);
+    print_enters(&lines, &draws, default_batch);
+    print_memory(&lines, &draws, default_batch);
+    print_verdict(&draws, default_batch);
+    Ok(())
+}
+
+/// `--name=1,2,3`, if given.
+fn list_flag(prefix: &str) -> Result<Option<Vec<u64>>> {
+    match std::env::args().find_map(|a| a.strip_prefix(prefix).map(str::to_string)) {
+        Some(list) => Ok(Some(
+            list.split(',')
+                .map(|v| v.trim().parse().context("comma-separated numbers"))
+                .collect::<Result<_>>()?,
+        )),
+        None => Ok(None),
+    }
+}
+
+fn ms(us: u64) -> f64 {
+    us as f64 / 1_000.0
+}
+
+fn print_draws(draws: &[DrawRun]) {
+    println!("The draw, one script call at a time (server µs from SLOWLOG at threshold 0: wall time inside the command; CPU from the server thread's /proc schedstat; wall from the client)");
+    println!();
+    println!("| visitors | batch | calls | seal µs | place p50 µs | p99 µs | worst call µs | place CPU p50 / worst µs | server total ms | server CPU ms (incl. the slowlog reads) | wall ms (incl. permutation and the slowlog reads) | permutation ms | round trip p50 / p99 ms | placed | ρ(arrival, place) |");
+    println!("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
+    for d in draws {
+        let rtt: Vec<u64> = d.place_rtt.iter().map(|t| t.as_micros() as u64).collect();
+        println!(
+            "| {} | {} | {} | {} | {} | {} | **{}** | {} | {:.1} | {} | {:.1} | {:.1} | {:.2} / {:.2} | {} | {:+.4} |",
+            d.visitors,
+            d.batch,
+            d.place_us.len() + 1,
+            d.seal_us,
+            quantile(&d.place_us, 0.5),
+            quantile(&d.place_us, 0.99),
+            d.worst_us(),
+            if d.place_cpu_us.is_empty() {
+                "–".into()
+            } else {
+                format!(
+                    "{} / {}",
+                    quantile(&d.place_cpu_us, 0.5),
+                    quantile(&d.place_cpu_us, 1.0)
+                )
+            },
+            ms(d.server_total_us()),
+            d.server_cpu
+                .map_or("–".into(), |c| format!("{:.1}", c.as_secs_f64() * 1e3)),
+            d.wall.as_secs_f64() * 1e3,
+            d.permutation.as_secs_f64() * 1e3,
+            ms(quantile(&rtt, 0.5)),
+            ms(quantile(&rtt, 0.99)),
+            d.placed,
+            d.rank_correlation,
+        );
+    }
+    println!();
+}
+
+/// The first draw of `n` visitors at the default batch (the memory and
+/// enter figures do not depend on the batch).
+fn default_draw(draws: &[DrawRun], n: usize, batch: u64) -> Option<&DrawRun> {
+    draws
+        .iter()
+        .find(|d| d.visitors == n && d.batch == batch)
+        .or_else(|| draws.iter().find(|d| d.visitors == n))
+}
+
+fn print_enters(lines: &[LineRun], draws: &[DrawRun], batch: u64) {
+    println!("Enter (new place), usec_per_call from INFO commandstats over the whole fill (pipelined EVALSHA, no guard)");
+    println!();
+    println!("| visitors | into the pre-queue | into the plain line | pre ÷ line |");
+    println!("|---:|---:|---:|---:|");
+    for l in lines {
+        if let Some(d) = default_draw(draws, l.visitors, batch) {
+            println!(
+                "| {} | {:.2} µs | {:.2} µs | {:.2}× |",
+                l.visitors,
+                d.enter_usec,
+                l.enter_usec,
+                d.enter_usec / l.enter_usec
+            );
+        }
+    }
+    println!();
+}
+
+fn per(bytes: f64, n: usize) -> String {
+    format!("{:.1}", bytes / n as f64)
+}
+
+fn memory_row(label: &str, set: &str, m: &Memory, n: usize) {
+    println!(
+        "| {n} | {label} | {} | {} ({set}) | {} ({} keys) |",
+        per(m.used_delta as f64, n),
+        per(m.set_bytes as f64, n),
+        per(m.seen_bytes as f64, n),
+        m.seen_keys,
+    );
+}
+
+fn print_memory(lines: &[LineRun], draws: &[DrawRun], batch: u64) {
+    println!("Memory per visitor, bytes: used_memory less mem_clients_normal, delta since before the fill; MEMORY USAGE … SAMPLES 0 of the set and of the seen bitmaps, ÷ visitors");
+    println!();
+    println!("| visitors | when | used_memory | set | seen bitmaps |");
+    println!("|---:|---|---:|---:|---:|");
+    for l in lines {
+        let n = l.visitors;
+        if let Some(d) = default_draw(draws, n, batch) {
+            memory_row("pre-queued, before the opening", "pre", &d.before, n);
+            memory_row("after the draw", "waiting", &d.after, n);
+        }
+        memory_row("plain line, for comparison", "waiting", &l.memory, n);
+    }
+    println!();
+}
+
+fn print_verdict(draws: &[DrawRun], batch: u64) {
+    let Some(largest) = draws.iter().map(|d| d.visitors).max() else {
+        return;
+    };
+    let runs: Vec<&DrawRun> = draws
+        .iter()
+        .filter(|d| d.visitors == largest && d.batch == batch)
+        .collect();
+    let wall = runs.iter().map(|d| d.worst_us()).max().unwrap_or(0);
+    let cpu = runs
+        .iter()
+        .flat_map(|d| d.place_cpu_us.iter().copied())
+        .max()
+        .unwrap_or(0);
+    let verdict = |us: u64| if us <= TARGET_US { "met" } else { "NOT met" };
+    println!(
+        "Worst single call at {largest} visitors, batch {batch} (the default), target ≤ {TARGET_US} µs: \
+         {wall} µs inside the command (SLOWLOG; {}), {cpu} µs of the Redis thread's CPU ({}).",
+        verdict(wall),
+        verdict(cpu)
+    );
+}

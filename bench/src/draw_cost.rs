@@ -1,0 +1,473 @@
+//! The drop day's draw on a private redis-server: a pre-queue filled with
+//! the enter script itself before a scheduled opening, the opening moved
+//! into the past, then the seal (`draw_open`) and every `draw_place` batch
+//! timed as the scheduler sends them (one at a time), from the server's
+//! side (`SLOWLOG` at threshold 0: the command's own execution time) and
+//! the client's; Redis memory per visitor before and after the draw.
+
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, Context, Result};
+use queuegate_scheduler::{draw::permutation, engine};
+use queuegate_shared::ops::{
+    Change, DrawOpen, DrawPlace, DrawSeed, DrawState, Enter, Placed, Schedule,
+};
+use queuegate_shared::script::{DRAW_OPEN, DRAW_PLACE};
+use queuegate_shared::{Operation, Prefix, QueueId, QueueKeys, Settings};
+use queuegate_testkit::{now_ms, RedisServer};
+use redis::aio::MultiplexedConnection;
+
+use crate::cpu_time::main_thread_cpu_time;
+use crate::redis_cost::{
+    add_evalsha, bench_user, prepare_queue, reset_stats, usec_per_call, used_memory,
+};
+
+/// Enters per pipeline while filling.
+const FILL_PIPELINE: usize = 1_000;
+
+/// Redis memory held for a crowd, measured at one moment.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Memory {
+    /// `used_memory` less the clients' buffers (`mem_clients_normal`: a
+    /// pipeline of enters leaves a large query buffer for a while), now
+    /// minus before the fill, in bytes.
+    pub used_delta: i64,
+    /// `MEMORY USAGE … SAMPLES 0` of the set holding the crowd (`pre`
+    /// before the draw, `waiting` after it).
+    pub set_bytes: u64,
+    /// The same for every `seen:*` bitmap, summed.
+    pub seen_bytes: u64,
+    /// How many `seen:*` keys there are.
+    pub seen_keys: usize,
+}
+
+/// One draw of `visitors` pre-queued visitors in batches of `batch`.
+#[derive(Debug, Clone)]
+pub struct DrawRun {
+    /// Pre-queued visitors.
+    pub visitors: usize,
+    /// Visitors per `draw_place` call.
+    pub batch: u64,
+    /// usec_per_call of the fill's enters (new places in the pre-queue).
+    pub enter_usec: f64,
+    /// Memory after the fill, before the opening.
+    pub before: Memory,
+    /// Memory once the draw is over (`draw` unlinked and freed).
+    pub after: Memory,
+    /// Client-side time to compute the permutation (the scheduler does it
+    /// once per draw, before its first batch).
+    pub permutation: Duration,
+    /// Server-side µs of the seal (`draw_open`).
+    pub seal_us: u64,
+    /// Server-side µs of each `draw_place` call, in order.
+    pub place_us: Vec<u64>,
+    /// The server main thread's CPU µs over each `draw_place` call (read
+    /// while it waits for the next command, so exact; includes reading the
+    /// command and writing the reply), if readable.
+    pub place_cpu_us: Vec<u64>,
+    /// Round trip of each `draw_place` call, as the client saw it.
+    pub place_rtt: Vec<Duration>,
+    /// From sending `draw_open` to the last `draw_place` reply, the
+    /// permutation included.
+    pub wall: Duration,
+    /// CPU time of the server's main thread over the draw, if readable.
+    pub server_cpu: Option<Duration>,
+    /// Visitors the draw placed in line.
+    pub placed: u64,
+    /// Visitors it dropped as leavers (0 here: everyone polled just now).
+    pub dropped: u64,
+    /// Spearman's rank correlation between arrival and place in line.
+    pub rank_correlation: f64,
+}
+
+impl DrawRun {
+    /// Server-side µs of every draw script call: the seal and the batches.
+    pub fn server_total_us(&self) -> u64 {
+        self.seal_us + self.place_us.iter().sum::<u64>()
+    }
+
+    /// The slowest single script call of the draw, server-side µs.
+    pub fn worst_us(&self) -> u64 {
+        self.place_us
+            .iter()
+            .copied()
+            .max()
+            .unwrap_or(0)
+            .max(self.seal_us)
+    }
+}
+
+/// The same crowd entering a plain line (no opening scheduled), for
+/// comparison.
+#[derive(Debug, Clone, Copy)]
+pub struct LineRun {
+    /// Waiting visitors.
+    pub visitors: usize,
+    /// usec_per_call of their enters (new tickets).
+    pub enter_usec: f64,
+    /// Memory after the fill.
+    pub memory: Memory,
+}
+
+/// The bench's queue on a fresh server, its settings published and the
+/// lease held by `bench`.
+struct Bench {
+    _redis: RedisServer,
+    conn: MultiplexedConnection,
+    keys: QueueKeys,
+    pid: u32,
+}
+
+impl Bench {
+    async fn start() -> Result<Bench> {
+        let redis = RedisServer::start();
+        // A draw call on a loaded machine may take longer than the
+        // client's default 500 ms: the bench measures it, it must not fail.
+        let config =
+            redis::AsyncConnectionConfig::new().set_response_timeout(Some(Duration::from_secs(60)));
+        let mut conn = redis::Client::open(redis.url())?
+            .get_multiplexed_async_connection_with_config(&config)
+            .await?;
+        let keys = QueueKeys::new(&Prefix::default(), &QueueId::new("bench")?);
+        let settings = Settings {
+            max_waiting: 10_000_000,
+            max_active: 10_000_000,
+            ..Settings::default()
+        };
+        prepare_queue(&mut conn, &keys, &settings).await?;
+        let pid = crate::redis_cost::server_pid(&mut conn).await?;
+        Ok(Bench {
+            _redis: redis,
+            conn,
+            keys,
+            pid,
+        })
+    }
+
+    async fn schedule(&mut self, opens_at: Change) -> Result<()> {
+        engine::run(
+            &mut self.conn,
+            &Schedule {
+                keys: &self.keys,
+                opens_at,
+                closes_at: Change::Keep,
+            },
+        )
+        .await?;
+        Ok(())
+    }
+
+    /// `n` new places through the enter script (EVALSHA, pipelined, no
+    /// guard); returns its usec_per_call.
+    async fn fill(&mut self, n: usize) -> Result<f64> {
+        reset_stats(&mut self.conn).await?;
+        for start in (0..n).step_by(FILL_PIPELINE) {
+            let mut pipe = redis::pipe();
+            for i in start..(start + FILL_PIPELINE).min(n) {
+                let user = bench_user(i);
+                let enter = Enter {
+                    keys: &self.keys,
+                    user: &user,
+                    guard: Default::default(),
+                    token: None,
+                };
+                add_evalsha(&mut pipe, &enter.invocation());
+            }
+            let _: Vec<redis::Value> = pipe.query_async(&mut self.conn).await?;
+        }
+        usec_per_call(&mut self.conn, "evalsha").await
+    }
+
+    async fn card(&mut self, key: &str) -> Result<u64> {
+        Ok(redis::cmd("ZCARD")
+            .arg(key)
+            .query_async(&mut self.conn)
+            .await?)
+    }
+
+    async fn key_bytes(&mut self, key: &str) -> Result<u64> {
+        let bytes: Option<u64> = redis::cmd("MEMORY")
+            .arg("USAGE")
+            .arg(key)
+            .arg("SAMPLES")
+            .arg(0)
+            .query_async(&mut self.conn)
+            .await?;
+        Ok(bytes.unwrap_or(0))
+    }
+
+    /// Memory now, against `baseline` (used_memory before the fill). Waits
+    /// for lazily freed keys (the draw UNLINKs `draw`) to be gone first.
+    async fn memory(&mut self, baseline: i64, set_key: &str) -> Result<Memory> {
+        let until = Instant::now() + Duration::from_secs(10);
+        while lazyfree_pending(&mut self.conn).await? > 0 {
+            if Instant::now() > until {
+                bail!("lazy free still pending after 10 s");
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        let pattern = format!("{}seen:*", self.keys.base());
+        let seen: Vec<String> = redis::cmd("KEYS")
+            .arg(pattern)
+            .query_async(&mut self.conn)
+            .await?;
+        let mut seen_bytes = 0;
+        for key in &seen {
+            seen_bytes += self.key_bytes(key).await?;
+        }
+        Ok(Memory {
+            used_delta: data_memory(&mut self.conn).await? - baseline,
+            set_bytes: self.key_bytes(set_key).await?,
+            seen_bytes,
+            seen_keys: seen.len(),
+        })
+    }
+}
+
+/// A number from `INFO memory`, 0 when the server does not report it.
+async fn memory_field(conn: &mut MultiplexedConnection, field: &str) -> Result<i64> {
+    let text: String = redis::cmd("INFO").arg("memory").query_async(conn).await?;
+    Ok(text
+        .lines()
+        .find_map(|l| l.strip_prefix(field)?.strip_prefix(':'))
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap_or(0))
+}
+
+async fn lazyfree_pending(conn: &mut MultiplexedConnection) -> Result<i64> {
+    memory_field(conn, "lazyfree_pending_objects").await
+}
+
+/// `used_memory` less the clients' buffers.
+async fn data_memory(conn: &mut MultiplexedConnection) -> Result<i64> {
+    Ok(used_memory(conn).await? - memory_field(conn, "mem_clients_normal").await?)
+}
+
+/// Fills a pre-queue of `visitors`, opens it and draws it in batches of
+/// `batch`, on a fresh redis-server.
+pub async fn draw_run(visitors: usize, batch: u64) -> Result<DrawRun> {
+    if visitors == 0 || batch == 0 {
+        bail!("visitors and batch must be positive");
+    }
+    let mut b = Bench::start().await?;
+    b.schedule(Change::Set(now_ms() + 3_600_000)).await?;
+    let baseline = data_memory(&mut b.conn).await?;
+    let enter_usec = b.fill(visitors).await?;
+    let (pre, waiting) = (b.keys.pre(), b.keys.waiting());
+    if b.card(&pre).await? != visitors as u64 || b.card(&waiting).await? != 0 {
+        bail!("the fill did not pre-queue all {visitors} visitors");
+    }
+    let before = b.memory(baseline, &pre).await?;
+
+    b.schedule(Change::Set(now_ms().saturating_sub(1))).await?;
+    slowlog_all(&mut b.conn, true).await?;
+    let cpu_before = main_thread_cpu_time(b.pid);
+    let started = Instant::now();
+    let seed = DrawSeed::from_random([0x5e; 32]);
+    let open = DrawOpen {
+        keys: &b.keys,
+        owner: "bench",
+        seed: &seed,
+    };
+    let DrawState::Drawing(mut drawing) = engine::run(&mut b.conn, &open).await? else {
+        bail!("draw_open did not start a draw");
+    };
+    let seal_us = last_logged(&mut b.conn, DRAW_OPEN.sha1()).await?;
+    let perm_started = Instant::now();
+    let order = permutation(&drawing.seed, drawing.size());
+    let permutation_time = perm_started.elapsed();
+    let (mut place_us, mut place_rtt, mut place_cpu_us) = (Vec::new(), Vec::new(), Vec::new());
+    let (mut placed, mut dropped) = (0, 0);
+    loop {
+        let end = (drawing.done + batch).min(drawing.size());
+        let places = &order[to_index(drawing.done)?..to_index(end)?];
+        let cpu = main_thread_cpu_time(b.pid);
+        let sent = Instant::now();
+        let reply = engine::run(
+            &mut b.conn,
+            &DrawPlace {
+                keys: &b.keys,
+                owner: "bench",
+                draw: &drawing,
+                places,
+            },
+        )
+        .await?;
+        place_rtt.push(sent.elapsed());
+        if let (Some(a), Some(z)) = (cpu, main_thread_cpu_time(b.pid)) {
+            place_cpu_us.push(z.saturating_sub(a).as_micros() as u64);
+        }
+        place_us.push(last_logged(&mut b.conn, DRAW_PLACE.sha1()).await?);
+        let Placed::Batch {
+            placed: p,
+            dropped: d,
+            left,
+        } = reply
+        else {
+            bail!("draw_place answered {reply:?}");
+        };
+        placed += p;
+        dropped += d;
+        drawing.done = end;
+        if left == 0 {
+            break;
+        }
+    }
+    let wall = started.elapsed();
+    let server_cpu = match (cpu_before, main_thread_cpu_time(b.pid)) {
+        (Some(a), Some(z)) => Some(z.saturating_sub(a)),
+        _ => None,
+    };
+    slowlog_all(&mut b.conn, false).await?;
+    if placed + dropped != visitors as u64 || b.card(&waiting).await? != placed {
+        bail!("the draw placed {placed} and dropped {dropped} of {visitors}");
+    }
+    let after = b.memory(baseline, &waiting).await?;
+    let rank_correlation = rank_correlation(&mut b.conn, &waiting).await?;
+    Ok(DrawRun {
+        visitors,
+        batch,
+        enter_usec,
+        before,
+        after,
+        permutation: permutation_time,
+        seal_us,
+        place_us,
+        place_cpu_us,
+        place_rtt,
+        wall,
+        server_cpu,
+        placed,
+        dropped,
+        rank_correlation,
+    })
+}
+
+/// The same crowd into a plain line on a fresh redis-server.
+pub async fn line_run(visitors: usize) -> Result<LineRun> {
+    let mut b = Bench::start().await?;
+    let baseline = data_memory(&mut b.conn).await?;
+    let enter_usec = b.fill(visitors).await?;
+    let waiting = b.keys.waiting();
+    if b.card(&waiting).await? != visitors as u64 {
+        bail!("the fill did not put all {visitors} visitors in line");
+    }
+    let memory = b.memory(baseline, &waiting).await?;
+    Ok(LineRun {
+        visitors,
+        enter_usec,
+        memory,
+    })
+}
+
+fn to_index(n: u64) -> Result<usize> {
+    usize::try_from(n).context("a draw index fits in memory")
+}
+
+/// Logs every command from now (`on`) or back to the server's default.
+async fn slowlog_all(conn: &mut MultiplexedConnection, on: bool) -> Result<()> {
+    let (threshold, len) = if on { (0, 16) } else { (10_000, 128) };
+    redis::cmd("CONFIG")
+        .arg("SET")
+        .arg("slowlog-log-slower-than")
+        .arg(threshold)
+        .arg("slowlog-max-len")
+        .arg(len)
+        .exec_async(conn)
+        .await?;
+    // Emptied both ways: before the draw, and after it so its entries do
+    // not count as the crowd's memory.
+    redis::cmd("SLOWLOG").arg("RESET").exec_async(conn).await?;
+    Ok(())
+}
+
+/// The server-side µs of the last EVALSHA of `sha` (read right after the
+/// call, so it is among the newest entries: a long draw would outgrow any
+/// log kept to the end).
+async fn last_logged(conn: &mut MultiplexedConnection, sha: &str) -> Result<u64> {
+    let entries: Vec<redis::Value> = redis::cmd("SLOWLOG")
+        .arg("GET")
+        .arg(4)
+        .query_async(conn)
+        .await?;
+    for entry in &entries {
+        let redis::Value::Array(fields) = entry else {
+            bail!("a slowlog entry is not an array: {entry:?}");
+        };
+        let (Some(redis::Value::Int(micros)), Some(redis::Value::Array(args))) =
+            (fields.get(2), fields.get(3))
+        else {
+            bail!("unexpected slowlog entry {entry:?}");
+        };
+        let text = |v: Option<&redis::Value>| match v {
+            Some(redis::Value::BulkString(b)) => String::from_utf8_lossy(b).into_owned(),
+            _ => String::new(),
+        };
+        if text(args.first()).eq_ignore_ascii_case("evalsha") && text(args.get(1)) == sha {
+            return Ok(u64::try_from(*micros)?);
+        }
+    }
+    bail!("no EVALSHA {sha} among the newest slowlog entries")
+}
+
+/// Spearman's ρ between arrival (the n of `bench_user(n)`) and place in
+/// `waiting`: about 0 for a fair draw, 1 for first come, first served.
+async fn rank_correlation(conn: &mut MultiplexedConnection, waiting: &str) -> Result<f64> {
+    let line: Vec<String> = redis::cmd("ZRANGE")
+        .arg(waiting)
+        .arg(0)
+        .arg(-1)
+        .query_async(conn)
+        .await?;
+    let arrivals = line
+        .iter()
+        .map(|uid| uid.trim_start_matches('v').parse::<u64>())
+        .collect::<Result<Vec<_>, _>>()
+        .context("bench user ids are v<number>")?;
+    Ok(spearman(&arrivals))
+}
+
+/// Spearman's ρ of a line given each place's arrival index (a permutation
+/// of `0..n`): `1 − 6 Σ d² / (n (n² − 1))`.
+pub fn spearman(arrival_at_place: &[u64]) -> f64 {
+    let n = arrival_at_place.len() as f64;
+    if n < 2.0 {
+        return 0.0;
+    }
+    let d2: f64 = arrival_at_place
+        .iter()
+        .enumerate()
+        .map(|(place, &arrived)| (place as f64 - arrived as f64).powi(2))
+        .sum();
+    1.0 - 6.0 * d2 / (n * (n * n - 1.0))
+}
+
+/// The `q`-quantile (nearest rank) of `values`, 0 when empty.
+pub fn quantile(values: &[u64], q: f64) -> u64 {
+    let mut sorted = values.to_vec();
+    sorted.sort_unstable();
+    match sorted.len() {
+        0 => 0,
+        n => sorted[((q * n as f64).ceil() as usize).clamp(1, n) - 1],
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn spearman_of_the_extremes() {
+        assert_eq!(spearman(&[0, 1, 2, 3]), 1.0);
+        assert_eq!(spearman(&[3, 2, 1, 0]), -1.0);
+    }
+
+    #[test]
+    fn nearest_rank_quantiles() {
+        let v: Vec<u64> = (1..=100).collect();
+        assert_eq!(quantile(&v, 0.5), 50);
+        assert_eq!(quantile(&v, 0.99), 99);
+        assert_eq!(quantile(&v, 1.0), 100);
+        assert_eq!(quantile(&[], 0.5), 0);
+    }
+}
