@@ -43,11 +43,17 @@ async fn the_crowd_solves_challenges_and_takes_its_places() {
         .get_multiplexed_async_connection()
         .await
         .unwrap();
-    let stats: std::collections::HashMap<String, i64> = redis::cmd("HGETALL")
+    // The stats hash holds counters and the shared rate bucket's
+    // `tokens|at` record: read text.
+    let stats: std::collections::HashMap<String, String> = redis::cmd("HGETALL")
         .arg("qg:{main}:stats")
         .query_async(&mut conn)
         .await
         .unwrap();
-    assert_eq!(stats.get("refused_challenge"), Some(&12), "{stats:?}");
+    assert_eq!(
+        stats.get("refused_challenge").map(String::as_str),
+        Some("12"),
+        "{stats:?}"
+    );
     assert_eq!(stats.get("refused_budget"), None, "{stats:?}");
 }
