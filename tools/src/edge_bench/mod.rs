@@ -109,6 +109,9 @@ pub fn bench_settings() -> Settings {
         status_ttl_ms: 3_700_000,
         activation_jitter_ms: 0,
         abandon_after_ms: 3_600_000,
+        // The routes measured are a waiting visitor's poll and a new
+        // place in a line: nobody passes straight through an idle room.
+        idle_passthrough: false,
         ..Settings::default()
     }
 }
