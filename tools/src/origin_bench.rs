@@ -7,10 +7,8 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use anyhow::Context;
 use plotters::prelude::*;
 use queuegate_shared::fields::stats;
-use queuegate_shared::{Prefix, QueueId, QueueKeys};
 
 use crate::crowd;
 use crate::load::charts::{panel, DrawResult};
@@ -92,12 +90,7 @@ pub async fn run(opts: &Options, control: bool) -> anyhow::Result<Run> {
         origin: Default::default(),
     })
     .await?;
-    let keys = QueueKeys::new(&Prefix::default(), &QueueId::new("main")?);
-    let mut conn = redis::Client::open(stack.redis.url())?
-        .get_multiplexed_async_connection()
-        .await
-        .context("connect to the stack's redis-server")?;
-    crate::load::wait_for_config(&mut conn, &keys).await?;
+    let (keys, mut conn) = stack.main_queue().await?;
     let http = reqwest::Client::new();
     let crowd = tokio::spawn(crowd::run(
         stack.worker.url(),

@@ -7,6 +7,12 @@ use queuegate_testkit::scheduler::Scheduler;
 use queuegate_testkit::workerd::Workerd;
 use queuegate_testkit::{RedisServer, Wrangler, WranglerBuilder, ORIGIN_SECRET};
 
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, Context};
+use queuegate_shared::fields::config;
+use queuegate_shared::{Prefix, QueueId, QueueKeys, QueueState};
+
 use crate::demo_origin::Conditions;
 
 /// Settings of the local demo.
@@ -71,6 +77,34 @@ pub struct Stack {
 }
 
 impl Stack {
+    /// The demo queue's keys and a connection to the stack's Redis, once
+    /// the scheduler has published the queue's settings and opened it
+    /// (within 15 s).
+    pub async fn main_queue(
+        &self,
+    ) -> anyhow::Result<(QueueKeys, redis::aio::MultiplexedConnection)> {
+        let keys = QueueKeys::new(&Prefix::default(), &QueueId::new("main")?);
+        let mut conn = redis::Client::open(self.redis.url())?
+            .get_multiplexed_async_connection()
+            .await
+            .context("connect to the stack's redis-server")?;
+        let until = Instant::now() + Duration::from_secs(15);
+        loop {
+            let state: Option<String> = redis::cmd("HGET")
+                .arg(keys.config())
+                .arg(config::STATE)
+                .query_async(&mut conn)
+                .await?;
+            if state.as_deref() == Some(QueueState::Open.as_str()) {
+                return Ok((keys, conn));
+            }
+            if Instant::now() > until {
+                bail!("the scheduler did not open the queue within 15 s (state {state:?})");
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+
     /// Starts everything and waits until the worker answers.
     pub async fn start(opts: &StackOptions) -> anyhow::Result<Stack> {
         let redis = RedisServer::start();

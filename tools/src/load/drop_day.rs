@@ -9,17 +9,16 @@ use std::fmt;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use anyhow::{bail, Context};
+use anyhow::bail;
 use queuegate_scheduler::engine;
 use queuegate_shared::fields::config;
 use queuegate_shared::ops::{Change, Schedule};
-use queuegate_shared::{Prefix, QueueId, QueueKeys};
+use queuegate_shared::QueueKeys;
 use queuegate_testkit::now_ms;
 use redis::aio::MultiplexedConnection;
 
 use super::figures::percentile;
 use super::visitor::{self, Outcome, Plan, Polling, Record, Route, Shared, StatusReader};
-use super::wait_for_config;
 use crate::stack::{Stack, StackOptions};
 
 /// What to run.
@@ -330,12 +329,7 @@ async fn run_one(opts: &DropOptions, spread_ms: u64) -> anyhow::Result<DropRun> 
         origin: Default::default(),
     })
     .await?;
-    let keys = QueueKeys::new(&Prefix::default(), &QueueId::new("main")?);
-    let mut conn = redis::Client::open(stack.redis.url())?
-        .get_multiplexed_async_connection()
-        .await
-        .context("connect to the stack's redis-server")?;
-    wait_for_config(&mut conn, &keys).await?;
+    let (keys, mut conn) = stack.main_queue().await?;
     let http = reqwest::Client::builder()
         .pool_max_idle_per_host(1_024)
         .build()?;

@@ -26,9 +26,7 @@ pub mod visitor;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use anyhow::{bail, Context};
-use queuegate_shared::fields::config;
-use queuegate_shared::{Prefix, QueueId, QueueKeys, QueueState};
+use anyhow::bail;
 
 use crate::stack::{Stack, StackOptions};
 use counters::Counters;
@@ -212,12 +210,7 @@ pub async fn run(opts: &Options) -> anyhow::Result<Report> {
         origin: Default::default(),
     })
     .await?;
-    let keys = QueueKeys::new(&Prefix::default(), &QueueId::new("main")?);
-    let mut conn = redis::Client::open(stack.redis.url())?
-        .get_multiplexed_async_connection()
-        .await
-        .context("connect to the stack's redis-server")?;
-    wait_for_config(&mut conn, &keys).await?;
+    let (keys, mut conn) = stack.main_queue().await?;
     let http = reqwest::Client::builder()
         .pool_max_idle_per_host(1_024)
         .build()?;
@@ -304,29 +297,6 @@ pub async fn run(opts: &Options) -> anyhow::Result<Report> {
         round_trips,
         throughput,
     })
-}
-
-/// The scheduler publishes settings once it holds the lease; entries are
-/// refused until then.
-pub(crate) async fn wait_for_config(
-    conn: &mut redis::aio::MultiplexedConnection,
-    keys: &QueueKeys,
-) -> anyhow::Result<()> {
-    let until = Instant::now() + Duration::from_secs(15);
-    loop {
-        let state: Option<String> = redis::cmd("HGET")
-            .arg(keys.config())
-            .arg(config::STATE)
-            .query_async(conn)
-            .await?;
-        if state.as_deref() == Some(QueueState::Open.as_str()) {
-            return Ok(());
-        }
-        if Instant::now() > until {
-            bail!("the scheduler did not open the queue within 15 s (state {state:?})");
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
 }
 
 /// `nproc` and the CPU model.
