@@ -144,20 +144,13 @@ end
 -- admitted now, active at once.
 if size == 0 and state == QS_OPEN and cfg[CFG_PASSTHROUGH] == 'true' and ARGV[7] ~= ''
   and cfg[CFG_MAX_ACTIVE] and cfg[CFG_TOKEN_TTL] and cfg[CFG_TICK] and cfg[CFG_STATUS_TTL] then
-  local max_active = tonumber(cfg[CFG_MAX_ACTIVE] or '0')
-  if redis.call('ZCARD', KEYS[5]) < max_active then
-    local rate = tonumber(cfg[CFG_RATE_NOW] or '') or tonumber(cfg[CFG_RATE])
-    local tokens = rate_tokens(KEYS[7], now, rate, tonumber(cfg[CFG_TICK]))
-    if tokens >= 1 then
-      spend_rate(KEYS[7], now, tokens, 1)
-      local expires = now + tonumber(cfg[CFG_TOKEN_TTL])
-      redis.call('SET', KEYS[3], record(ARGV[7], now, expires, 0), 'PX', expires - now)
-      redis.call('SET', KEYS[4], record(ST_ISSUED, now), 'PX', tonumber(cfg[CFG_STATUS_TTL]))
-      redis.call('ZADD', KEYS[5], expires, uid)
-      redis.call('HINCRBY', KEYS[7], SF_ADMITTED, 1)
-      redis.call('HINCRBY', KEYS[7], SF_PASSED, 1)
-      return {'admitted', ARGV[7], now, expires}
-    end
+  if not pass_admit(KEYS[5], KEYS[7], now, cfg[CFG_MAX_ACTIVE], cfg[CFG_RATE_NOW], cfg[CFG_RATE],
+    cfg[CFG_TICK]) then
+    local expires = now + tonumber(cfg[CFG_TOKEN_TTL])
+    redis.call('SET', KEYS[3], record(ARGV[7], now, expires, 0), 'PX', expires - now)
+    redis.call('SET', KEYS[4], record(ST_ISSUED, now), 'PX', tonumber(cfg[CFG_STATUS_TTL]))
+    redis.call('ZADD', KEYS[5], expires, uid)
+    return {'admitted', ARGV[7], now, expires}
   end
 end
 

@@ -34,15 +34,10 @@ if before_opening(cfg, now) or drawing_left(cfg) > 0 or redis.call('ZCARD', KEYS
   or redis.call('EXISTS', KEYS[2]) == 1 then
   return {'queue', 'waiting'}
 end
-if redis.call('ZCARD', KEYS[3]) >= tonumber(cfg[CFG_MAX_ACTIVE]) then return {'queue', 'full'} end
-local rate = tonumber(cfg[CFG_RATE_NOW] or '') or tonumber(cfg[CFG_RATE])
-local tokens = rate_tokens(KEYS[5], now, rate, tonumber(cfg[CFG_TICK]))
-if tokens < 1 then return {'queue', 'rate'} end
-
-spend_rate(KEYS[5], now, tokens, 1)
+local refused = pass_admit(KEYS[3], KEYS[5], now, cfg[CFG_MAX_ACTIVE], cfg[CFG_RATE_NOW], cfg[CFG_RATE],
+  cfg[CFG_TICK])
+if refused then return {'queue', refused} end
 local expires = now + tonumber(cfg[CFG_TOKEN_TTL])
 redis.call('SET', KEYS[7], record(ST_IN_FLIGHT, now, token, now, expires, 0), 'PX', tonumber(cfg[CFG_STATUS_TTL]))
 redis.call('ZADD', KEYS[3], now + tonumber(cfg[CFG_IN_FLIGHT]), uid)
-redis.call('HINCRBY', KEYS[5], SF_ADMITTED, 1)
-redis.call('HINCRBY', KEYS[5], SF_PASSED, 1)
 return {'ok'}

@@ -194,3 +194,17 @@ local function spend_rate(stats_key, now, tokens, spent)
   redis.call('HSET', stats_key, SF_RATE_BUCKET, (tokens - spent) .. SEP .. now)
 end
 
+-- Idle passthrough's admission, shared by enter and pass: a free slot and
+-- a token of the shared rate (at rate_now, else the configured rate).
+-- Spends the token and counts the admission, or returns why not ('full',
+-- 'rate') with nothing written. The caller takes the slot.
+local function pass_admit(active_key, stats_key, now, max_active, rate_now, rate, tick_ms)
+  if redis.call('ZCARD', active_key) >= tonumber(max_active) then return 'full' end
+  local tokens = rate_tokens(stats_key, now, tonumber(rate_now or '') or tonumber(rate), tonumber(tick_ms))
+  if tokens < 1 then return 'rate' end
+  spend_rate(stats_key, now, tokens, 1)
+  redis.call('HINCRBY', stats_key, SF_ADMITTED, 1)
+  redis.call('HINCRBY', stats_key, SF_PASSED, 1)
+  return nil
+end
+

@@ -261,21 +261,21 @@ mod tests {
     }
 
     const PINNED: &[(&str, &str)] = &[
-        ("enter", "979abb0121bb3fe45233dbba349430b0e2122ff7"),
-        ("position", "8d79b093dc5d3ad2e9390692d773111dea2ef422"),
-        ("admit", "ae7b32cc2d721567319ddb89045829966f117b62"),
-        ("consume", "3741341af8f683c7bbb64a057cfc17bd784d146d"),
-        ("settle", "eb672ccb993e42f4a3f4a086dbbe7e97cc4d5374"),
+        ("enter", "7a821bf3f3f97b3f82e734f9b9bd1906e34e21ac"),
+        ("position", "6834fee90ef6b7fa5f4ca07371cf02b3b6158900"),
+        ("admit", "656d6e8d14fc7f9fe98af8b1381c89d8e2bf2c50"),
+        ("consume", "38ebabd178658762e467e76b6bcf470d373a92de"),
+        ("settle", "aeac545323167f3e1b94615a436ecaa4acf880e1"),
         ("lease_acquire", "460d66ca1b7d9b34b1a338f3110d6d1be10c0027"),
         ("lease_release", "90345802670e6355d1fdbb3f735f22e105aef534"),
         ("configure", "0d5c3fc50383c86f9c62bf95f51cc396111e6b56"),
         ("set_state", "0805c8d6b8cc61a260db59d1b452076738abde3d"),
         ("status", "df1ca19f756a18b53744594eabc7bdce22084c30"),
-        ("challenge", "3d9cadfb7a2539b8c9d946998f99c0bc98856e63"),
-        ("origin_window", "5b6d822071ed645d13e30578fe955bf57352f094"),
-        ("pass", "0a356f07bb9df362658d109f6317c8d2a18b0eef"),
-        ("draw_open", "1850eed56dd28e8cfd10ce212117bfcbb9786a3a"),
-        ("draw_place", "fdefe77f3d547473f9f3f89f88c8ee2ad0966966"),
+        ("challenge", "14186e86ed83e77a2baa63df1b08f942b57f44ef"),
+        ("origin_window", "0baf191364fea955d25299d63669658d8014f3c7"),
+        ("pass", "42b5365667d6074adffe55eedc509383d7cada0d"),
+        ("draw_open", "d85a37a2f3f1a7a4b256852ba318de14ccfc72fd"),
+        ("draw_place", "19db4a9246de391611b19c3f7673729ce447eb29"),
         ("schedule", "499d94672c7246e74d851f0f4702867ead0b6df9"),
     ];
 }

@@ -323,10 +323,8 @@ async fn run_one(opts: &DropOptions, spread_ms: u64) -> anyhow::Result<DropRun> 
         max_active: opts.max_active,
         settings: opts.queue_settings(spread_ms),
         gateway_request_log: false,
-        entry_budget: None,
-        challenge_difficulty: None,
-        entry_challenge: None,
-        origin: Default::default(),
+        // The product's guard, as in the flash-sale run.
+        ..StackOptions::default()
     })
     .await?;
     let (keys, mut conn) = stack.main_queue().await?;
