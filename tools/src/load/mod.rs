@@ -146,13 +146,17 @@ impl Options {
         ]
         .into_iter()
         .map(|(k, v)| (k.to_string(), v.to_string()))
+        // The run measures a line: with passthrough on, a crowd that
+        // trickles in (a slow machine, a small spike) would pass straight
+        // through and leave nothing to poll or to time.
+        .chain([("idle_passthrough".to_string(), "false".to_string())])
         .collect()
     }
 
     /// One line naming the settings, for the report.
     fn describe(&self) -> String {
         format!(
-            "{} visitors over a {:.0} s spike · admit {}/s · max_active {} · leave share {} · fixed-2 s share {} · poll {}–{} ms · abandon after {} ms · token TTL {} ms · jitter {} ms · deadline {} s",
+            "{} visitors over a {:.0} s spike · admit {}/s · max_active {} · leave share {} · fixed-2 s share {} · poll {}–{} ms · abandon after {} ms · token TTL {} ms · jitter {} ms · idle passthrough off · deadline {} s",
             self.visitors,
             self.spike.as_secs_f64(),
             self.admit_rate,
