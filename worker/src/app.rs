@@ -69,7 +69,8 @@ impl App {
         }
     }
 
-    fn redis(&self) -> Result<&RestClient, EdgeError> {
+    /// The REST client, or `misconfigured` without its secrets.
+    pub(crate) fn redis(&self) -> Result<&RestClient, EdgeError> {
         self.redis.as_ref().ok_or_else(|| {
             EdgeError::Misconfigured(
                 "UPSTASH_REDIS_REST_URL / UPSTASH_REDIS_REST_TOKEN are not set".into(),
@@ -196,9 +197,7 @@ impl App {
             salt_bytes,
             u64::from_le_bytes(n),
         );
-        let body =
-            serde_json::to_value(&challenge).map_err(|e| EdgeError::Internal(e.to_string()))?;
-        http::json(200, &body)
+        http::json(200, &challenge)
     }
 
     async fn position(&self, req: &Request) -> Result<Response, EdgeError> {
@@ -230,12 +229,12 @@ impl App {
             _ => 0.0,
         };
         let state = observed.into_user_state(&Settings::default(), spread);
-        let body = serde_json::to_value(StateReply {
-            state: state.clone(),
+        let reply = StateReply {
+            state,
             queue: queue.to_string(),
-        })
-        .map_err(|e| EdgeError::Internal(e.to_string()))?;
-        let resp = http::json(200, &body)?;
+        };
+        let resp = http::json(200, &reply)?;
+        let state = reply.state;
         let headers = resp.headers();
         if let Some(c) = visitor_cookie {
             http::append(headers, "set-cookie", &c)?;

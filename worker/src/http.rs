@@ -260,8 +260,11 @@ impl From<worker::Response> for Response {
 }
 
 /// A JSON reply with `Cache-Control: no-store` (queue state is personal).
-pub fn json(status: u16, body: &serde_json::Value) -> Result<Response, EdgeError> {
-    let resp = Response::text(status, "application/json; charset=utf-8", body.to_string());
+/// The body is written straight to text, with no `serde_json::Value` (and
+/// its map) built on the way.
+pub fn json(status: u16, body: &impl serde::Serialize) -> Result<Response, EdgeError> {
+    let text = serde_json::to_string(body).map_err(|e| EdgeError::Internal(e.to_string()))?;
+    let resp = Response::text(status, "application/json; charset=utf-8", text);
     resp.headers.set_header("cache-control", "no-store")?;
     Ok(resp)
 }
