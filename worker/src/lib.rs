@@ -43,7 +43,11 @@ static APP: OnceLock<Result<app::App, error::EdgeError>> = OnceLock::new();
 async fn fetch(req: web_sys::Request, env: Env, ctx: Context) -> worker::Result<web_sys::Response> {
     let req = http::Request::new(req);
     let result = match APP.get_or_init(|| app::App::from_env(&env)) {
-        Ok(app) => app.handle(req, &ctx).await,
+        Ok(app) => {
+            #[cfg(feature = "panic-probe")]
+            panic_probe(&req, app).await;
+            app.handle(req, &ctx).await
+        }
         Err(e) => Err(e.clone()),
     };
     let resp = match result {
@@ -52,4 +56,22 @@ async fn fetch(req: web_sys::Request, env: Env, ctx: Context) -> worker::Result<
     };
     resp.into_runtime()
         .map_err(|e| worker::Error::RustError(e.to_string()))
+}
+
+/// Test builds only: `/__panic/now` panics before any I/O, `/__panic/after-io`
+/// after a Redis round trip (the panic then happens in a wake-up of the
+/// future, not in the call from the runtime). tests/system/tests/edge_panic.rs
+/// checks that the next request is served by a fresh instance.
+#[cfg(feature = "panic-probe")]
+async fn panic_probe(req: &http::Request, app: &app::App) {
+    match req.path().as_str() {
+        "/__panic/now" => panic!("panic probe"),
+        "/__panic/after-io" => {
+            if let Ok(redis) = app.redis() {
+                let _ = redis.ping().await;
+            }
+            panic!("panic probe, after I/O")
+        }
+        _ => {}
+    }
 }

@@ -1,0 +1,116 @@
+//! A Rust panic in the worker does not take the isolate down with it: the
+//! panicking request fails, and the next one is served by a fresh wasm
+//! instance (workers-rs' abort hook schedules it, wasm-bindgen's glue builds
+//! it), through our own entry module (worker/entry.js) — the one that
+//! replaced worker-build's per-request `Proxy` machinery.
+//!
+//! Runs the test build `scripts/build-worker --panic-probe` (worker/build-probe;
+//! scripts/test builds it) under the `workerd` binary, where a deployed
+//! worker runs.
+
+use std::time::Duration;
+
+use queuegate_shared::Settings;
+use queuegate_system_tests::origin::TestOrigin;
+use queuegate_system_tests::{fast_settings, TestQueue};
+use queuegate_testkit::gateway::Gateway;
+use queuegate_testkit::workerd::Script;
+use queuegate_testkit::{repo_root, set_cookie_pair, RedisServer, Wrangler};
+use serde_json::Value as Json;
+
+/// `POST /queue/enter` as a new visitor: its cookie and its place.
+async fn enter(http: &reqwest::Client, base: &str) -> (String, u64) {
+    let resp = http
+        .post(format!("{base}/queue/enter"))
+        .send()
+        .await
+        .expect("enter answered");
+    assert_eq!(resp.status(), 200);
+    let cookie = resp
+        .headers()
+        .get_all("set-cookie")
+        .iter()
+        .filter_map(|v| set_cookie_pair(v.to_str().ok()?))
+        .find(|(name, _)| *name == "qg_visitor")
+        .map(|(name, value)| format!("{name}={value}"))
+        .expect("a visitor cookie");
+    let body: Json = resp.json().await.expect("JSON");
+    assert_eq!(body["state"], "waiting", "{body}");
+    (cookie, body["position"].as_u64().expect("a position"))
+}
+
+/// `GET /queue/position` with `cookie`: the place.
+async fn position(http: &reqwest::Client, base: &str, cookie: &str) -> u64 {
+    let body: Json = http
+        .get(format!("{base}/queue/position"))
+        .header("cookie", cookie)
+        .send()
+        .await
+        .expect("position answered")
+        .json()
+        .await
+        .expect("JSON");
+    assert_eq!(body["state"], "waiting", "{body}");
+    body["position"].as_u64().expect("a position")
+}
+
+#[tokio::test]
+async fn a_panic_fails_its_request_and_the_next_one_gets_a_fresh_instance() {
+    let probe = repo_root().join("worker/build-probe");
+    assert!(
+        probe.join("index_bg.wasm").exists(),
+        "no {}: run scripts/build-worker --panic-probe",
+        probe.display()
+    );
+    let redis = RedisServer::start();
+    // A line that stays put: no passthrough, no guard, nobody admitted.
+    let settings = Settings {
+        idle_passthrough: false,
+        entry_budget_per_minute: 0,
+        ..fast_settings()
+    };
+    let _queue = TestQueue::open(&redis.url(), "main", settings).await;
+    let gateway = Gateway::start(&redis.url());
+    let origin = TestOrigin::start().await;
+    let config = Wrangler::local(&gateway, origin.url())
+        .var("ENTRY_CHALLENGE", "off")
+        .var("COOKIE_SECURE", "false");
+    let worker =
+        tokio::task::spawn_blocking(move || config.start_workerd_from(Script::BuiltIn(probe)))
+            .await
+            .expect("start workerd");
+    let base = worker.url();
+    let pid = worker.pid();
+    let http = reqwest::Client::builder()
+        .timeout(Duration::from_secs(10))
+        .build()
+        .expect("client");
+
+    let (first, place) = enter(&http, &base).await;
+    assert_eq!(place, 1);
+    let mut places = 1;
+    for path in ["/__panic/now", "/__panic/after-io", "/__panic/now"] {
+        match http.get(format!("{base}{path}")).send().await {
+            Ok(resp) => assert!(
+                resp.status().is_server_error(),
+                "{path}: {} after a panic",
+                resp.status()
+            ),
+            // The runtime may also drop the connection of a request whose
+            // handler can never answer; a timeout would fail the test.
+            Err(e) => assert!(!e.is_timeout(), "{path}: {e}"),
+        }
+        // The next requests run Rust again, on a fresh instance: the queue
+        // state in Redis is untouched, and new places are taken.
+        assert_eq!(position(&http, &base, &first).await, 1, "after {path}");
+        let (_, place) = enter(&http, &base).await;
+        places += 1;
+        assert_eq!(place, places, "after {path}");
+    }
+    assert_eq!(worker.pid(), pid, "the same workerd served it all");
+    let log = worker.log();
+    assert!(
+        log.contains("panic probe") && log.contains("panic probe, after I/O"),
+        "the panics were real:\n{log}"
+    );
+}
