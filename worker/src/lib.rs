@@ -17,6 +17,7 @@
 pub mod app;
 pub mod config;
 pub mod error;
+pub mod exec;
 pub mod guard;
 pub mod http;
 pub mod origin;
@@ -27,7 +28,10 @@ pub mod visitor;
 
 use std::sync::OnceLock;
 
-use worker::{event, web_sys, Context, Env};
+use worker::wasm_bindgen::prelude::wasm_bindgen;
+use worker::{js_sys, wasm_bindgen, web_sys, Context, Env};
+
+use crate::error::EdgeError;
 
 /// The app of this isolate. Vars and secrets cannot change during an
 /// isolate's life (a deploy or a secret change starts new isolates), so they
@@ -36,11 +40,34 @@ use worker::{event, web_sys, Context, Env};
 /// same 500 `misconfigured` reply (logged each time) as before.
 static APP: OnceLock<Result<app::App, error::EdgeError>> = OnceLock::new();
 
-/// The entry. It takes the runtime's own request and answers the runtime's
-/// own response: workers-rs' `Request` and `Response` are built only where a
-/// route needs them (see [`http`]).
-#[event(fetch)]
-async fn fetch(req: web_sys::Request, env: Env, ctx: Context) -> worker::Result<web_sys::Response> {
+/// The entry, called by `worker/entry.js` for every request. It takes the
+/// runtime's own request and answers the runtime's own response:
+/// workers-rs' `Request` and `Response` are built only where a route needs
+/// them (see [`http`]). It is what `#[event(fetch)]` would generate, run by
+/// [`exec`] instead of wasm-bindgen's executor.
+#[wasm_bindgen]
+pub fn fetch(req: web_sys::Request, env: Env, ctx: worker::worker_sys::Context) -> js_sys::Promise {
+    exec::spawn(async move {
+        let ctx = Context::new(ctx);
+        match handle(req, env, ctx).await {
+            Ok(resp) => Ok(resp.into()),
+            // Only the runtime refusing to build a reply gets here; it then
+            // answers 500 itself.
+            Err(e) => {
+                worker::console_error!("{e}");
+                Err(wasm_bindgen::JsValue::from_str(
+                    "the worker could not build a reply",
+                ))
+            }
+        }
+    })
+}
+
+async fn handle(
+    req: web_sys::Request,
+    env: Env,
+    ctx: Context,
+) -> Result<web_sys::Response, EdgeError> {
     let req = http::Request::new(req);
     let result = match APP.get_or_init(|| app::App::from_env(&env)) {
         Ok(app) => {
@@ -52,10 +79,9 @@ async fn fetch(req: web_sys::Request, env: Env, ctx: Context) -> worker::Result<
     };
     let resp = match result {
         Ok(resp) => resp,
-        Err(e) => http::error_response(&e)?,
+        Err(e) => http::error_response(&e).map_err(|e| EdgeError::Internal(e.to_string()))?,
     };
     resp.into_runtime()
-        .map_err(|e| worker::Error::RustError(e.to_string()))
 }
 
 /// Test builds only: `/__panic/now` panics before any I/O, `/__panic/after-io`
