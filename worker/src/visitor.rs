@@ -2,7 +2,7 @@
 //! or the shop's JWT, checked with `queuegate_edge::identity`.
 
 use queuegate_edge::cookie::{cookie, set_cookie, VISITOR_COOKIE};
-use queuegate_edge::identity;
+use queuegate_edge::identity::{self, Key};
 use queuegate_shared::UserId;
 use worker::Date;
 
@@ -103,7 +103,7 @@ pub fn check(
     })
 }
 
-fn mint_visitor(secret: &[u8], cookie_secure: bool) -> Result<Visitor, EdgeError> {
+fn mint_visitor(secret: &Key, cookie_secure: bool) -> Result<Visitor, EdgeError> {
     let mut random = [0u8; 16];
     getrandom::getrandom(&mut random)
         .map_err(|e| EdgeError::Internal(format!("getrandom: {e}")))?;
@@ -129,7 +129,7 @@ mod tests {
 
     fn anonymous() -> IdentityMode {
         IdentityMode::Anonymous {
-            secret: KEY.to_vec(),
+            secret: Key::new(KEY),
         }
     }
 
@@ -164,7 +164,7 @@ mod tests {
     #[test]
     fn jwts_come_from_bearer_first_then_the_cookie() {
         let mode = IdentityMode::Jwt {
-            secret: KEY.to_vec(),
+            secret: Key::new(KEY),
             cookie: Some("session".into()),
         };
         let jwt = |sub: &str| sign_jwt(KEY, &serde_json::json!({"sub": sub, "exp": NOW + 60.0}));

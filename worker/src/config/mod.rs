@@ -6,6 +6,7 @@ mod page;
 
 pub use guard::{GuardConfig, TurnstileConfig};
 pub use page::PageConfig;
+use queuegate_edge::identity::Key;
 use queuegate_shared::{Prefix, QueueId};
 
 /// A configuration problem: which variable, and what to do.
@@ -31,12 +32,12 @@ pub enum IdentityMode {
     /// A random visitor id in an HMAC-signed cookie minted by the worker.
     Anonymous {
         /// HMAC key of the visitor cookie.
-        secret: Vec<u8>,
+        secret: Key,
     },
     /// The shop's HS256 JWT; the user id is its `sub`.
     Jwt {
         /// HMAC key of the JWTs.
-        secret: Vec<u8>,
+        secret: Key,
         /// Cookie that may carry the JWT instead of `Authorization: Bearer`.
         cookie: Option<String>,
     },
@@ -211,10 +212,10 @@ impl EdgeConfig {
         }
         let identity = match text("IDENTITY_MODE", "anonymous").as_str() {
             "anonymous" => IdentityMode::Anonymous {
-                secret: secret(&get, "IDENTITY_SECRET")?,
+                secret: Key::new(&secret(&get, "IDENTITY_SECRET")?),
             },
             "jwt" => IdentityMode::Jwt {
-                secret: secret(&get, "JWT_SECRET")?,
+                secret: Key::new(&secret(&get, "JWT_SECRET")?),
                 cookie: get("JWT_COOKIE").filter(|c| !c.is_empty()),
             },
             other => {
