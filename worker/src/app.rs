@@ -365,9 +365,15 @@ impl App {
     ) -> Result<Response, EdgeError> {
         let config = &self.config;
         let req = req.into_worker();
-        origin::forward(config.origin.as_deref(), &config.origin_secret, req, passed)
-            .await
-            .map(Response::from)
+        origin::forward(
+            config.origin.as_deref(),
+            &config.origin_secret,
+            config.origin_timeout_ms,
+            req,
+            passed,
+        )
+        .await
+        .map(Response::from)
     }
 }
 

@@ -96,6 +96,9 @@ pub enum EdgeError {
     /// The origin could not be reached.
     #[error("origin unreachable: {0}")]
     OriginUnreachable(String),
+    /// The origin did not answer within `ORIGIN_TIMEOUT_MS`.
+    #[error("origin timeout after {0} ms")]
+    OriginTimeout(u64),
     /// A bug: a script reply we cannot decode, a JS call that failed.
     #[error("internal: {0}")]
     Internal(String),
@@ -134,6 +137,7 @@ impl EdgeError {
             EdgeError::QueueFull | EdgeError::NotYetActive { .. } => 429,
             EdgeError::Misconfigured(_) | EdgeError::Internal(_) => 500,
             EdgeError::OriginUnreachable(_) => 502,
+            EdgeError::OriginTimeout(_) => 504,
             EdgeError::QueueClosed | EdgeError::RedisUnavailable(_) => 503,
         }
     }
@@ -165,6 +169,7 @@ impl EdgeError {
             EdgeError::RedisUnavailable(_) => "unavailable",
             EdgeError::Misconfigured(_) => "misconfigured",
             EdgeError::OriginUnreachable(_) => "origin_unreachable",
+            EdgeError::OriginTimeout(_) => "origin_timeout",
             EdgeError::Internal(_) => "internal",
         }
     }
@@ -220,6 +225,9 @@ impl EdgeError {
             EdgeError::OriginUnreachable(_) => {
                 "The shop could not be reached. Please retry.".into()
             }
+            EdgeError::OriginTimeout(_) => {
+                "The shop did not answer in time. Your entry token is kept: please retry.".into()
+            }
             EdgeError::Internal(_) => "Something went wrong on our side.".into(),
         }
     }
@@ -235,6 +243,7 @@ impl EdgeError {
             }
             EdgeError::RedisUnavailable(_)
             | EdgeError::OriginUnreachable(_)
+            | EdgeError::OriginTimeout(_)
             | EdgeError::TurnstileUnavailable(_) => Some(UNAVAILABLE_RETRY_AFTER_S),
             _ => None,
         }
@@ -304,6 +313,11 @@ mod tests {
         };
         assert_eq!((join.status(), join.code()), (403, "queue_required"));
         assert_eq!(join.body()["queueUrl"], "/queue?queue=main");
+        let slow = EdgeError::OriginTimeout(10_000);
+        assert_eq!(
+            (slow.status(), slow.code(), slow.retry_after_s()),
+            (504, "origin_timeout", Some(UNAVAILABLE_RETRY_AFTER_S))
+        );
     }
 
     #[test]

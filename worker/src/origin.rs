@@ -5,7 +5,9 @@
 use queuegate_edge::cookie::without_ours;
 use queuegate_edge::{signing, url, TOKEN_HEADER};
 use queuegate_shared::{QueueId, UserId};
-use worker::{Date, Fetch, Headers, Method, Request, RequestInit, RequestRedirect, Response};
+use worker::{
+    AbortSignal, Date, Fetch, Headers, Method, Request, RequestInit, RequestRedirect, Response,
+};
 
 use crate::error::EdgeError;
 use crate::http::{self, js_err};
@@ -20,10 +22,12 @@ pub fn forwards_header(lower_name: &str) -> bool {
 
 /// The origin's answer to `req`. `base` is `ORIGIN_URL` (None: the request's
 /// own URL); `passed` the queue and user of a request that passed the gate,
-/// signed with `secret`.
+/// signed with `secret`. After `timeout_ms` the runtime aborts the
+/// subrequest (its reply's body too, if that is still arriving).
 pub async fn forward(
     base: Option<&str>,
     secret: &[u8],
+    timeout_ms: u64,
     mut req: Request,
     passed: Option<(&QueueId, &UserId)>,
 ) -> Result<Response, EdgeError> {
@@ -49,10 +53,16 @@ pub async fn forward(
         }
     }
     let outbound = Request::new_with_init(&target, &init).map_err(js_err)?;
+    let signal = AbortSignal::from(worker::web_sys::AbortSignal::timeout_with_u32(
+        u32::try_from(timeout_ms).unwrap_or(u32::MAX),
+    ));
     Fetch::Request(outbound)
-        .send()
+        .send_with_signal(&signal)
         .await
-        .map_err(|e| EdgeError::OriginUnreachable(e.to_string()))
+        .map_err(|e| match signal.aborted() {
+            true => EdgeError::OriginTimeout(timeout_ms),
+            false => EdgeError::OriginUnreachable(e.to_string()),
+        })
 }
 
 /// The request's headers without ours (see [`forwards_header`]) and without

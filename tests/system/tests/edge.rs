@@ -1,7 +1,7 @@
 //! The edge worker end to end: real redis-server, the redis-rest gateway,
 //! the built wasm under workerd (`wrangler dev`) and a test origin.
 
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use queuegate_edge::identity;
 use queuegate_shared::Settings;
@@ -292,6 +292,45 @@ async fn origin_failure_restores_the_token_and_states_are_told_apart() {
     assert_eq!((s.status, s.state()), (200, "not_in_queue"));
     // An expired visitor may enter again, at the back.
     assert_eq!(idle.enter().await.state(), "waiting");
+}
+
+/// An origin that does not answer in time: 504 `origin_timeout` at
+/// `ORIGIN_TIMEOUT_MS`, not whenever the origin gets round to it, and the
+/// token comes back for a retry like after any failed order.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_slow_origin_times_out_and_the_token_comes_back() {
+    let settings = Settings {
+        entry_budget_per_minute: 0,
+        ..line(fast_settings())
+    };
+    let vars = [("ENTRY_CHALLENGE", "off"), ("ORIGIN_TIMEOUT_MS", "300")];
+    let stack = EdgeStack::start_with(settings, "anonymous", RedisServer::start(), &vars).await;
+    let mut ann = stack.visitor();
+    ann.enter().await;
+    stack.admit(1, 0).await;
+    let token = token_of(&ann.position().await.json);
+
+    stack.origin.set_delay(Duration::from_secs(6));
+    let sent = Instant::now();
+    let slow = ann.order(Some(&token)).await;
+    let waited = sent.elapsed();
+    assert_eq!((slow.status, slow.error()), (504, "origin_timeout"));
+    assert!(
+        waited < Duration::from_secs(4),
+        "answered at the timeout, not with the origin after 6 s: {waited:?}"
+    );
+    assert_eq!(
+        stack.origin.hits().len(),
+        1,
+        "the order did reach the origin"
+    );
+    let restored = eventually_state(&mut ann, "admitted").await;
+    assert_eq!(token_of(&restored), token, "the same token is restored");
+
+    stack.origin.set_delay(Duration::ZERO);
+    let retried = ann.order(Some(&token)).await;
+    assert_eq!(retried.status, 200);
+    eventually_state(&mut ann, "ordered").await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

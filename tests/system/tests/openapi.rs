@@ -452,7 +452,17 @@ async fn every_documented_status_matches_the_openapi_document() {
         idle_passthrough: false,
         ..fast_settings()
     };
-    let mut stack = EdgeStack::start(settings, "anonymous", RedisServer::start()).await;
+    // The origin timeout is short, so a slow origin's 504 takes no time.
+    let mut stack = EdgeStack::start_with(
+        Settings {
+            entry_budget_per_minute: 0,
+            ..settings
+        },
+        "anonymous",
+        RedisServer::start(),
+        &[("ENTRY_CHALLENGE", "off"), ("ORIGIN_TIMEOUT_MS", "500")],
+    )
+    .await;
     let mut ck = Checker {
         spec: Spec::load(),
         base: stack.worker.url(),
@@ -665,6 +675,30 @@ async fn every_documented_status_matches_the_openapi_document() {
         .expect(call("POST", "/queue/enter?queue=other").visitor(&ann), 503)
         .await;
     assert_eq!(closed.json()["error"], "queue_closed");
+
+    // The origin is too slow: 504, and the token survives (the retry
+    // below is refused for the origin being gone, not for the token).
+    let slow_visitor = visitor(6);
+    ck.expect(call("POST", "/queue/enter").visitor(&slow_visitor), 200)
+        .await;
+    stack.admit(1, 0).await;
+    let s = ck
+        .expect(call("GET", "/queue/position").visitor(&slow_visitor), 200)
+        .await
+        .json();
+    let slow_token = s["token"].as_str().expect("admitted").to_string();
+    stack.origin.set_delay(Duration::from_secs(3));
+    let slow = ck
+        .expect(
+            call("POST", "/orders")
+                .visitor(&slow_visitor)
+                .token(&slow_token)
+                .body(ORDER),
+            504,
+        )
+        .await;
+    assert_eq!(slow.json()["error"], "origin_timeout");
+    stack.origin.set_delay(Duration::ZERO);
 
     // The origin goes away: 502, and the token survives.
     let eve = visitor(5);

@@ -135,6 +135,8 @@ pub struct EdgeConfig {
     pub redis: Option<RedisRest>,
     /// Timeout of one Redis REST call.
     pub redis_timeout_ms: u64,
+    /// Time the origin has for its whole reply to a forwarded request.
+    pub origin_timeout_ms: u64,
     /// Whether cookies carry `Secure` (turn off only for plain-http dev).
     pub cookie_secure: bool,
     /// The waiting-room page's operator settings.
@@ -250,6 +252,16 @@ impl EdgeConfig {
                     "must be a number of ms from 50 to 30000",
                 )
             })?;
+        let origin_timeout_ms = text("ORIGIN_TIMEOUT_MS", "10000")
+            .parse::<u64>()
+            .ok()
+            .filter(|ms| (100..=120_000).contains(ms))
+            .ok_or_else(|| {
+                err(
+                    "ORIGIN_TIMEOUT_MS",
+                    "must be a number of ms from 100 to 120000",
+                )
+            })?;
         let cookie_secure = match text("COOKIE_SECURE", "true").as_str() {
             "true" => true,
             "false" => false,
@@ -267,6 +279,7 @@ impl EdgeConfig {
             origin_secret,
             redis,
             redis_timeout_ms,
+            origin_timeout_ms,
             cookie_secure,
             page: PageConfig::from_lookup(&get)?,
         })
@@ -359,6 +372,8 @@ mod tests {
             (vec![("IDENTITY_MODE", "jwt")], "JWT_SECRET"),
             (vec![("ORIGIN_URL", "ftp://x")], "ORIGIN_URL"),
             (vec![("REDIS_TIMEOUT_MS", "0")], "REDIS_TIMEOUT_MS"),
+            (vec![("ORIGIN_TIMEOUT_MS", "99")], "ORIGIN_TIMEOUT_MS"),
+            (vec![("ORIGIN_TIMEOUT_MS", "2m")], "ORIGIN_TIMEOUT_MS"),
             (vec![("COOKIE_SECURE", "yes")], "COOKIE_SECURE"),
         ] {
             assert_eq!(config(&pairs).unwrap_err().name, name, "{pairs:?}");
