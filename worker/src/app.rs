@@ -307,8 +307,9 @@ impl App {
                 (visitor, token)
             }
             None => {
-                // A visitor without an identity gets a one-off one: the
-                // slot and the settle need a user.
+                // A visitor without an identity gets one: the slot and the
+                // settle need a user, and if the order fails the restored
+                // token is theirs (the cookie comes with the origin's reply).
                 let visitor = self.identify(&req, true)?;
                 let token = fresh_token()?;
                 match redis
@@ -341,6 +342,10 @@ impl App {
         let outcome = match &forwarded {
             Ok(resp) => Outcome::of_status(resp.status_code()),
             Err(_) => Outcome::NoAnswer,
+        };
+        let forwarded = match (forwarded, &visitor.new_cookie) {
+            (Ok(resp), Some(c)) => http::append(resp.headers(), "set-cookie", c).map(|()| resp),
+            (other, _) => other,
         };
         let user = visitor.user;
         ctx.wait_until(async move {

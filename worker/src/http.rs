@@ -226,27 +226,29 @@ impl Response {
     pub fn into_runtime(self) -> Result<web_sys::Response, EdgeError> {
         let headers = self.headers.0.into_inner();
         match self.body {
-            Body::Text(text) => {
-                let mut head = String::new();
-                for (i, (name, value)) in headers.iter().enumerate() {
-                    if i > 0 {
-                        head.push('\n');
-                    }
-                    head.push_str(name);
-                    head.push('\n');
-                    head.push_str(value);
-                }
-                js::reply(self.status, &text, &head)
-                    .map_err(|_| EdgeError::Internal("the runtime refused a reply".into()))
-            }
-            Body::Runtime(resp) => {
-                for (name, value) in &headers {
-                    resp.headers().append_header(name, value)?;
-                }
-                Ok(resp.into())
-            }
+            Body::Text(text) => js::reply(self.status, &text, &head_lines(&headers))
+                .map_err(|_| EdgeError::Internal("the runtime refused a reply".into())),
+            Body::Runtime(resp) if headers.is_empty() => Ok(resp.into()),
+            // A fetched reply's headers are immutable: a copy of the reply
+            // (the body streams through, not copied) takes ours.
+            Body::Runtime(resp) => js::with_headers(&resp.into(), &head_lines(&headers))
+                .map_err(|_| EdgeError::Internal("the runtime refused a reply".into())),
         }
     }
+}
+
+/// Header names and values, one a line, alternating (see [`js::reply`]).
+fn head_lines(headers: &[(String, String)]) -> String {
+    let mut head = String::new();
+    for (i, (name, value)) in headers.iter().enumerate() {
+        if i > 0 {
+            head.push('\n');
+        }
+        head.push_str(name);
+        head.push('\n');
+        head.push_str(value);
+    }
+    head
 }
 
 impl From<worker::Response> for Response {
@@ -325,10 +327,25 @@ export function reply(status, body, head) {
   }
   return new Response(body, { status, headers });
 }
+
+export function with_headers(resp, head) {
+  const copy = new Response(resp.body, resp);
+  const h = head.split("\n");
+  for (let i = 1; i < h.length; i += 2) copy.headers.append(h[i - 1], h[i]);
+  return copy;
+}
 "#)]
     extern "C" {
         /// `"<METHOD> <url>\n<Cookie header>"` of a request.
         pub fn request_line(req: &web_sys::Request) -> String;
+
+        /// A copy of `resp` (same status, headers and body stream) with
+        /// `head`'s headers added.
+        #[wasm_bindgen(catch)]
+        pub fn with_headers(
+            resp: &web_sys::Response,
+            head: &str,
+        ) -> Result<web_sys::Response, wasm_bindgen::JsValue>;
 
         /// `new Response(body, {status, headers})`; `head` is the headers'
         /// names and values, one a line, alternating.

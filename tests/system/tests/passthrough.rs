@@ -203,9 +203,18 @@ async fn exactly_the_free_slots_pass_through_the_edge_and_the_rest_must_queue() 
     );
     assert_eq!(q.stat(sf::ORDERED).await, K as i64);
     stack.origin.set_delay(Duration::ZERO);
-    let again = stack.visitor().order(None).await;
+    let mut newcomer = stack.visitor();
+    let again = newcomer.order(None).await;
     assert_eq!(again.status, 200, "{:?}", again.json);
+    assert_eq!(again.json["origin"], true, "the origin's reply, unchanged");
     assert_eq!(stack.origin.hits().len(), K as usize + 1);
+    // The visitor came without an identity: the one the slot was taken
+    // for comes with the origin's reply, so the order is theirs.
+    assert!(
+        newcomer.cookies.contains_key("qg_visitor"),
+        "{:?}",
+        newcomer.cookies
+    );
     // Its settle may land after the answer: wait for it.
     assert!(
         eventually(Duration::from_secs(5), || async {
@@ -214,6 +223,7 @@ async fn exactly_the_free_slots_pass_through_the_edge_and_the_rest_must_queue() 
         .await,
         "the passed request was not settled"
     );
+    assert_eq!(newcomer.position().await.state(), "ordered");
 
     // Someone waits: a token-less request must queue, and nothing changes.
     assert_eq!(entered_position(&q.enter(&user(1)).await), Some(1));
