@@ -71,8 +71,10 @@ async fn handle(
     let req = http::Request::new(req);
     let result = match APP.get_or_init(|| app::App::from_env(&env)) {
         Ok(app) => {
-            #[cfg(feature = "panic-probe")]
-            panic_probe(&req, app).await;
+            #[cfg(feature = "probes")]
+            if let Some(resp) = probe(&req, app).await {
+                return resp.into_runtime();
+            }
             app.handle(req, &ctx).await
         }
         Err(e) => Err(e.clone()),
@@ -84,12 +86,14 @@ async fn handle(
     resp.into_runtime()
 }
 
-/// Test builds only: `/__panic/now` panics before any I/O, `/__panic/after-io`
-/// after a Redis round trip (the panic then happens in a wake-up of the
-/// future, not in the call from the runtime). tests/system/tests/edge_panic.rs
-/// checks that the next request is served by a fresh instance.
-#[cfg(feature = "panic-probe")]
-async fn panic_probe(req: &http::Request, app: &app::App) {
+/// Test builds only (feature `probes`; tests/system/tests/edge_probes.rs):
+/// `/__panic/now` panics before any I/O, `/__panic/after-io` after a Redis
+/// round trip (the panic then happens in a wake-up of the future, not in
+/// the call from the runtime); the next request must be served by a fresh
+/// instance. `/__probe/yield` wakes its own future from inside its poll
+/// 1,000 times before answering, the case [`exec`] must not nest.
+#[cfg(feature = "probes")]
+async fn probe(req: &http::Request, app: &app::App) -> Option<http::Response> {
     match req.path().as_str() {
         "/__panic/now" => panic!("panic probe"),
         "/__panic/after-io" => {
@@ -98,6 +102,25 @@ async fn panic_probe(req: &http::Request, app: &app::App) {
             }
             panic!("panic probe, after I/O")
         }
-        _ => {}
+        "/__probe/yield" => {
+            let mut polls = 0u32;
+            std::future::poll_fn(|cx| {
+                polls += 1;
+                if polls > 1_000 {
+                    return std::task::Poll::Ready(());
+                }
+                cx.waker().wake_by_ref();
+                std::task::Poll::Pending
+            })
+            .await;
+            // A REST call after it: the task still wakes from a promise.
+            let redis = app.redis().ok()?;
+            let answer = match redis.ping().await {
+                Ok(()) => format!("polled {polls} times, then PONG"),
+                Err(e) => format!("polled {polls} times, then {e:?}"),
+            };
+            Some(http::Response::text(200, "text/plain", answer))
+        }
+        _ => None,
     }
 }

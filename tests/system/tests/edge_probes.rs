@@ -1,12 +1,14 @@
-//! A Rust panic in the worker does not take the isolate down with it: the
-//! panicking request fails, and the next one is served by a fresh wasm
-//! instance (workers-rs' abort hook schedules it, wasm-bindgen's glue builds
-//! it), through our own entry module (worker/entry.js) — the one that
-//! replaced worker-build's per-request `Proxy` machinery.
+//! The worker under the `workerd` binary, in its test build
+//! (`scripts/build-worker --probes`, worker/build-probe; scripts/test
+//! builds it): the paths of `probe` in worker/src/lib.rs.
 //!
-//! Runs the test build `scripts/build-worker --panic-probe` (worker/build-probe;
-//! scripts/test builds it) under the `workerd` binary, where a deployed
-//! worker runs.
+//! * A Rust panic does not take the isolate down with it: the panicking
+//!   request fails, and the next one is served by a fresh wasm instance
+//!   (workers-rs' abort hook schedules it, wasm-bindgen's glue builds it),
+//!   through our own entry module (worker/entry.js) — the one that replaced
+//!   worker-build's per-request `Proxy` machinery.
+//! * The executor the entry runs on (worker/src/exec.rs) copes with a
+//!   future that wakes itself inside its own poll.
 
 use std::time::Duration;
 
@@ -14,7 +16,7 @@ use queuegate_shared::Settings;
 use queuegate_system_tests::origin::TestOrigin;
 use queuegate_system_tests::{fast_settings, TestQueue};
 use queuegate_testkit::gateway::Gateway;
-use queuegate_testkit::workerd::Script;
+use queuegate_testkit::workerd::{Script, Workerd};
 use queuegate_testkit::{repo_root, set_cookie_pair, RedisServer, Wrangler};
 use serde_json::Value as Json;
 
@@ -54,22 +56,23 @@ async fn position(http: &reqwest::Client, base: &str, cookie: &str) -> u64 {
     body["position"].as_u64().expect("a position")
 }
 
-#[tokio::test]
-async fn a_panic_fails_its_request_and_the_next_one_gets_a_fresh_instance() {
+/// Redis with queue `main` (a line that stays put: no passthrough, no
+/// guard, nobody admitted), the gateway, an origin and the probes build
+/// under workerd.
+async fn start() -> (RedisServer, Gateway, TestOrigin, Workerd) {
     let probe = repo_root().join("worker/build-probe");
     assert!(
         probe.join("index_bg.wasm").exists(),
-        "no {}: run scripts/build-worker --panic-probe",
+        "no {}: run scripts/build-worker --probes",
         probe.display()
     );
     let redis = RedisServer::start();
-    // A line that stays put: no passthrough, no guard, nobody admitted.
     let settings = Settings {
         idle_passthrough: false,
         entry_budget_per_minute: 0,
         ..fast_settings()
     };
-    let _queue = TestQueue::open(&redis.url(), "main", settings).await;
+    TestQueue::open(&redis.url(), "main", settings).await;
     let gateway = Gateway::start(&redis.url());
     let origin = TestOrigin::start().await;
     let config = Wrangler::local(&gateway, origin.url())
@@ -79,12 +82,43 @@ async fn a_panic_fails_its_request_and_the_next_one_gets_a_fresh_instance() {
         tokio::task::spawn_blocking(move || config.start_workerd_from(Script::BuiltIn(probe)))
             .await
             .expect("start workerd");
-    let base = worker.url();
-    let pid = worker.pid();
-    let http = reqwest::Client::builder()
+    (redis, gateway, origin, worker)
+}
+
+fn client() -> reqwest::Client {
+    reqwest::Client::builder()
         .timeout(Duration::from_secs(10))
         .build()
-        .expect("client");
+        .expect("client")
+}
+
+#[tokio::test]
+async fn a_future_that_wakes_itself_is_polled_again_not_nested() {
+    let (_redis, _gateway, _origin, worker) = start().await;
+    let http = client();
+    for _ in 0..3 {
+        let resp = http
+            .get(format!("{}/__probe/yield", worker.url()))
+            .send()
+            .await
+            .expect("an answer, not a hang");
+        assert_eq!(resp.status(), 200);
+        assert_eq!(
+            resp.text().await.expect("text"),
+            "polled 1001 times, then PONG"
+        );
+    }
+    // And the worker serves the queue as ever after it.
+    let (_, place) = enter(&http, &worker.url()).await;
+    assert_eq!(place, 1);
+}
+
+#[tokio::test]
+async fn a_panic_fails_its_request_and_the_next_one_gets_a_fresh_instance() {
+    let (_redis, _gateway, _origin, worker) = start().await;
+    let base = worker.url();
+    let pid = worker.pid();
+    let http = client();
 
     let (first, place) = enter(&http, &base).await;
     assert_eq!(place, 1);
