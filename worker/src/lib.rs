@@ -10,6 +10,8 @@
 //! * [`page`] — the waiting-room page.
 //! * [`config`] / [`error`] / [`http`] — vars and secrets (page settings
 //!   included), the one error enum and its mapping to replies, reply helpers.
+//! * [`exec`] — runs the request's future (the entry is `worker/entry.js`,
+//!   which calls [`fetch`]).
 //!
 //! Every queue operation is one Redis REST call; all queue logic lives in
 //! the shared crate so the worker and the scheduler cannot disagree.
