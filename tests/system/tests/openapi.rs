@@ -391,6 +391,19 @@ struct Visitor {
     cookie: String,
 }
 
+/// Enters `v`, admits one visitor (`v`, with nobody ahead) and returns the
+/// token its position shows; every reply checked against the document.
+async fn enter_admitted(ck: &mut Checker, stack: &EdgeStack, v: &Visitor) -> String {
+    ck.expect(call("POST", "/queue/enter").visitor(v), 200)
+        .await;
+    stack.admit(1, 0).await;
+    let p = ck
+        .expect(call("GET", "/queue/position").visitor(v), 200)
+        .await
+        .json();
+    p["token"].as_str().expect("admitted").to_string()
+}
+
 fn visitor(n: u8) -> Visitor {
     let (user, cookie) = identity::mint_visitor(IDENTITY_SECRET.as_bytes(), [n; 16]);
     Visitor { user, cookie }
@@ -570,14 +583,7 @@ async fn every_documented_status_matches_the_openapi_document() {
 
     // Bob: admitted at once, orders, replays.
     let bob = visitor(2);
-    ck.expect(call("POST", "/queue/enter").visitor(&bob), 200)
-        .await;
-    stack.admit(1, 0).await;
-    let b = ck
-        .expect(call("GET", "/queue/position").visitor(&bob), 200)
-        .await
-        .json();
-    let bob_token = b["token"].as_str().expect("bob admitted").to_string();
+    let bob_token = enter_admitted(&mut ck, &stack, &bob).await;
     ck.expect(call("POST", "/orders?queue=Bad%20Id").visitor(&bob), 400)
         .await;
     ck.expect(call("POST", "/orders?queue=nope").visitor(&bob), 404)
@@ -676,17 +682,9 @@ async fn every_documented_status_matches_the_openapi_document() {
         .await;
     assert_eq!(closed.json()["error"], "queue_closed");
 
-    // The origin is too slow: 504, and the token survives (the retry
-    // below is refused for the origin being gone, not for the token).
+    // The origin is too slow: 504.
     let slow_visitor = visitor(6);
-    ck.expect(call("POST", "/queue/enter").visitor(&slow_visitor), 200)
-        .await;
-    stack.admit(1, 0).await;
-    let s = ck
-        .expect(call("GET", "/queue/position").visitor(&slow_visitor), 200)
-        .await
-        .json();
-    let slow_token = s["token"].as_str().expect("admitted").to_string();
+    let slow_token = enter_admitted(&mut ck, &stack, &slow_visitor).await;
     stack.origin.set_delay(Duration::from_secs(3));
     let slow = ck
         .expect(
@@ -702,14 +700,7 @@ async fn every_documented_status_matches_the_openapi_document() {
 
     // The origin goes away: 502, and the token survives.
     let eve = visitor(5);
-    ck.expect(call("POST", "/queue/enter").visitor(&eve), 200)
-        .await;
-    stack.admit(1, 0).await;
-    let e = ck
-        .expect(call("GET", "/queue/position").visitor(&eve), 200)
-        .await
-        .json();
-    let eve_token = e["token"].as_str().expect("eve admitted").to_string();
+    let eve_token = enter_admitted(&mut ck, &stack, &eve).await;
     drop(std::mem::replace(
         &mut stack.origin,
         TestOrigin::start().await,

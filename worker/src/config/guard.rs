@@ -2,7 +2,7 @@
 //! proof-of-work solution, the challenge key, and Turnstile. The budget and
 //! the difficulty are per-queue settings the scheduler publishes.
 
-use super::{err, ConfigError, IdentityMode};
+use super::{err, millis, ConfigError, IdentityMode};
 
 /// Default of `TURNSTILE_VERIFY_URL`: Cloudflare's documented endpoint.
 pub const TURNSTILE_SITEVERIFY: &str = "https://challenges.cloudflare.com/turnstile/v0/siteverify";
@@ -106,17 +106,11 @@ impl GuardConfig {
                 site_key,
                 verify_url: text("TURNSTILE_VERIFY_URL")
                     .unwrap_or_else(|| TURNSTILE_SITEVERIFY.to_string()),
-                timeout_ms: text("TURNSTILE_TIMEOUT_MS")
-                    .unwrap_or_else(|| "3000".into())
-                    .parse::<u64>()
-                    .ok()
-                    .filter(|ms| (100..=10_000).contains(ms))
-                    .ok_or_else(|| {
-                        err(
-                            "TURNSTILE_TIMEOUT_MS",
-                            "must be a number of ms from 100 to 10000",
-                        )
-                    })?,
+                timeout_ms: millis(
+                    "TURNSTILE_TIMEOUT_MS",
+                    text("TURNSTILE_TIMEOUT_MS").as_deref().unwrap_or("3000"),
+                    100..=10_000,
+                )?,
                 fail_open: match text("TURNSTILE_FAIL").as_deref().unwrap_or("closed") {
                     "closed" => false,
                     "open" => true,

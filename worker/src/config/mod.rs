@@ -26,6 +26,27 @@ pub(crate) fn err(name: &'static str, why: impl Into<String>) -> ConfigError {
     }
 }
 
+/// A duration in ms from `name`'s text, within `range`.
+pub(crate) fn millis(
+    name: &'static str,
+    text: &str,
+    range: std::ops::RangeInclusive<u64>,
+) -> Result<u64, ConfigError> {
+    text.parse::<u64>()
+        .ok()
+        .filter(|ms| range.contains(ms))
+        .ok_or_else(|| {
+            err(
+                name,
+                format!(
+                    "must be a number of ms from {} to {}",
+                    range.start(),
+                    range.end()
+                ),
+            )
+        })
+}
+
 /// How visitors are identified.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum IdentityMode {
@@ -242,26 +263,16 @@ impl EdgeConfig {
             }),
             _ => None,
         };
-        let redis_timeout_ms = text("REDIS_TIMEOUT_MS", "2000")
-            .parse::<u64>()
-            .ok()
-            .filter(|ms| (50..=30_000).contains(ms))
-            .ok_or_else(|| {
-                err(
-                    "REDIS_TIMEOUT_MS",
-                    "must be a number of ms from 50 to 30000",
-                )
-            })?;
-        let origin_timeout_ms = text("ORIGIN_TIMEOUT_MS", "10000")
-            .parse::<u64>()
-            .ok()
-            .filter(|ms| (100..=120_000).contains(ms))
-            .ok_or_else(|| {
-                err(
-                    "ORIGIN_TIMEOUT_MS",
-                    "must be a number of ms from 100 to 120000",
-                )
-            })?;
+        let redis_timeout_ms = millis(
+            "REDIS_TIMEOUT_MS",
+            &text("REDIS_TIMEOUT_MS", "2000"),
+            50..=30_000,
+        )?;
+        let origin_timeout_ms = millis(
+            "ORIGIN_TIMEOUT_MS",
+            &text("ORIGIN_TIMEOUT_MS", "10000"),
+            100..=120_000,
+        )?;
         let cookie_secure = match text("COOKIE_SECURE", "true").as_str() {
             "true" => true,
             "false" => false,
