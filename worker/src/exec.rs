@@ -12,7 +12,10 @@
 //!
 //! Tasks live in a per-isolate table; the waker only carries a task's number
 //! (wasm has one thread, so no JS value needs to cross threads and no
-//! `unsafe` is needed to build the waker).
+//! `unsafe` is needed to build the waker). A task whose wake-up never comes
+//! (the runtime cancels a request's I/O when its client goes away) would
+//! stay in the table, so tasks older than any request can run are dropped
+//! now and then ([`STALE_MS`]).
 
 use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
@@ -21,7 +24,7 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll, Wake, Waker};
 
-use worker::js_sys::{Function, Promise};
+use worker::js_sys::{Date, Function, Promise};
 use worker::wasm_bindgen::JsValue;
 
 type Job = Pin<Box<dyn Future<Output = Result<JsValue, JsValue>>>>;
@@ -33,7 +36,18 @@ struct Task {
     resolve: Function,
     reject: Function,
     woken: bool,
+    /// Epoch ms of its start.
+    started: f64,
 }
+
+/// A task this old belongs to a request the runtime cancelled: every wait
+/// on a server is bounded (REST ≤ 30 s, the origin ≤ 120 s, Turnstile ≤ 10
+/// s by their settings' limits). A client still sending a request body
+/// after 10 minutes is the one case cut off with it.
+pub const STALE_MS: f64 = 600_000.0;
+
+/// Every this many tasks, the stale ones are dropped.
+const SWEEP_EVERY: u32 = 1_024;
 
 thread_local! {
     static TASKS: RefCell<HashMap<u32, Task>> = RefCell::new(HashMap::new());
@@ -47,6 +61,13 @@ pub fn spawn(future: impl Future<Output = Result<JsValue, JsValue>> + 'static) -
         n.set(id.wrapping_add(1));
         id
     });
+    let started = Date::now();
+    if id.is_multiple_of(SWEEP_EVERY) {
+        TASKS.with(|t| {
+            t.borrow_mut()
+                .retain(|_, task| started - task.started < STALE_MS)
+        });
+    }
     let mut future: Option<Job> = Some(Box::pin(future));
     let promise = Promise::new(&mut |resolve, reject| {
         let task = Task {
@@ -54,6 +75,7 @@ pub fn spawn(future: impl Future<Output = Result<JsValue, JsValue>> + 'static) -
             resolve,
             reject,
             woken: false,
+            started,
         };
         TASKS.with(|t| t.borrow_mut().insert(id, task));
     });
