@@ -362,18 +362,7 @@ async fn run_one(opts: &DropOptions, spread_ms: u64) -> anyhow::Result<DropRun> 
         keys.clone(),
         start + opts.deadline,
     ));
-    let tasks: Vec<_> = opts
-        .plans()
-        .into_iter()
-        .map(|plan| {
-            let (http, shared) = (http.clone(), shared.clone());
-            tokio::spawn(async move { visitor::run(&http, &shared, start, plan).await })
-        })
-        .collect();
-    let mut records = Vec::with_capacity(tasks.len());
-    for t in tasks {
-        records.push(t.await?);
-    }
+    let records = visitor::run_all(&http, &shared, start, opts.plans()).await?;
     let (sealed_ms, placed_ms) = watcher.await??;
     let drawn: Option<u64> = redis::cmd("HGET")
         .arg(keys.stats())

@@ -243,18 +243,7 @@ pub async fn run(opts: &Options) -> anyhow::Result<Report> {
         opts.progress,
         stopped,
     ));
-    let tasks: Vec<_> = opts
-        .plans()
-        .into_iter()
-        .map(|plan| {
-            let (http, shared) = (http.clone(), shared.clone());
-            tokio::spawn(async move { visitor::run(&http, &shared, start, plan).await })
-        })
-        .collect();
-    let mut records = Vec::with_capacity(tasks.len());
-    for t in tasks {
-        records.push(t.await?);
-    }
+    let records = visitor::run_all(&http, &shared, start, opts.plans()).await?;
     let crowd_seconds = start.elapsed().as_secs_f64();
     // Settles run after the reply (wait_until): give the last ones a moment.
     tokio::time::sleep(Duration::from_millis(500)).await;

@@ -173,6 +173,28 @@ pub fn spread(i: u64, share: f64) -> bool {
     ((i + 1) as f64 * share).floor() > (i as f64 * share).floor()
 }
 
+/// Runs every plan's visitor at once, each on its own task; their records
+/// in the plans' order.
+pub async fn run_all(
+    http: &Client,
+    shared: &Arc<Shared>,
+    start: Instant,
+    plans: Vec<Plan>,
+) -> anyhow::Result<Vec<Record>> {
+    let tasks: Vec<_> = plans
+        .into_iter()
+        .map(|plan| {
+            let (http, shared) = (http.clone(), shared.clone());
+            tokio::spawn(async move { run(&http, &shared, start, plan).await })
+        })
+        .collect();
+    let mut records = Vec::with_capacity(tasks.len());
+    for t in tasks {
+        records.push(t.await?);
+    }
+    Ok(records)
+}
+
 /// Runs one visitor from its arrival to its end (or `shared.end`).
 pub async fn run(http: &Client, shared: &Shared, start: Instant, plan: Plan) -> Record {
     let mut v = Visitor {
