@@ -5,11 +5,18 @@
 //! solution needs no Redis; its single use is the `enter` script's job.
 
 use base64::Engine;
-use hmac::{Hmac, Mac};
+use hmac::Mac;
+use queuegate_shared::QueueId;
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
-use crate::keys::QueueId;
+pub use queuegate_shared::guard::Verified;
+
+use crate::mac::keyed;
+
+/// Header carrying the solution (base64 JSON of a [`Solution`]); the
+/// `altcha` field of a form or JSON body also works.
+pub const HEADER: &str = "x-altcha";
 
 /// The only algorithm we issue and accept.
 pub const ALGORITHM: &str = "SHA-256";
@@ -44,16 +51,6 @@ pub struct Solution {
     pub signature: String,
 }
 
-/// A solution that checked out: what the `enter` script needs to make its
-/// use single.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Verified {
-    /// The challenge (64 hex): the key of its single use.
-    pub challenge: String,
-    /// Epoch ms after which it is worthless.
-    pub expires_at_ms: u64,
-}
-
 /// Why a solution was refused. None of these touches Redis.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum AltchaError {
@@ -75,14 +72,6 @@ pub enum AltchaError {
     /// Issued for another queue (or without one).
     #[error("the challenge was issued for another queue")]
     OtherQueue,
-}
-
-type HmacSha256 = Hmac<Sha256>;
-
-fn mac(secret: &[u8]) -> HmacSha256 {
-    // HMAC accepts keys of any length; this cannot fail.
-    #[allow(clippy::expect_used)]
-    HmacSha256::new_from_slice(secret).expect("HMAC takes any key length")
 }
 
 fn sha256_hex(salt: &str, number: u64) -> String {
@@ -109,7 +98,7 @@ pub fn create(
         queue.as_str()
     );
     let challenge = sha256_hex(&salt, number % (max_number + 1));
-    let mut m = mac(secret);
+    let mut m = keyed(secret);
     m.update(challenge.as_bytes());
     Challenge {
         algorithm: ALGORITHM.into(),
@@ -135,7 +124,7 @@ pub fn verify(
         return Err(AltchaError::Algorithm);
     }
     let signature = hex::decode(&s.signature).map_err(|_| AltchaError::Signature)?;
-    let mut m = mac(secret);
+    let mut m = keyed(secret);
     m.update(s.challenge.as_bytes());
     m.verify_slice(&signature)
         .map_err(|_| AltchaError::Signature)?;
@@ -266,7 +255,7 @@ mod tests {
     fn the_construction_is_altchas() {
         let c = challenge(3);
         assert_eq!(c.challenge, sha256_hex(&c.salt, 3));
-        let mut m = mac(SECRET);
+        let mut m = keyed(SECRET);
         m.update(c.challenge.as_bytes());
         assert_eq!(c.signature, hex::encode(m.finalize().into_bytes()));
         let json = serde_json::to_value(&c).unwrap();

@@ -4,11 +4,10 @@
 
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use base64::Engine;
-use hmac::{Hmac, Mac};
+use hmac::Mac;
 use queuegate_shared::UserId;
-use sha2::Sha256;
 
-type HmacSha256 = Hmac<Sha256>;
+use crate::mac::{self, HmacSha256};
 
 /// Domain separation for visitor-cookie MACs.
 const VISITOR_CONTEXT: &[u8] = b"queuegate-visitor-v1:";
@@ -36,12 +35,6 @@ pub enum IdentityError {
     Subject,
 }
 
-fn mac(secret: &[u8]) -> HmacSha256 {
-    // HMAC accepts keys of any length; this cannot fail.
-    #[allow(clippy::expect_used)]
-    HmacSha256::new_from_slice(secret).expect("HMAC takes any key length")
-}
-
 /// An identity secret, keyed once. HMAC-SHA-256 first hashes the padded key
 /// (two SHA-256 blocks); a `Key` keeps that state, so each cookie or JWT it
 /// checks costs two compressions instead of four. The worker builds one per
@@ -57,7 +50,7 @@ impl Key {
     pub fn new(secret: &[u8]) -> Key {
         Key {
             secret: secret.to_vec(),
-            keyed: mac(secret),
+            keyed: mac::keyed(secret),
         }
     }
 }
@@ -81,24 +74,24 @@ impl std::fmt::Debug for Key {
 /// (keyed on each call: tests, tools, fuzzing).
 pub trait MacKey {
     /// A MAC in its keyed state.
-    fn keyed(&self) -> Hmac<Sha256>;
+    fn keyed(&self) -> HmacSha256;
 }
 
 impl MacKey for Key {
-    fn keyed(&self) -> Hmac<Sha256> {
+    fn keyed(&self) -> HmacSha256 {
         self.keyed.clone()
     }
 }
 
 impl MacKey for [u8] {
-    fn keyed(&self) -> Hmac<Sha256> {
-        mac(self)
+    fn keyed(&self) -> HmacSha256 {
+        mac::keyed(self)
     }
 }
 
 impl<const N: usize> MacKey for [u8; N] {
-    fn keyed(&self) -> Hmac<Sha256> {
-        mac(self)
+    fn keyed(&self) -> HmacSha256 {
+        mac::keyed(self)
     }
 }
 

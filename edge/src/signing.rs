@@ -2,8 +2,9 @@
 //! queue, a time and an HMAC over them and the request line, so the origin
 //! can verify them with the shared secret (see README "Origin verification").
 
-use hmac::{Hmac, Mac};
-use sha2::Sha256;
+use hmac::Mac;
+
+use crate::mac::keyed;
 
 /// Prefix of every header the edge sets for the origin; the worker strips
 /// client-sent ones so they cannot be forged.
@@ -34,9 +35,7 @@ pub fn sign(
     method: &str,
     path: &str,
 ) -> String {
-    // HMAC accepts keys of any length; this cannot fail.
-    #[allow(clippy::expect_used)]
-    let mut mac = Hmac::<Sha256>::new_from_slice(secret).expect("HMAC takes any key length");
+    let mut mac = keyed(secret);
     mac.update(message(queue, user, time_ms, method, path).as_bytes());
     format!("v1={}", hex::encode(mac.finalize().into_bytes()))
 }
@@ -44,9 +43,7 @@ pub fn sign(
 /// A key for another purpose derived from a secret (HMAC-SHA256 of the
 /// label), so one configured secret can serve without the uses mixing.
 pub fn derive_key(secret: &[u8], label: &str) -> Vec<u8> {
-    // HMAC accepts keys of any length; this cannot fail.
-    #[allow(clippy::expect_used)]
-    let mut mac = Hmac::<Sha256>::new_from_slice(secret).expect("HMAC takes any key length");
+    let mut mac = keyed(secret);
     mac.update(label.as_bytes());
     mac.finalize().into_bytes().to_vec()
 }

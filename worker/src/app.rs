@@ -3,8 +3,8 @@
 //! Each queue operation is one Redis REST call.
 
 use queuegate_edge::cookie::{cookie, set_cookie, TOKEN_COOKIE};
-use queuegate_edge::{url, TOKEN_HEADER};
-use queuegate_shared::guard::{altcha, EntryGuard, GuardCheck};
+use queuegate_edge::{altcha, url, TOKEN_HEADER};
+use queuegate_shared::guard::{EntryGuard, GuardCheck};
 use queuegate_shared::ops::{
     ChallengeTerms, Consume, ConsumeReply, Enter, EnterReply, Observed, Outcome, Pass, PassReply,
     Position, QueueNeeded, Refusal, Settle,
@@ -137,7 +137,10 @@ impl App {
         let solution = guard::verify_solution(config, &queue, brought.altcha.as_deref())?;
         let address = guard::address(&req);
         let turnstile_passed = match (&config.turnstile, &brought.turnstile) {
-            (Some(t), Some(token)) => guard::turnstile(t, token, address.as_str()).await?,
+            (Some(t), Some(token)) => {
+                guard::turnstile(t, token, address.as_str()).await?;
+                true
+            }
             _ => false,
         };
         // Used only if the room is idle and admits this visitor at once.

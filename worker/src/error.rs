@@ -2,8 +2,8 @@
 //! `{"error","message"}` body in one place. Causes are logged once, never
 //! sent: a reply never carries internals.
 
+use queuegate_edge::altcha::AltchaError;
 use queuegate_edge::identity::IdentityError;
-use queuegate_shared::guard::altcha::AltchaError;
 use queuegate_shared::policy::retry_after_header_seconds;
 use worker::Method;
 

@@ -2,7 +2,8 @@
 //! solution, a Turnstile token, the client address), checks what needs no
 //! Redis, and hands the rest to the `enter` script. Also serves challenges.
 
-use queuegate_shared::guard::altcha::{self, Verified};
+use queuegate_edge::altcha::{self, Verified};
+use queuegate_edge::{CLIENT_IP_HEADER, TURNSTILE_HEADER};
 use queuegate_shared::guard::{ClientAddress, GuardCheck};
 use queuegate_shared::QueueId;
 use serde::Deserialize;
@@ -11,12 +12,6 @@ use worker::{Date, Request};
 use crate::config::{GuardConfig, TurnstileConfig};
 use crate::error::EdgeError;
 
-/// Header carrying the ALTCHA solution (base64 JSON).
-pub const ALTCHA_HEADER: &str = "x-altcha";
-/// Header carrying a Turnstile token (the widget's form field also works).
-pub const TURNSTILE_HEADER: &str = "x-turnstile-token";
-/// Where Cloudflare puts the client's address.
-pub const CLIENT_IP_HEADER: &str = "cf-connecting-ip";
 /// Bodies longer than this are not searched for a solution.
 const MAX_BODY: usize = 16 * 1024;
 
@@ -116,7 +111,7 @@ pub fn presented(
 /// body, which must be well formed when present.
 pub async fn read(req: &mut Request) -> Result<Presented, EdgeError> {
     let header = |name: &str| req.headers().get(name).ok().flatten();
-    let (a, t) = (header(ALTCHA_HEADER), header(TURNSTILE_HEADER));
+    let (a, t) = (header(altcha::HEADER), header(TURNSTILE_HEADER));
     let content_type = header("content-type")
         .unwrap_or_default()
         .to_ascii_lowercase();
@@ -200,15 +195,16 @@ pub fn siteverify_form(t: &TurnstileConfig, token: &str, remote_ip: &str, key: &
         .finish()
 }
 
-/// Asks `siteverify` about a token: Ok(true) passed; Ok(false) when it
-/// could not be asked and we fail open; errors otherwise.
-pub async fn turnstile(
-    t: &TurnstileConfig,
-    token: &str,
-    remote_ip: &str,
-) -> Result<bool, EdgeError> {
-    use futures_util::future::{select, Either};
-    use worker::{Delay, Fetch, Headers, Method, RequestInit};
+/// Asks `siteverify` about a token. Ok when it passed, or when siteverify
+/// could not be asked (no answer in time, a network error, a reply that is
+/// not one) and the config fails open; a refusal, or no answer while
+/// failing closed, is an error.
+///
+/// The deadline is an `AbortSignal.timeout`, as for the REST client and the
+/// origin: at the deadline the runtime aborts the subrequest itself, where a
+/// Rust timer would only stop waiting and leave it running.
+pub async fn turnstile(t: &TurnstileConfig, token: &str, remote_ip: &str) -> Result<(), EdgeError> {
+    use worker::{AbortSignal, Fetch, Headers, Method, RequestInit};
 
     let mut key = [0u8; 16];
     getrandom::getrandom(&mut key).map_err(|e| EdgeError::Internal(format!("getrandom: {e}")))?;
@@ -223,9 +219,12 @@ pub async fn turnstile(
         .with_body(Some(form.into()));
     let request = Request::new_with_init(&t.verify_url, &init)
         .map_err(|e| EdgeError::Internal(e.to_string()))?;
-    let call = async move {
+    let signal = AbortSignal::from(worker::web_sys::AbortSignal::timeout_with_u32(
+        u32::try_from(t.timeout_ms).unwrap_or(u32::MAX),
+    ));
+    let outcome = async {
         let mut resp = Fetch::Request(request)
-            .send()
+            .send_with_signal(&signal)
             .await
             .map_err(|e| e.to_string())?;
         if resp.status_code() != 200 {
@@ -233,18 +232,18 @@ pub async fn turnstile(
         }
         let text = resp.text().await.map_err(|e| e.to_string())?;
         serde_json::from_str::<Siteverify>(&text).map_err(|e| format!("siteverify reply: {e}"))
-    };
-    let timeout = Delay::from(std::time::Duration::from_millis(t.timeout_ms));
-    let outcome = match select(Box::pin(call), timeout).await {
-        Either::Left((r, _)) => r,
-        Either::Right(_) => Err(format!("no answer within {} ms", t.timeout_ms)),
-    };
+    }
+    .await
+    .map_err(|why| match signal.aborted() {
+        true => format!("no answer within {} ms", t.timeout_ms),
+        false => why,
+    });
     match outcome {
-        Ok(v) if v.success => Ok(true),
+        Ok(v) if v.success => Ok(()),
         Ok(v) => Err(EdgeError::TurnstileFailed(v.error_codes.join(","))),
         Err(why) if t.fail_open => {
             worker::console_warn!("turnstile unavailable, failing open: {why}");
-            Ok(true)
+            Ok(())
         }
         Err(why) => Err(EdgeError::TurnstileUnavailable(why)),
     }

@@ -28,7 +28,7 @@ use queuegate_bench::redis_cost::{
     bench_user as uid, fill, prepare_queue, reset_stats, server_pid, usec_per_call, PIPELINE,
 };
 use queuegate_bench::seeded::SplitMix64;
-use queuegate_shared::guard::altcha::{self, Verified};
+use queuegate_edge::altcha::{self, Verified};
 use queuegate_shared::guard::{ClientAddress, EntryGuard};
 use queuegate_shared::ops::Enter;
 use queuegate_shared::{Invocation, Operation, Prefix, QueueId, QueueKeys, Settings, UserId};

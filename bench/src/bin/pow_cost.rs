@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 use anyhow::{bail, Context, Result};
 use queuegate_bench::cpu_time::thread_cpu_time;
 use queuegate_bench::seeded::SplitMix64;
-use queuegate_shared::guard::altcha;
+use queuegate_edge::altcha;
 use queuegate_shared::{QueueId, Settings};
 use queuegate_testkit::now_ms;
 

@@ -1,9 +1,9 @@
 //! The entry guard: what a new place costs. A per-address budget and the
 //! single use of a proof-of-work solution are enforced by the `enter`
-//! script; the ALTCHA challenge is made and checked at the edge.
+//! script; the ALTCHA challenge is made and checked at the edge
+//! (`queuegate_edge::altcha`), which hands the script a [`Verified`].
 
 pub mod address;
-pub mod altcha;
 
 pub use address::ClientAddress;
 
@@ -35,6 +35,16 @@ impl GuardCheck {
     }
 }
 
+/// A proof-of-work solution the edge checked: what the `enter` script needs
+/// to make its use single.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Verified {
+    /// The challenge (64 hex): the key of its single use.
+    pub challenge: String,
+    /// Epoch ms after which it is worthless.
+    pub expires_at_ms: u64,
+}
+
 /// What a new place must pass, as the edge found it. The script applies it
 /// only when the visitor has no place yet: a refresh pays nothing.
 #[derive(Debug, Clone, Copy, Default)]
@@ -42,7 +52,7 @@ pub struct EntryGuard<'a> {
     /// The client's address group; the budget applies when present.
     pub address: Option<&'a ClientAddress>,
     /// A verified solution, spent (single use) when the place is taken.
-    pub solution: Option<&'a altcha::Verified>,
+    pub solution: Option<&'a Verified>,
     /// A required check the request lacks.
     pub missing: Option<GuardCheck>,
 }

@@ -850,7 +850,7 @@ async fn the_measured_rate_reaches_the_eta() {
 /// not grow with the crowd.
 #[tokio::test]
 async fn the_admit_tick_sweeps_full_budgets_and_expired_solutions() {
-    use queuegate_shared::guard::altcha::Verified;
+    use queuegate_edge::altcha::Verified;
     use queuegate_shared::guard::{ClientAddress, EntryGuard};
     use queuegate_shared::ops::{Enter, Refusal};
 

@@ -7,8 +7,8 @@
 use std::collections::BTreeSet;
 use std::time::{Duration, Instant};
 
+use queuegate_edge::altcha;
 use queuegate_edge::identity;
-use queuegate_shared::guard::altcha;
 use queuegate_shared::ops::{Consume, ConsumeReply, SetState};
 use queuegate_shared::token::EntryToken;
 use queuegate_shared::{Prefix, QueueId, QueueKeys, QueueState, Settings, UserId};

@@ -147,13 +147,14 @@ async fn enter_one(
     url: &str,
     seed: u64,
 ) -> anyhow::Result<String> {
-    use super::visitor::{self, ALTCHA_HEADER, CLIENT_IP_HEADER};
+    use super::visitor;
+    use queuegate_edge::{altcha, CLIENT_IP_HEADER};
     let ip = visitor::synthetic_address(seed ^ 0x7468_726f_7567_6870);
     let mut solution = None;
     for _ in 0..3 {
         let mut req = http.post(url).header(CLIENT_IP_HEADER, &ip);
         if let Some(s) = solution.take() {
-            req = req.header(ALTCHA_HEADER, s);
+            req = req.header(altcha::HEADER, s);
         }
         let resp = req.send().await?;
         let cookie = visitor::visitor_cookie(&resp);

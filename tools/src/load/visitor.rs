@@ -7,7 +7,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use queuegate_shared::guard::altcha;
+use queuegate_edge::altcha;
+use queuegate_edge::{CLIENT_IP_HEADER, TOKEN_HEADER};
 use queuegate_shared::{QueueKeys, UserId};
 use queuegate_testkit::{now_ms, set_cookie_pair};
 use redis::aio::MultiplexedConnection;
@@ -473,7 +474,7 @@ impl Visitor<'_> {
             .header(CLIENT_IP_HEADER, &self.ip);
         if route == Route::Enter {
             if let Some(a) = self.altcha.take() {
-                req = req.header(ALTCHA_HEADER, a);
+                req = req.header(altcha::HEADER, a);
             }
         }
         if !self.cookie.is_empty() {
@@ -481,7 +482,7 @@ impl Visitor<'_> {
         }
         if let Some(t) = token {
             req = req
-                .header("x-entry-token", t)
+                .header(TOKEN_HEADER, t)
                 .header("content-type", "application/json")
                 .body(r#"{"item":"ticket"}"#);
         }
@@ -517,11 +518,6 @@ impl Visitor<'_> {
         }
     }
 }
-
-/// Header the edge reads the client address from.
-pub const CLIENT_IP_HEADER: &str = "cf-connecting-ip";
-/// Header carrying a proof-of-work solution.
-pub const ALTCHA_HEADER: &str = "x-altcha";
 
 /// Solves a challenge reply off the async threads, as a browser's Web
 /// Worker would; the `X-Altcha` value, or None for a reply that is not one.
