@@ -3,12 +3,13 @@
 //! address's budget; forgeries and reuse are refused with nothing written;
 //! Turnstile against a local stand-in of its documented `siteverify`.
 
+use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use axum::extract::State;
 use axum::Form;
-use queuegate_shared::guard::altcha::{self, Challenge};
+use queuegate_edge::altcha::{self, Challenge};
 use queuegate_shared::{QueueId, Settings};
 use queuegate_system_tests::edge::{EdgeStack, Visitor, ORIGIN_SECRET};
 use queuegate_testkit::RedisServer;
@@ -198,13 +199,30 @@ async fn solutions_are_single_use_and_forgeries_change_nothing() {
     assert_eq!(r.status, 200, "{:?}", r.json);
 }
 
-/// What the stand-in received.
-type Calls = Arc<Mutex<Vec<Vec<(String, String)>>>>;
+/// What the stand-in received, and how many of its answers were never
+/// sent because the caller hung up first.
+#[derive(Clone, Default)]
+struct StandIn {
+    calls: Arc<Mutex<Vec<Vec<(String, String)>>>>,
+    hung_up: Arc<AtomicU32>,
+}
+
+/// Counts an answer dropped before it was sent (the server drops the
+/// handler when its client closes the connection).
+struct Pending(Option<Arc<AtomicU32>>);
+
+impl Drop for Pending {
+    fn drop(&mut self) {
+        if let Some(n) = self.0.take() {
+            n.fetch_add(1, Ordering::SeqCst);
+        }
+    }
+}
 
 /// A local stand-in of Turnstile's documented `siteverify`: the token
 /// decides the answer (`pass`, `fail`, `slow` for a timeout).
 async fn siteverify(
-    State(calls): State<Calls>,
+    State(s): State<StandIn>,
     Form(form): Form<Vec<(String, String)>>,
 ) -> axum::Json<serde_json::Value> {
     let token = form
@@ -212,13 +230,15 @@ async fn siteverify(
         .find(|(k, _)| k == "response")
         .map(|(_, v)| v.clone())
         .unwrap_or_default();
-    calls.lock().expect("calls lock").push(form);
+    s.calls.lock().expect("calls lock").push(form);
     match token.as_str() {
         "pass" => axum::Json(serde_json::json!({
             "success": true, "error-codes": [], "hostname": "127.0.0.1", "action": "enter"
         })),
         "slow" => {
-            tokio::time::sleep(Duration::from_secs(3)).await;
+            let mut pending = Pending(Some(s.hung_up.clone()));
+            tokio::time::sleep(SLOW).await;
+            pending.0 = None;
             axum::Json(serde_json::json!({"success": true, "error-codes": []}))
         }
         _ => axum::Json(serde_json::json!({
@@ -227,12 +247,16 @@ async fn siteverify(
     }
 }
 
+/// How long the stand-in takes to answer `slow`: far past the edge's
+/// deadline (500 ms).
+const SLOW: Duration = Duration::from_secs(10);
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn turnstile_against_a_local_siteverify() {
-    let calls: Calls = Arc::default();
+    let stand_in = StandIn::default();
     let app = axum::Router::new()
         .route("/siteverify", axum::routing::post(siteverify))
-        .with_state(calls.clone());
+        .with_state(stand_in.clone());
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let url = format!("http://{}/siteverify", listener.local_addr().unwrap());
     let server = tokio::spawn(async move { axum::serve(listener, app).await });
@@ -260,9 +284,20 @@ async fn turnstile_against_a_local_siteverify() {
     assert_eq!((r.status, r.error()), (403, "turnstile_required"));
     let r = send(Some("fail")).await;
     assert_eq!((r.status, r.error()), (403, "turnstile_failed"));
+    let asked = Instant::now();
     let r = send(Some("slow")).await;
     assert_eq!((r.status, r.error()), (503, "turnstile_unavailable"));
     assert_eq!(r.retry_after, Some(5));
+    // The deadline aborts the subrequest itself: the stand-in sees its
+    // caller hang up long before its answer was due.
+    let deadline = asked + Duration::from_secs(4);
+    while stand_in.hung_up.load(Ordering::SeqCst) == 0 && Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert!(
+        stand_in.hung_up.load(Ordering::SeqCst) == 1 && asked.elapsed() < SLOW,
+        "the slow siteverify call was left running past the deadline"
+    );
     let after = stack.snapshot().await;
     let moved: Vec<&String> = after
         .keys()
@@ -272,7 +307,7 @@ async fn turnstile_against_a_local_siteverify() {
     let r = send(Some("pass")).await;
     assert_eq!((r.status, r.state()), (200, "waiting"), "{:?}", r.json);
 
-    let calls = calls.lock().unwrap().clone();
+    let calls = stand_in.calls.lock().unwrap().clone();
     assert_eq!(calls.len(), 3, "asked for fail, slow and pass only");
     for form in &calls {
         let get = |k: &str| form.iter().find(|(n, _)| n == k).map(|(_, v)| v.as_str());
