@@ -2,6 +2,9 @@
 //! string literals. It decides which contract names a script's header
 //! declares, and lets tests read the scripts' code (not their prose).
 
+#[cfg(test)]
+pub(crate) mod locals;
+
 /// One token of Lua code: a name or keyword, a number, or an operator.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct Token<'a> {

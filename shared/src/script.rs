@@ -275,6 +275,40 @@ mod tests {
         );
     }
 
+    /// Redis's Lua allows 200 active locals per function (the whole script
+    /// is one) and refuses more only at SCRIPT LOAD, in production: every
+    /// script stays under this, leaving room for new settings and helpers.
+    const LOCALS_BUDGET: usize = 150;
+
+    /// `--nocapture` prints each script's counts.
+    #[test]
+    fn every_script_stays_within_the_locals_budget() {
+        let mut over = Vec::new();
+        for s in all() {
+            let locals = lua::locals::count(s.source())
+                .unwrap_or_else(|e| panic!("{}: cannot follow its blocks: {e}", s.name()));
+            println!(
+                "{:<14} {:>3} top-level locals, {:>3} at peak",
+                s.name(),
+                locals.top_level,
+                locals.peak
+            );
+            if locals.peak > LOCALS_BUDGET {
+                over.push(format!(
+                    "{} ({} top-level, {} at peak)",
+                    s.name(),
+                    locals.top_level,
+                    locals.peak
+                ));
+            }
+        }
+        assert!(
+            over.is_empty(),
+            "over the budget of {LOCALS_BUDGET} Lua locals: {}",
+            over.join(", ")
+        );
+    }
+
     #[test]
     fn sha1_is_lowercase_hex_and_stable() {
         let s = ENTER.sha1();
