@@ -191,7 +191,8 @@ mod tests {
     }
 
     /// Every upper-case name a script uses with a contract prefix is one
-    /// the generated header defines: a typo fails here, not in production.
+    /// `fields.rs` declares: a typo would get no header line and fail as
+    /// an undefined global in production, so it fails here.
     #[test]
     fn scripts_use_only_names_of_the_contract() {
         let defined = fields::lua_names();
