@@ -1,6 +1,6 @@
 //! The data inside a queue's keys: config-hash and stats-hash field names,
 //! status kinds and the token/status record layouts. Declared once here;
-//! the Lua scripts get the same names as locals from [`lua_header`].
+//! each Lua script gets the names it uses as locals from [`lua_header`].
 
 use crate::settings::QueueState;
 
@@ -247,12 +247,9 @@ fn queue_states() -> impl Iterator<Item = (String, &'static str)> {
     })
 }
 
-/// The Lua locals every script starts with: one per name above, so a script
-/// cannot spell a field the Rust side does not know (Redis refuses reads of
-/// undefined globals, and a test checks every name a script uses).
-pub fn lua_header() -> String {
-    let mut out =
-        String::from("-- generated from shared/src/fields.rs: the names of the data contract\n");
+/// Every local the Lua header can declare, in a fixed order: (name, Lua
+/// value).
+fn lua_declarations() -> Vec<(String, String)> {
     let strings = crate::keys::name::ALL
         .iter()
         .chain(config::ALL)
@@ -261,30 +258,46 @@ pub fn lua_header() -> String {
         .chain(guard_field::ALL)
         .chain(origin::ALL)
         .map(|(n, v)| (n.to_string(), *v))
-        .chain(queue_states());
-    for (name, value) in strings {
-        out.push_str(&format!("local {name} = '{value}'\n"));
-    }
-    for (name, index) in token_record::ALL.iter().chain(status_record::ALL) {
-        out.push_str(&format!("local {name} = {index}\n"));
-    }
-    out.push_str(&format!("local SEP = '{SEPARATOR}'\n"));
+        .chain(queue_states())
+        .map(|(name, value)| (name, format!("'{value}'")));
+    let indexes = token_record::ALL
+        .iter()
+        .chain(status_record::ALL)
+        .map(|(name, index)| (name.to_string(), index.to_string()));
     let edges: Vec<String> = ORIGIN_LATENCY_EDGES_MS.iter().map(u64::to_string).collect();
-    out.push_str(&format!(
-        "local ORIGIN_LATENCY_EDGES = {{{}}}\n",
-        edges.join(", ")
-    ));
-    out.push_str(&format!("local ORIGIN_BUCKET_MS = {ORIGIN_BUCKET_MS}\n"));
-    out.push_str(&format!("local ORIGIN_KEEP_MS = {ORIGIN_KEEP_MS}\n"));
+    let constants = [
+        ("SEP", format!("'{SEPARATOR}'")),
+        ("ORIGIN_LATENCY_EDGES", format!("{{{}}}", edges.join(", "))),
+        ("ORIGIN_BUCKET_MS", ORIGIN_BUCKET_MS.to_string()),
+        ("ORIGIN_KEEP_MS", ORIGIN_KEEP_MS.to_string()),
+    ]
+    .map(|(name, value)| (name.to_string(), value));
+    strings.chain(indexes).chain(constants).collect()
+}
+
+/// The Lua locals a script starts with: one per name above that `uses`
+/// says the script needs, in the order declared here (so its hash is
+/// stable). A script cannot spell a field the Rust side does not know
+/// (Redis refuses reads of undefined globals, and a test checks every name
+/// a script uses); declaring only what it uses keeps it far from Lua's 200
+/// locals per function.
+pub fn lua_header(uses: impl Fn(&str) -> bool) -> String {
+    let mut out = String::from(
+        "-- generated from shared/src/fields.rs: the contract names this script uses\n",
+    );
+    for (name, value) in lua_declarations() {
+        if uses(&name) {
+            out.push_str(&format!("local {name} = {value}\n"));
+        }
+    }
     out
 }
 
-/// Every Lua local [`lua_header`] defines.
+/// Every Lua local [`lua_header`] can declare.
 pub fn lua_names() -> Vec<String> {
-    lua_header()
-        .lines()
-        .filter_map(|l| l.strip_prefix("local ")?.split(' ').next())
-        .map(str::to_string)
+    lua_declarations()
+        .into_iter()
+        .map(|(name, _)| name)
         .collect()
 }
 
@@ -330,7 +343,18 @@ mod tests {
         assert_eq!(unique.len(), names.len(), "{names:?}");
         assert!(names.contains(&"CF_STATE".to_string()));
         assert!(names.contains(&"QS_DRAINING".to_string()));
-        assert!(lua_header().contains("local TR_EXPIRES_AT = 3\n"));
+        let all = lua_header(|_| true);
+        assert_eq!(all.matches("\nlocal ").count(), names.len());
+        assert!(all.contains("local TR_EXPIRES_AT = 3\n"));
+        assert!(all.contains("local CF_STATE = 'state'\n"));
+        assert!(all.contains("local ORIGIN_LATENCY_EDGES = {50, 100, 250,"));
+    }
+
+    #[test]
+    fn the_header_declares_only_the_names_asked_for() {
+        let header = lua_header(|name| ["SEP", "ST_ISSUED"].contains(&name));
+        let locals: Vec<&str> = header.lines().skip(1).collect();
+        assert_eq!(locals, ["local ST_ISSUED = 'ISSUED'", "local SEP = '|'"]);
     }
 
     #[test]

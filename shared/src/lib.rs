@@ -19,6 +19,7 @@ mod names;
 pub mod fields;
 pub mod guard;
 pub mod keys;
+mod lua;
 pub mod ops;
 pub mod policy;
 pub mod script;

@@ -1,11 +1,13 @@
-//! The Lua scripts, each assembled once (the data contract's names from
-//! [`fields`](crate::fields), the shared prelude, the script) with its SHA-1
-//! computed once, and the invocation (KEYS and ARGV) a typed request builds.
+//! The Lua scripts, each assembled once (the data contract's names it uses
+//! from [`fields`](crate::fields), the shared prelude, the script) with its
+//! SHA-1 computed once, and the invocation (KEYS and ARGV) a typed request
+//! builds.
 
+use std::collections::BTreeSet;
 use std::sync::OnceLock;
 
-use crate::fields;
 use crate::value::{DecodeError, Value};
+use crate::{fields, lua};
 
 /// One Lua script: its text and its SHA-1 for EVALSHA.
 #[derive(Debug)]
@@ -36,12 +38,15 @@ impl Script {
     }
 
     /// The Lua source, for EVAL after a NOSCRIPT reply: the contract's
-    /// names, the prelude where the script uses it, then the script, so
-    /// each still runs as one self-contained EVAL.
+    /// names that the script and its prelude use, the prelude where the
+    /// script uses it, then the script, so each still runs as one
+    /// self-contained EVAL.
     pub fn source(&self) -> &str {
         self.source.get_or_init(|| {
             let prelude = if self.prelude { PRELUDE } else { "" };
-            format!("{}{prelude}{}", fields::lua_header(), self.body)
+            let used: BTreeSet<&str> = lua::words(prelude).chain(lua::words(self.body)).collect();
+            let header = fields::lua_header(|name| used.contains(name));
+            format!("{header}{prelude}{}", self.body)
         })
     }
 
@@ -186,13 +191,14 @@ mod tests {
     }
 
     /// Every upper-case name a script uses with a contract prefix is one
-    /// the generated header defines: a typo fails here, not in production.
+    /// `fields.rs` declares: a typo would get no header line and fail as
+    /// an undefined global in production, so it fails here.
     #[test]
     fn scripts_use_only_names_of_the_contract() {
         let defined = fields::lua_names();
         let texts = all().into_iter().map(|s| s.body()).chain([PRELUDE]);
         for text in texts {
-            for word in lua_words(text) {
+            for word in lua::words(text) {
                 let contract = [
                     "CF_", "SF_", "ST_", "TR_", "SR_", "QS_", "K_", "GF_", "OF_", "ORIGIN_",
                 ]
@@ -200,7 +206,7 @@ mod tests {
                 .any(|p| word.starts_with(p));
                 if contract {
                     assert!(
-                        defined.contains(&word),
+                        defined.iter().any(|d| d == word),
                         "{word} is not in shared/src/fields.rs"
                     );
                 }
@@ -242,12 +248,66 @@ mod tests {
         }
     }
 
-    fn lua_words(text: &str) -> impl Iterator<Item = String> + '_ {
-        text.lines()
-            .filter(|l| !l.trim_start().starts_with("--"))
-            .flat_map(|l| l.split(|c: char| !(c.is_ascii_alphanumeric() || c == '_')))
-            .filter(|w| w.starts_with(|c: char| c.is_ascii_uppercase()))
-            .map(str::to_string)
+    /// Each script's header declares exactly the contract names its code
+    /// (and the prelude, where included) reads, in the contract's order.
+    #[test]
+    fn each_header_declares_the_names_its_script_uses() {
+        for s in all() {
+            let prelude = if s.prelude { PRELUDE } else { "" };
+            let header = &s.source()[..s.source().len() - prelude.len() - s.body().len()];
+            let used: BTreeSet<&str> = lua::words(prelude).chain(lua::words(s.body())).collect();
+            let declared: Vec<&str> = header
+                .lines()
+                .filter_map(|l| l.strip_prefix("local ")?.split(' ').next())
+                .collect();
+            let expected: Vec<String> = fields::lua_names()
+                .into_iter()
+                .filter(|n| used.contains(n.as_str()))
+                .collect();
+            assert_eq!(declared, expected, "{}", s.name());
+        }
+        assert!(
+            !LEASE_RELEASE.source().contains("CF_"),
+            "no prelude, no config"
+        );
+        assert!(
+            CHALLENGE.source().contains("\nlocal CF_DRAW_SEED = "),
+            "the prelude's seal"
+        );
+    }
+
+    /// Redis's Lua allows 200 active locals per function (the whole script
+    /// is one) and refuses more only at SCRIPT LOAD, in production: every
+    /// script stays under this, leaving room for new settings and helpers.
+    const LOCALS_BUDGET: usize = 150;
+
+    /// `--nocapture` prints each script's counts.
+    #[test]
+    fn every_script_stays_within_the_locals_budget() {
+        let mut over = Vec::new();
+        for s in all() {
+            let locals = lua::locals::count(s.source())
+                .unwrap_or_else(|e| panic!("{}: cannot follow its blocks: {e}", s.name()));
+            println!(
+                "{:<14} {:>3} top-level locals, {:>3} at peak",
+                s.name(),
+                locals.top_level,
+                locals.peak
+            );
+            if locals.peak > LOCALS_BUDGET {
+                over.push(format!(
+                    "{} ({} top-level, {} at peak)",
+                    s.name(),
+                    locals.top_level,
+                    locals.peak
+                ));
+            }
+        }
+        assert!(
+            over.is_empty(),
+            "over the budget of {LOCALS_BUDGET} Lua locals: {}",
+            over.join(", ")
+        );
     }
 
     #[test]
@@ -261,21 +321,21 @@ mod tests {
     }
 
     const PINNED: &[(&str, &str)] = &[
-        ("enter", "7a821bf3f3f97b3f82e734f9b9bd1906e34e21ac"),
-        ("position", "6834fee90ef6b7fa5f4ca07371cf02b3b6158900"),
-        ("admit", "656d6e8d14fc7f9fe98af8b1381c89d8e2bf2c50"),
-        ("consume", "38ebabd178658762e467e76b6bcf470d373a92de"),
-        ("settle", "aeac545323167f3e1b94615a436ecaa4acf880e1"),
-        ("lease_acquire", "460d66ca1b7d9b34b1a338f3110d6d1be10c0027"),
-        ("lease_release", "90345802670e6355d1fdbb3f735f22e105aef534"),
-        ("configure", "0d5c3fc50383c86f9c62bf95f51cc396111e6b56"),
-        ("set_state", "0805c8d6b8cc61a260db59d1b452076738abde3d"),
-        ("status", "df1ca19f756a18b53744594eabc7bdce22084c30"),
-        ("challenge", "14186e86ed83e77a2baa63df1b08f942b57f44ef"),
-        ("origin_window", "0baf191364fea955d25299d63669658d8014f3c7"),
-        ("pass", "42b5365667d6074adffe55eedc509383d7cada0d"),
-        ("draw_open", "d85a37a2f3f1a7a4b256852ba318de14ccfc72fd"),
-        ("draw_place", "19db4a9246de391611b19c3f7673729ce447eb29"),
-        ("schedule", "499d94672c7246e74d851f0f4702867ead0b6df9"),
+        ("enter", "8999e8a0e2c39497fde86916b5b5e598be858489"),
+        ("position", "727056394a91ead3fae82d80e55b60e9a8be32da"),
+        ("admit", "556b0ed8a58ef54bbc3ac12ff7d080a7c1e2b20b"),
+        ("consume", "dddbe32e15f01d95fa9b1a3f2890ed8e0a54dceb"),
+        ("settle", "2a0619160d816ed930b126f6d7840d3b57de22f4"),
+        ("lease_acquire", "4417c0c8463d1512b8a962680ec405744d0ecf6b"),
+        ("lease_release", "d4530721362acba6eca833ae5bc15a5d5b5b9ad2"),
+        ("configure", "1d52985d53a6c04b90e28d5a62f889228d80d953"),
+        ("set_state", "ae9c182fa0a45b938998d992eae146e34fe08ffe"),
+        ("status", "ad9e99bb0fd0e55027c706afebaa60cb3faaf0a1"),
+        ("challenge", "0960e7f2503f2de20af802ef4277893a79928e56"),
+        ("origin_window", "0357d97e2f59788ef89ce5eccb51ac2f12589318"),
+        ("pass", "9059931b658660662168cb2c611b69912923d653"),
+        ("draw_open", "c252f3847dfbf0936c14ce1ae75251de673f39aa"),
+        ("draw_place", "d800b46658cfa8c1a54cb99a034f15195520d418"),
+        ("schedule", "21a081b0dab3004d63b1ea6556d565bf4a8c48c8"),
     ];
 }
