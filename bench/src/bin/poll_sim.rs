@@ -12,7 +12,8 @@ use std::path::PathBuf;
 
 use anyhow::Result;
 use plotters::prelude::*;
-use queuegate_bench::poll_sim::{closed_form_bound, percentile, run, Outcome, Polling, Scenario};
+use queuegate_bench::poll_sim::{closed_form_bound, run, Outcome, Polling, Scenario};
+use queuegate_testkit::measure::{mean, percentile};
 
 const FONT: &str = "sans-serif";
 const COLOURS: [RGBColor; 3] = [
@@ -131,10 +132,6 @@ fn bound_check(o: &Outcome, scenario: &Scenario) {
         percentile(&ratios, 95.0),
         ratios.last().copied().unwrap_or(f64::NAN)
     );
-}
-
-fn mean(v: &[f64]) -> f64 {
-    v.iter().sum::<f64>() / v.len().max(1) as f64
 }
 
 type DrawResult = Result<(), Box<dyn std::error::Error>>;
