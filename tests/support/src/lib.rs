@@ -9,8 +9,11 @@
 //! are the clock and cookie reading the tests and tools share.
 //!
 //! What the benchmarks and the load tools measure is summarized here too,
-//! once for all of them: [`measure`] (percentiles and means).
+//! once for all of them: [`measure`] (percentiles and means) and, with the
+//! `charts` feature, [`chart`] (the look of their SVG charts).
 
+#[cfg(feature = "charts")]
+pub mod chart;
 mod clock;
 mod cookie;
 pub mod gateway;
