@@ -442,16 +442,6 @@ pub fn spearman(arrival_at_place: &[u64]) -> f64 {
     1.0 - 6.0 * d2 / (n * (n * n - 1.0))
 }
 
-/// The `q`-quantile (nearest rank) of `values`, 0 when empty.
-pub fn quantile(values: &[u64], q: f64) -> u64 {
-    let mut sorted = values.to_vec();
-    sorted.sort_unstable();
-    match sorted.len() {
-        0 => 0,
-        n => sorted[((q * n as f64).ceil() as usize).clamp(1, n) - 1],
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -460,14 +450,5 @@ mod tests {
     fn spearman_of_the_extremes() {
         assert_eq!(spearman(&[0, 1, 2, 3]), 1.0);
         assert_eq!(spearman(&[3, 2, 1, 0]), -1.0);
-    }
-
-    #[test]
-    fn nearest_rank_quantiles() {
-        let v: Vec<u64> = (1..=100).collect();
-        assert_eq!(quantile(&v, 0.5), 50);
-        assert_eq!(quantile(&v, 0.99), 99);
-        assert_eq!(quantile(&v, 1.0), 100);
-        assert_eq!(quantile(&[], 0.5), 0);
     }
 }

@@ -14,6 +14,7 @@ use queuegate_shared::token::Grant;
 use queuegate_shared::{
     script, Operation, Prefix, QueueId, QueueKeys, QueueState, Settings, UserId,
 };
+use queuegate_testkit::measure::{mean, percentile};
 use queuegate_testkit::scheduler::{Scheduler, SchedulerBuilder};
 use queuegate_testkit::{wait_until, RedisServer};
 use redis::aio::MultiplexedConnection;
@@ -202,11 +203,6 @@ fn rate(rt: &tokio::runtime::Runtime, plan: &Plan, schedulers: usize) -> Res<()>
     Ok(())
 }
 
-fn percentile(sorted: &[f64], p: f64) -> f64 {
-    let i = ((sorted.len() as f64 - 1.0) * p).round() as usize;
-    sorted[i.min(sorted.len() - 1)]
-}
-
 fn grants(n: usize) -> Res<Vec<Grant>> {
     let mut bytes = vec![0u8; n * 24];
     getrandom::getrandom(&mut bytes).map_err(|e| e.to_string())?;
@@ -308,13 +304,13 @@ fn admit_cost(rt: &tokio::runtime::Runtime, plan: &Plan) -> Res<()> {
             }
             let server = usec_per_call(&mut conn).await?;
             took.sort_by(f64::total_cmp);
-            let mean = took.iter().sum::<f64>() / took.len() as f64;
             println!(
                 "admit batch {batch} (leaver scan {}) at ~{waiting} waiting, {calls} calls: \
-                 client p50 {:.3} ms, p99 {:.3} ms, mean {mean:.3} ms; server {:.1} us per EVALSHA",
+                 client p50 {:.3} ms, p99 {:.3} ms, mean {:.3} ms; server {:.1} us per EVALSHA",
                 s.leaver_scan_per_tick,
-                percentile(&took, 0.5),
-                percentile(&took, 0.99),
+                percentile(&took, 50.0),
+                percentile(&took, 99.0),
+                mean(&took),
                 server
             );
         }
@@ -386,7 +382,7 @@ fn failover(rt: &tokio::runtime::Runtime, plan: &Plan) -> Res<()> {
             if graceful { "SIGTERM" } else { "kill -9" },
             times.len(),
             times[0],
-            percentile(&times, 0.5),
+            percentile(&times, 50.0),
             times[times.len() - 1],
             settings.tick_ms,
             settings.lease_ttl_ms

@@ -9,9 +9,10 @@ use std::time::{Duration, Instant};
 
 use plotters::prelude::*;
 use queuegate_shared::fields::stats;
+use queuegate_testkit::chart::{self, DrawResult, PALETTE};
 
 use crate::crowd;
-use crate::load::charts::{panel, DrawResult};
+use crate::load::charts::panel;
 use crate::load::tally::Tally;
 use crate::stack::{Stack, StackOptions};
 
@@ -160,15 +161,14 @@ fn admitted_rate(s: &[Sample]) -> Vec<(f64, f64)> {
         .collect()
 }
 
-const WITH: RGBColor = RGBColor(0x3b, 0x5b, 0xdb);
-const WITHOUT: RGBColor = RGBColor(0xe0, 0x6c, 0x00);
-const TARGET_COLOUR: RGBColor = RGBColor(0x2b, 0x8a, 0x3e);
+const WITH: RGBColor = PALETTE[0];
+const WITHOUT: RGBColor = PALETTE[1];
+const TARGET_COLOUR: RGBColor = PALETTE[2];
 
 /// Target rate, admitted/s, error share and active slots of both runs,
 /// one panel each, as SVG.
 pub fn chart(opts: &Options, with: &Run, without: &Run, path: &Path) -> DrawResult {
-    let root = SVGBackend::new(path, (960, 1080)).into_drawing_area();
-    root.fill(&WHITE)?;
+    let root = chart::canvas(path, (960, 1080))?;
     let panels = root.split_evenly((4, 1));
     let x_max = opts.run_s as f64;
     let line = |r: &Run, f: fn(&Sample) -> f64| -> Vec<(f64, f64)> {

@@ -10,9 +10,10 @@
 //! 5 ms at 100,000.
 
 use anyhow::{Context, Result};
-use queuegate_bench::draw_cost::{draw_run, line_run, quantile, DrawRun, LineRun, Memory};
+use queuegate_bench::draw_cost::{draw_run, line_run, DrawRun, LineRun, Memory};
 use queuegate_bench::redis_cost::depths_arg;
 use queuegate_shared::Settings;
+use queuegate_testkit::measure::quantile;
 
 /// The target for one script call: Redis runs nothing else meanwhile.
 const TARGET_US: u64 = 5_000;
@@ -35,9 +36,9 @@ async fn main() -> Result<()> {
                 eprintln!(
                     "{n} visitors, batch {batch}, round {round}: seal {} µs, place p50 {} µs, worst call {} µs, CPU p50 {} µs",
                     run.seal_us,
-                    quantile(&run.place_us, 0.5),
+                    quantile_us(&run.place_us, 0.5),
                     run.worst_us(),
-                    quantile(&run.place_cpu_us, 0.5)
+                    quantile_us(&run.place_cpu_us, 0.5)
                 );
                 draws.push(run);
             }
@@ -62,6 +63,13 @@ fn list_flag(prefix: &str) -> Result<Option<Vec<u64>>> {
     }
 }
 
+/// The nearest-rank `q`-quantile of µs in measured order, 0 when none.
+fn quantile_us(values: &[u64], q: f64) -> u64 {
+    let mut sorted = values.to_vec();
+    sorted.sort_unstable();
+    quantile(&sorted, q).unwrap_or(0)
+}
+
 fn ms(us: u64) -> f64 {
     us as f64 / 1_000.0
 }
@@ -79,16 +87,16 @@ fn print_draws(draws: &[DrawRun]) {
             d.batch,
             d.place_us.len() + 1,
             d.seal_us,
-            quantile(&d.place_us, 0.5),
-            quantile(&d.place_us, 0.99),
+            quantile_us(&d.place_us, 0.5),
+            quantile_us(&d.place_us, 0.99),
             d.worst_us(),
             if d.place_cpu_us.is_empty() {
                 "–".into()
             } else {
                 format!(
                     "{} / {}",
-                    quantile(&d.place_cpu_us, 0.5),
-                    quantile(&d.place_cpu_us, 1.0)
+                    quantile_us(&d.place_cpu_us, 0.5),
+                    quantile_us(&d.place_cpu_us, 1.0)
                 )
             },
             ms(d.server_total_us()),
@@ -96,8 +104,8 @@ fn print_draws(draws: &[DrawRun]) {
                 .map_or("–".into(), |c| format!("{:.1}", c.as_secs_f64() * 1e3)),
             d.wall.as_secs_f64() * 1e3,
             d.permutation.as_secs_f64() * 1e3,
-            ms(quantile(&rtt, 0.5)),
-            ms(quantile(&rtt, 0.99)),
+            ms(quantile_us(&rtt, 0.5)),
+            ms(quantile_us(&rtt, 0.99)),
             d.placed,
             d.rank_correlation,
         );

@@ -8,18 +8,13 @@
 //! Prints markdown tables; writes the chart to the path given (default
 //! `docs/benchmarks/poll-sim.svg`). Deterministic: a fixed seed.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use anyhow::Result;
 use plotters::prelude::*;
-use queuegate_bench::poll_sim::{closed_form_bound, percentile, run, Outcome, Polling, Scenario};
-
-const FONT: &str = "sans-serif";
-const COLOURS: [RGBColor; 3] = [
-    RGBColor(0x3b, 0x5b, 0xdb),
-    RGBColor(0xe0, 0x6c, 0x00),
-    RGBColor(0x2b, 0x8a, 0x3e),
-];
+use queuegate_bench::poll_sim::{closed_form_bound, run, Outcome, Polling, Scenario};
+use queuegate_testkit::chart::{self, DrawResult, PALETTE};
+use queuegate_testkit::measure::{mean, percentile};
 
 fn main() -> Result<()> {
     let chart = std::env::args()
@@ -133,17 +128,10 @@ fn bound_check(o: &Outcome, scenario: &Scenario) {
     );
 }
 
-fn mean(v: &[f64]) -> f64 {
-    v.iter().sum::<f64>() / v.len().max(1) as f64
-}
-
-type DrawResult = Result<(), Box<dyn std::error::Error>>;
-
 /// Top: position requests/s per mode, with the closed form for the
 /// adaptive line. Bottom: people waiting.
-fn draw(outcomes: &[(Polling, Outcome)], scenario: &Scenario, path: &PathBuf) -> DrawResult {
-    let root = SVGBackend::new(path, (960, 720)).into_drawing_area();
-    root.fill(&WHITE)?;
+fn draw(outcomes: &[(Polling, Outcome)], scenario: &Scenario, path: &Path) -> DrawResult {
+    let root = chart::canvas(path, (960, 720))?;
     let (top, bottom) = root.split_vertically(460);
     let x_max = outcomes
         .iter()
@@ -156,25 +144,14 @@ fn draw(outcomes: &[(Polling, Outcome)], scenario: &Scenario, path: &PathBuf) ->
         .max()
         .unwrap_or(1) as f64
         * 1.1;
-    let mut chart = ChartBuilder::on(&top)
-        .caption(
-            format!(
-                "Position requests per second, {} arrivals over 10 min (simulated)",
-                scenario.arrivals
-            ),
-            (FONT, 18),
-        )
-        .margin(12)
-        .x_label_area_size(36)
-        .y_label_area_size(70)
+    let caption = format!(
+        "Position requests per second, {} arrivals over 10 min (simulated)",
+        scenario.arrivals
+    );
+    let mut chart = chart::axes(&top, &caption, 18, 70)
         .build_cartesian_2d(0.0..x_max, (10.0..y_max).log_scale())?;
-    chart
-        .configure_mesh()
-        .x_desc("seconds since the sale opened")
-        .y_desc("polls/s (log)")
-        .label_style((FONT, 13))
-        .draw()?;
-    for ((mode, o), colour) in outcomes.iter().zip(COLOURS) {
+    chart::mesh(&mut chart, "seconds since the sale opened", "polls/s (log)").draw()?;
+    for ((mode, o), colour) in outcomes.iter().zip(PALETTE) {
         let pts = o
             .polls_per_second
             .iter()
@@ -183,9 +160,7 @@ fn draw(outcomes: &[(Polling, Outcome)], scenario: &Scenario, path: &PathBuf) ->
         chart
             .draw_series(LineSeries::new(pts, colour.stroke_width(1)))?
             .label(mode.label())
-            .legend(move |(x, y)| {
-                PathElement::new(vec![(x, y), (x + 20, y)], colour.stroke_width(2))
-            });
+            .legend(chart::swatch(colour));
     }
     let policy = scenario.settings.poll_policy();
     let adaptive = &outcomes[0].1;
@@ -202,16 +177,8 @@ fn draw(outcomes: &[(Polling, Outcome)], scenario: &Scenario, path: &PathBuf) ->
             BLACK.mix(0.6).stroke_width(2),
         ))?
         .label("closed form of policy.rs for the line")
-        .legend(|(x, y)| {
-            PathElement::new(vec![(x, y), (x + 20, y)], BLACK.mix(0.6).stroke_width(2))
-        });
-    chart
-        .configure_series_labels()
-        .position(SeriesLabelPosition::UpperRight)
-        .label_font((FONT, 13))
-        .background_style(WHITE.mix(0.85))
-        .border_style(BLACK.mix(0.3))
-        .draw()?;
+        .legend(chart::swatch(BLACK.mix(0.6)));
+    chart::legend(&mut chart, SeriesLabelPosition::UpperRight)?;
 
     let w_max = adaptive
         .waiting_per_second
@@ -220,28 +187,21 @@ fn draw(outcomes: &[(Polling, Outcome)], scenario: &Scenario, path: &PathBuf) ->
         .max()
         .unwrap_or(1) as f64
         * 1.15;
-    let mut chart = ChartBuilder::on(&bottom)
-        .caption(
-            "People waiting (adaptive run; the same line in every mode)",
-            (FONT, 16),
-        )
-        .margin(12)
-        .x_label_area_size(36)
-        .y_label_area_size(70)
-        .build_cartesian_2d(0.0..x_max, 0.0..w_max)?;
-    chart
-        .configure_mesh()
-        .x_desc("seconds since the sale opened")
-        .y_desc("waiting")
-        .label_style((FONT, 13))
-        .draw()?;
+    let mut chart = chart::axes(
+        &bottom,
+        "People waiting (adaptive run; the same line in every mode)",
+        16,
+        70,
+    )
+    .build_cartesian_2d(0.0..x_max, 0.0..w_max)?;
+    chart::mesh(&mut chart, "seconds since the sale opened", "waiting").draw()?;
     chart.draw_series(LineSeries::new(
         adaptive
             .waiting_per_second
             .iter()
             .enumerate()
             .map(|(s, &n)| (s as f64, f64::from(n))),
-        COLOURS[0].stroke_width(2),
+        PALETTE[0].stroke_width(2),
     ))?;
     root.present()?;
     Ok(())

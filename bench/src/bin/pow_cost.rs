@@ -17,6 +17,7 @@ use queuegate_bench::cpu_time::thread_cpu_time;
 use queuegate_bench::seeded::SplitMix64;
 use queuegate_edge::altcha;
 use queuegate_shared::{QueueId, Settings};
+use queuegate_testkit::measure::quantile;
 use queuegate_testkit::now_ms;
 
 const SECRET: &[u8] = b"bench-secret-bench-secret-bench-s";
@@ -26,7 +27,7 @@ const VERIFY_CALLS: u32 = 20_000;
 /// What one batch of solves at one difficulty took.
 struct Batch {
     max_number: u64,
-    /// Wall time of each solve.
+    /// Wall time of each solve, ascending.
     times: Vec<Duration>,
     /// Hashes each solve computed (the number found, plus one).
     hashes: u64,
@@ -131,15 +132,6 @@ fn ms(d: Duration) -> f64 {
     d.as_secs_f64() * 1e3
 }
 
-/// Nearest-rank percentile of sorted times.
-fn percentile(sorted: &[Duration], p: f64) -> Duration {
-    let rank = ((p / 100.0) * sorted.len() as f64).ceil() as usize;
-    sorted
-        .get(rank.clamp(1, sorted.len().max(1)) - 1)
-        .copied()
-        .unwrap_or_default()
-}
-
 impl Batch {
     /// Hashes per second of CPU time (wall time when CPU time is unknown).
     fn hashes_per_cpu_second(&self) -> f64 {
@@ -157,14 +149,16 @@ fn print_solves(batches: &[Batch], count: usize) {
         let cpu_share = b.cpu.map_or("n/a".to_string(), |c| {
             format!("{:.2}", c.as_secs_f64() / b.wall.as_secs_f64())
         });
+        // 0 ms for a batch without solves.
+        let at = |q| ms(quantile(&b.times, q).unwrap_or_default());
         println!(
             "| {} | {:.0} | {:.1} | {:.1} | {:.1} | {:.1} | {} | {:.2} M | {:.2} M | {} |",
             b.max_number,
             b.hashes as f64 / n,
             ms(b.wall) / n,
-            ms(percentile(&b.times, 50.0)),
-            ms(percentile(&b.times, 95.0)),
-            ms(percentile(&b.times, 100.0)),
+            at(0.5),
+            at(0.95),
+            at(1.0),
             b.cpu
                 .map_or("n/a".to_string(), |c| format!("{:.1}", ms(c) / n)),
             b.hashes as f64 / b.wall.as_secs_f64() / 1e6,

@@ -304,15 +304,6 @@ pub fn closed_form_bound(policy: &PollPolicy, waiting: u64) -> f64 {
     k * r * (1.0 + (max / min).ln()) + (n - k * r * max) / max
 }
 
-/// The `p`-th percentile of sorted values (nearest rank); NaN when empty.
-pub fn percentile(sorted: &[f64], p: f64) -> f64 {
-    if sorted.is_empty() {
-        return f64::NAN;
-    }
-    let rank = (p / 100.0 * sorted.len() as f64).ceil() as usize;
-    sorted[rank.clamp(1, sorted.len()) - 1]
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

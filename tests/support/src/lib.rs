@@ -7,10 +7,17 @@
 //! worker's preset for a local stack ([`workerd::Workerd`] serves the same
 //! build with the `workerd` binary alone, for benchmarks); [`now_ms`] and [`set_cookie_pair`]
 //! are the clock and cookie reading the tests and tools share.
+//!
+//! What the benchmarks and the load tools measure is summarized here too,
+//! once for all of them: [`measure`] (percentiles and means) and, with the
+//! `charts` feature, [`chart`] (the look of their SVG charts).
 
+#[cfg(feature = "charts")]
+pub mod chart;
 mod clock;
 mod cookie;
 pub mod gateway;
+pub mod measure;
 mod paths;
 mod process;
 mod redis_server;

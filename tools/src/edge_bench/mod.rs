@@ -24,6 +24,7 @@ use queuegate_shared::ops::{Admit, AdmitReply, Configure, Enter, Position};
 use queuegate_shared::token::{EntryToken, Grant};
 use queuegate_shared::{Operation, Prefix, QueueId, QueueKeys, QueueState, Settings};
 use queuegate_testkit::gateway::Gateway;
+use queuegate_testkit::measure::percentile;
 use queuegate_testkit::workerd::{Script, Workerd};
 use queuegate_testkit::{RedisServer, Wrangler, IDENTITY_SECRET, ORIGIN_SECRET};
 use redis::aio::MultiplexedConnection;
@@ -427,8 +428,8 @@ fn figures(route: Route, side: Side, label: &str, windows: &[Window]) -> Figures
         failed: windows.iter().map(|w| w.failed).sum(),
         first_failure: windows.iter().find_map(|w| w.first_failure.clone()),
         rps: ok as f64 / wall.max(1e-9),
-        p50_ms: crate::load::figures::percentile(&lat, 50.0),
-        p99_ms: crate::load::figures::percentile(&lat, 99.0),
+        p50_ms: percentile(&lat, 50.0),
+        p99_ms: percentile(&lat, 99.0),
         cpu_ms_per_request: cpu * 1e3 / ok.max(1) as f64,
     }
 }

@@ -5,18 +5,17 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use anyhow::Context;
-use plotters::coord::Shift;
 use plotters::prelude::*;
+use queuegate_testkit::chart::{self, Area, DrawResult, PALETTE};
 
 use super::figures::Report;
 use super::sampler;
 use super::visitor::{Polling, Route};
 
-const FONT: &str = "sans-serif";
-const ADAPTIVE: RGBColor = RGBColor(0x3b, 0x5b, 0xdb);
-const FIXED: RGBColor = RGBColor(0xe0, 0x6c, 0x00);
+const ADAPTIVE: RGBColor = PALETTE[0];
+const FIXED: RGBColor = PALETTE[1];
 const LIMIT: RGBColor = RGBColor(0x99, 0x99, 0x99);
-const ENTER: RGBColor = RGBColor(0x2b, 0x8a, 0x3e);
+const ENTER: RGBColor = PALETTE[2];
 
 /// Writes `load-spike.svg` and `load-polls.svg` into `dir`; their paths.
 pub fn write(report: &Report, dir: &Path) -> anyhow::Result<Vec<PathBuf>> {
@@ -28,16 +27,13 @@ pub fn write(report: &Report, dir: &Path) -> anyhow::Result<Vec<PathBuf>> {
     Ok(vec![spike, polls])
 }
 
-pub(crate) type Area<'a> = DrawingArea<SVGBackend<'a>, Shift>;
-pub(crate) type DrawResult = Result<(), Box<dyn std::error::Error>>;
 /// A named, coloured line of (x, y) points.
 pub(crate) type Line<'a> = (&'a str, RGBColor, &'a [(f64, f64)]);
 
 /// Waiting, admitted/s, active slots and edge requests/s over the run,
 /// one panel each.
 fn spike_chart(report: &Report, path: &Path) -> DrawResult {
-    let root = SVGBackend::new(path, (960, 1080)).into_drawing_area();
-    root.fill(&WHITE)?;
+    let root = chart::canvas(path, (960, 1080))?;
     let panels = root.split_evenly((4, 1));
     let s = &report.samples;
     let x_max = s.last().map_or(1.0, |l| l.t_s).max(1.0);
@@ -108,19 +104,10 @@ pub(crate) fn panel(
         .flat_map(|(_, _, pts)| pts.iter().map(|p| p.1))
         .fold(0.0, f64::max);
     let y_max = (data_max.max(limit.map_or(0.0, |l| l.1)) * 1.15).max(1.0);
-    let mut chart = ChartBuilder::on(area)
-        .caption(title, (FONT, 18))
-        .margin(12)
-        .x_label_area_size(36)
-        .y_label_area_size(64)
-        .build_cartesian_2d(0.0..x_max, 0.0..y_max)?;
-    chart
-        .configure_mesh()
-        .x_desc("seconds since the spike began")
-        .y_desc(y_desc)
+    let mut chart = chart::axes(area, title, 18, 64).build_cartesian_2d(0.0..x_max, 0.0..y_max)?;
+    chart::mesh(&mut chart, "seconds since the spike began", y_desc)
         .x_label_formatter(&|v| format!("{v:.0}"))
         .y_label_formatter(&|v| format!("{v:.0}"))
-        .label_style((FONT, 13))
         .draw()?;
     // The limit first, so the data line stays visible where they meet.
     if let Some((label, value)) = limit {
@@ -132,32 +119,23 @@ pub(crate) fn panel(
                 LIMIT.stroke_width(2),
             ))?
             .label(label)
-            .legend(|(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], LIMIT.stroke_width(2)));
+            .legend(chart::swatch(LIMIT));
     }
     for (label, color, pts) in series {
         let color = *color;
         chart
             .draw_series(LineSeries::new(pts.iter().copied(), color.stroke_width(2)))?
             .label(*label)
-            .legend(move |(x, y)| {
-                PathElement::new(vec![(x, y), (x + 20, y)], color.stroke_width(2))
-            });
+            .legend(chart::swatch(color));
     }
-    chart
-        .configure_series_labels()
-        .position(SeriesLabelPosition::UpperRight)
-        .label_font((FONT, 13))
-        .background_style(WHITE.mix(0.85))
-        .border_style(BLACK.mix(0.3))
-        .draw()?;
+    chart::legend(&mut chart, SeriesLabelPosition::UpperRight)?;
     Ok(())
 }
 
 /// Left: polls until admission by actual wait, adaptive vs fixed. Right:
 /// the admission-notice lag's distribution for both.
 fn polls_chart(report: &Report, path: &Path) -> DrawResult {
-    let root = SVGBackend::new(path, (1080, 440)).into_drawing_area();
-    root.fill(&WHITE)?;
+    let root = chart::canvas(path, (1080, 440))?;
     let (left, right) = root.split_horizontally(560);
     let arms = [(Polling::Adaptive, ADAPTIVE), (Polling::Fixed, FIXED)];
 
@@ -198,37 +176,25 @@ fn polls_chart(report: &Report, path: &Path) -> DrawResult {
         .flat_map(|(_, _, p)| p.iter().map(|q| q.1))
         .fold(1.0, f64::max)
         * 1.15;
-    let mut chart = ChartBuilder::on(&left)
-        .caption("Polls until admitted, by wait", (FONT, 18))
-        .margin(12)
-        .x_label_area_size(36)
-        .y_label_area_size(56)
+    let mut chart = chart::axes(&left, "Polls until admitted, by wait", 18, 56)
         .build_cartesian_2d(0.0..x_max, 0.0..y_max)?;
-    chart
-        .configure_mesh()
-        .x_desc("actual wait (s), 5 s bins")
-        .y_desc("mean polls per admitted visitor")
-        .x_label_formatter(&|v| format!("{v:.0}"))
-        .y_label_formatter(&|v| format!("{v:.0}"))
-        .label_style((FONT, 13))
-        .draw()?;
+    chart::mesh(
+        &mut chart,
+        "actual wait (s), 5 s bins",
+        "mean polls per admitted visitor",
+    )
+    .x_label_formatter(&|v| format!("{v:.0}"))
+    .y_label_formatter(&|v| format!("{v:.0}"))
+    .draw()?;
     for (polling, color, pts) in &lines {
         let color = *color;
         chart
             .draw_series(LineSeries::new(pts.iter().copied(), color.stroke_width(2)))?
             .label(polling.label())
-            .legend(move |(x, y)| {
-                PathElement::new(vec![(x, y), (x + 20, y)], color.stroke_width(2))
-            });
+            .legend(chart::swatch(color));
         chart.draw_series(pts.iter().map(|&p| Circle::new(p, 3, color.filled())))?;
     }
-    chart
-        .configure_series_labels()
-        .position(SeriesLabelPosition::UpperLeft)
-        .label_font((FONT, 13))
-        .background_style(WHITE.mix(0.85))
-        .border_style(BLACK.mix(0.3))
-        .draw()?;
+    chart::legend(&mut chart, SeriesLabelPosition::UpperLeft)?;
 
     // Right: share of admitted visitors who noticed within x ms.
     let mut cdfs = Vec::new();
@@ -255,36 +221,24 @@ fn polls_chart(report: &Report, path: &Path) -> DrawResult {
         .flat_map(|(_, _, p)| p.iter().map(|q| q.0))
         .fold(100.0, f64::max)
         * 1.05;
-    let mut chart = ChartBuilder::on(&right)
-        .caption("Admission-notice lag", (FONT, 18))
-        .margin(12)
-        .x_label_area_size(36)
-        .y_label_area_size(56)
+    let mut chart = chart::axes(&right, "Admission-notice lag", 18, 56)
         .build_cartesian_2d(0.0..x_max, 0.0..1.0)?;
-    chart
-        .configure_mesh()
-        .x_desc("ms from the admitting tick to the visitor seeing it")
-        .y_desc("share of admitted visitors")
-        .x_label_formatter(&|v| format!("{v:.0}"))
-        .y_label_formatter(&|v| format!("{v:.1}"))
-        .label_style((FONT, 13))
-        .draw()?;
+    chart::mesh(
+        &mut chart,
+        "ms from the admitting tick to the visitor seeing it",
+        "share of admitted visitors",
+    )
+    .x_label_formatter(&|v| format!("{v:.0}"))
+    .y_label_formatter(&|v| format!("{v:.1}"))
+    .draw()?;
     for (polling, color, pts) in &cdfs {
         let color = *color;
         chart
             .draw_series(LineSeries::new(pts.iter().copied(), color.stroke_width(2)))?
             .label(polling.label())
-            .legend(move |(x, y)| {
-                PathElement::new(vec![(x, y), (x + 20, y)], color.stroke_width(2))
-            });
+            .legend(chart::swatch(color));
     }
-    chart
-        .configure_series_labels()
-        .position(SeriesLabelPosition::LowerRight)
-        .label_font((FONT, 13))
-        .background_style(WHITE.mix(0.85))
-        .border_style(BLACK.mix(0.3))
-        .draw()?;
+    chart::legend(&mut chart, SeriesLabelPosition::LowerRight)?;
     root.present()?;
     Ok(())
 }

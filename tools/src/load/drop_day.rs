@@ -14,10 +14,10 @@ use queuegate_scheduler::engine;
 use queuegate_shared::fields::config;
 use queuegate_shared::ops::{Change, Schedule};
 use queuegate_shared::QueueKeys;
+use queuegate_testkit::measure::percentile;
 use queuegate_testkit::now_ms;
 use redis::aio::MultiplexedConnection;
 
-use super::figures::percentile;
 use super::visitor::{self, Outcome, Plan, Polling, Record, Route, Shared, StatusReader};
 use crate::stack::{Stack, StackOptions};
 

@@ -1,28 +1,16 @@
 //! The figures of one run, computed from the visitors' records, the Redis
 //! samples and the gateway's counters (printed by [`super::report`]).
 
+use queuegate_testkit::measure::{mean, percentile};
+
 use super::counters::Counters;
 use super::sampler::{self, Sample};
 use super::throughput::Throughput;
 use super::visitor::{Outcome, Polling, Record, Route};
 
-/// Nearest-rank percentile of an ascending slice (NaN when empty).
-pub fn percentile(sorted: &[f64], p: f64) -> f64 {
-    if sorted.is_empty() {
-        return f64::NAN;
-    }
-    let rank = (p / 100.0 * sorted.len() as f64).ceil() as usize;
-    sorted[rank.clamp(1, sorted.len()) - 1]
-}
-
 fn sorted(mut v: Vec<f64>) -> Vec<f64> {
     v.sort_by(f64::total_cmp);
     v
-}
-
-/// Arithmetic mean (0 when empty).
-pub fn mean(v: &[f64]) -> f64 {
-    v.iter().sum::<f64>() / v.len().max(1) as f64
 }
 
 /// Figures of visitors who polled one way.
@@ -255,20 +243,5 @@ impl Report {
         let waiting = self.samples.iter().map(|s| s.waiting).max().unwrap_or(0);
         let active = self.samples.iter().map(|s| s.active).max().unwrap_or(0);
         (waiting, active)
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn nearest_rank_percentiles() {
-        let v: Vec<f64> = (1..=100).map(f64::from).collect();
-        assert_eq!(percentile(&v, 50.0), 50.0);
-        assert_eq!(percentile(&v, 95.0), 95.0);
-        assert_eq!(percentile(&v, 100.0), 100.0);
-        assert_eq!(percentile(&[7.0], 1.0), 7.0);
-        assert!(percentile(&[], 50.0).is_nan());
     }
 }

@@ -3,7 +3,9 @@
 
 use std::fmt;
 
-use super::figures::{mean, Arm, Report};
+use queuegate_testkit::measure::mean;
+
+use super::figures::{Arm, Report};
 use super::visitor::{Outcome, Polling, Route};
 
 impl fmt::Display for Report {

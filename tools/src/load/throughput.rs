@@ -13,6 +13,7 @@ use std::time::{Duration, Instant};
 use anyhow::{bail, Context};
 use queuegate_shared::ops::Position;
 use queuegate_shared::{Operation, QueueKeys, UserId};
+use queuegate_testkit::measure::percentile;
 use redis::aio::MultiplexedConnection;
 
 /// Requests per second and latency of one side.
@@ -217,8 +218,8 @@ async fn worker_side(
     latencies.sort_by(f64::total_cmp);
     Side {
         rps: latencies.len() as f64 / elapsed,
-        p50_ms: super::figures::percentile(&latencies, 50.0),
-        p99_ms: super::figures::percentile(&latencies, 99.0),
+        p50_ms: percentile(&latencies, 50.0),
+        p99_ms: percentile(&latencies, 99.0),
         ok: latencies.len() as u64,
         failed: failed.load(Ordering::Relaxed),
     }
