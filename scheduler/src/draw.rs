@@ -3,8 +3,7 @@
 //! so a scheduler that takes over a running draw computes the same one.
 
 use queuegate_shared::ops::DrawSeed;
-use rand::seq::SliceRandom;
-use rand::SeedableRng;
+use rand_chacha::rand_core::{RngCore, SeedableRng};
 use rand_chacha::ChaCha20Rng;
 
 /// A fresh seed from the OS CSPRNG.
@@ -15,12 +14,50 @@ pub fn fresh_seed() -> Result<DrawSeed, getrandom::Error> {
 }
 
 /// `order[rank]` is the 0-based place, within the reserved tickets, of the
-/// `rank`-th sealed visitor (by arrival): a uniformly random permutation
-/// (Fisher–Yates driven by ChaCha20), the same for the same seed and size.
+/// `rank`-th sealed visitor (by arrival): a uniformly random permutation,
+/// the same for the same seed and size.
+///
+/// Our own Fisher–Yates rather than a library shuffle: every scheduler that
+/// holds the lease during one draw must compute the same order, so no
+/// dependency upgrade may change it (the golden-vector test pins it). The
+/// words are ChaCha20's keystream (key = seed, nonce and counter 0) read as
+/// little-endian u64s; from the last position down, position `i` swaps with
+/// a uniform one of `0..=i`.
 pub fn permutation(seed: &DrawSeed, size: u64) -> Vec<u64> {
+    let mut rng = ChaCha20Rng::from_seed(seed.bytes());
     let mut order: Vec<u64> = (0..size).collect();
-    order.shuffle(&mut ChaCha20Rng::from_seed(seed.bytes()));
+    for i in (1..order.len()).rev() {
+        // `i + 1` fits: `i < order.len()`, and a `usize` fits in a `u64`.
+        let j = below(&mut rng, i as u64 + 1);
+        order.swap(i, to_index(j));
+    }
     order
+}
+
+/// A uniform draw from `0..n` (`n > 0`) by rejection. `2^64 = q·n + r` with
+/// `r = 2^64 mod n`; a word in `r..2^64` is one of exactly `q·n`
+/// consecutive values, among which every residue mod `n` occurs exactly
+/// `q` times — so `x % n` over accepted words is exactly uniform. (A bare
+/// `x % n` would favour the first `r` residues.) A word is rejected with
+/// probability `r / 2^64 < n / 2^64`: next to never.
+fn below(rng: &mut ChaCha20Rng, n: u64) -> u64 {
+    let r = rejected_below(n);
+    loop {
+        let x = rng.next_u64();
+        if x >= r {
+            return x % n;
+        }
+    }
+}
+
+/// `2^64 mod n` (`n > 0`), as `(2^64 − n) mod n`: no 65-bit number needed.
+fn rejected_below(n: u64) -> u64 {
+    n.wrapping_neg() % n
+}
+
+/// A draw index (the permutation is in memory, so it fits).
+fn to_index(n: u64) -> usize {
+    usize::try_from(n).unwrap_or(usize::MAX)
 }
 
 #[cfg(test)]
@@ -39,6 +76,41 @@ mod tests {
         assert_ne!(p, sorted, "shuffled");
         assert!(permutation(&a, 0).is_empty());
         assert_ne!(fresh_seed().unwrap(), fresh_seed().unwrap());
+    }
+
+    /// The order for a seed is part of the draw's contract: schedulers of
+    /// two versions holding one draw's lease in turn must agree. These
+    /// values were checked against an independent implementation (Python:
+    /// `cryptography`'s ChaCha20 keystream, key = seed, nonce and counter
+    /// 0, read as little-endian u64 words, with the same Fisher–Yates and
+    /// rejection). If this test fails, the draw changed: do not update the
+    /// vectors, fix the code.
+    #[test]
+    fn the_permutation_of_a_seed_is_pinned() {
+        let seed = DrawSeed::from_random(std::array::from_fn(|i| i as u8));
+        assert_eq!(
+            permutation(&seed, 20),
+            [1, 18, 15, 7, 9, 10, 14, 16, 2, 4, 5, 12, 0, 19, 6, 11, 17, 8, 3, 13]
+        );
+        assert_eq!(
+            permutation(&seed, 10_000)[..10],
+            [1333, 6851, 387, 7206, 8955, 2983, 1753, 340, 1205, 478]
+        );
+        assert_eq!(
+            permutation(&DrawSeed::from_random([7; 32]), 20),
+            [19, 9, 18, 2, 4, 13, 14, 6, 17, 0, 1, 7, 11, 3, 10, 5, 15, 12, 16, 8]
+        );
+        assert_eq!(permutation(&seed, 1), [0]);
+    }
+
+    /// The rejected words are exactly the `2^64 mod n` lowest.
+    #[test]
+    fn the_rejection_threshold_is_two_to_the_64_mod_n() {
+        let big = [u64::from(u32::MAX), 1 << 63, (1 << 63) + 1, u64::MAX];
+        for n in [1, 2, 3, 7, 10, 1_000, 100_001].into_iter().chain(big) {
+            let expected = (1u128 << 64) % u128::from(n);
+            assert_eq!(u128::from(rejected_below(n)), expected, "n = {n}");
+        }
     }
 
     /// Over many seeds each visitor lands in each tenth of the places about
