@@ -3,7 +3,7 @@
 //! so a scheduler that takes over a running draw computes the same one.
 
 use queuegate_shared::ops::DrawSeed;
-use rand_chacha::rand_core::{RngCore, SeedableRng};
+use rand_chacha::rand_core::{Rng, SeedableRng};
 use rand_chacha::ChaCha20Rng;
 
 /// A fresh seed from the OS CSPRNG.
