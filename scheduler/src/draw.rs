@@ -1,16 +1,115 @@
 //! The pre-queue's draw (docs/drop-day.md): the permutation that gives each
 //! sealed visitor a place, from a seed the OS CSPRNG made and Redis keeps,
-//! so a scheduler that takes over a running draw computes the same one.
+//! so a scheduler that takes over a running draw computes the same one; and
+//! [`Placement`], the one batch loop that places it (the scheduler, the
+//! system tests and the bench all drive this one).
 
-use queuegate_shared::ops::DrawSeed;
+use queuegate_shared::ops::{DrawPlace, DrawSeed, Drawing, Placed};
+use queuegate_shared::QueueKeys;
 use rand_chacha::rand_core::{Rng, SeedableRng};
 use rand_chacha::ChaCha20Rng;
+use redis::aio::ConnectionLike;
+
+use crate::engine::{self, EngineError};
 
 /// A fresh seed from the OS CSPRNG.
 pub fn fresh_seed() -> Result<DrawSeed, getrandom::Error> {
     let mut bytes = [0u8; 32];
     getrandom::getrandom(&mut bytes)?;
     Ok(DrawSeed::from_random(bytes))
+}
+
+/// A running draw as its lease holder places it: the draw `draw_open`
+/// reported and its permutation, one `draw_place` batch per
+/// [`step`](Placement::step). The scheduler steps it within a time budget
+/// each tick; the system tests step it batch by batch; the bench times
+/// each step.
+#[derive(Debug, Clone)]
+pub struct Placement {
+    drawing: Drawing,
+    order: Vec<u64>,
+    placed: u64,
+    dropped: u64,
+}
+
+impl Placement {
+    /// The placement of `drawing`, from its cursor on. Computes the
+    /// permutation: keep the placement for the whole draw (see
+    /// [`resume`](Placement::resume)) rather than making one per tick.
+    pub fn new(drawing: Drawing) -> Self {
+        let order = permutation(&drawing.seed, drawing.size());
+        Placement {
+            drawing,
+            order,
+            placed: 0,
+            dropped: 0,
+        }
+    }
+
+    /// The draw, its cursor (`done`) following the batches placed.
+    pub fn drawing(&self) -> &Drawing {
+        &self.drawing
+    }
+
+    /// Visitors this placement put in line so far.
+    pub fn placed(&self) -> u64 {
+        self.placed
+    }
+
+    /// Pre-queued visitors who had stopped polling, dropped so far.
+    pub fn dropped(&self) -> u64 {
+        self.dropped
+    }
+
+    /// Carries on with `drawing` as `draw_open` reports it now (its cursor
+    /// may have moved: another holder placed batches meanwhile), keeping
+    /// the permutation. False, and nothing changed, when `drawing` is
+    /// another draw (another seed or size): it needs its own placement.
+    pub fn resume(&mut self, drawing: &Drawing) -> bool {
+        if drawing.seed != self.drawing.seed || drawing.size() != self.drawing.size() {
+            return false;
+        }
+        self.drawing = drawing.clone();
+        true
+    }
+
+    /// Places the next `batch` visitors (fewer at the end) as `owner` with
+    /// one `draw_place` call. A placed batch moves the cursor; `NotOwner`
+    /// and `Moved` change nothing, here or in Redis (the next `draw_open`
+    /// tells where the draw stands). `Placed::Batch { left: 0, .. }`: the
+    /// draw is over.
+    pub async fn step<C>(
+        &mut self,
+        conn: &mut C,
+        keys: &QueueKeys,
+        owner: &str,
+        batch: u64,
+    ) -> Result<Placed, EngineError>
+    where
+        C: ConnectionLike + Send,
+    {
+        let d = &self.drawing;
+        let end = (d.done + batch).min(d.size());
+        let reply = engine::run(
+            conn,
+            &DrawPlace {
+                keys,
+                owner,
+                draw: d,
+                places: &self.order[to_index(d.done)..to_index(end)],
+            },
+        )
+        .await?;
+        if let Placed::Batch {
+            placed, dropped, ..
+        } = reply
+        {
+            self.placed += placed;
+            self.dropped += dropped;
+            self.drawing.done = end;
+        }
+        Ok(reply)
+    }
 }
 
 /// `order[rank]` is the 0-based place, within the reserved tickets, of the
@@ -76,6 +175,32 @@ mod tests {
         assert_ne!(p, sorted, "shuffled");
         assert!(permutation(&a, 0).is_empty());
         assert_ne!(fresh_seed().unwrap(), fresh_seed().unwrap());
+    }
+
+    fn drawing(seed: u8, base: u64, size: u64, done: u64) -> Drawing {
+        Drawing {
+            base,
+            end: base + size,
+            done,
+            seed: DrawSeed::from_random([seed; 32]),
+        }
+    }
+
+    #[test]
+    fn a_placement_resumes_its_own_draw_only() {
+        let mut p = Placement::new(drawing(1, 100, 50, 0));
+        let order = p.order.clone();
+        assert_eq!(order, permutation(&DrawSeed::from_random([1; 32]), 50));
+        assert_eq!((p.placed(), p.dropped()), (0, 0));
+        // The same draw, its cursor moved by another holder: carry on.
+        assert!(p.resume(&drawing(1, 100, 50, 20)));
+        assert_eq!(p.drawing().done, 20);
+        assert_eq!(p.order, order, "the permutation is kept");
+        // Another seed, or another size: not this placement's draw.
+        for other in [drawing(2, 100, 50, 20), drawing(1, 100, 51, 20)] {
+            assert!(!p.resume(&other), "{other:?}");
+            assert_eq!(p.drawing(), &drawing(1, 100, 50, 20), "unchanged");
+        }
     }
 
     /// The order for a seed is part of the draw's contract: schedulers of

@@ -6,8 +6,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use queuegate_shared::ops::{
-    Admit, AdmitCounts, AdmitReply, Configure, DrawOpen, DrawPlace, DrawSeed, DrawState, Drawing,
-    LeaseAcquire, LeaseRelease, OriginReply, OriginWindow, Placed, Schedule,
+    Admit, AdmitCounts, AdmitReply, Configure, DrawOpen, DrawState, LeaseAcquire, LeaseRelease,
+    OriginReply, OriginWindow, Placed, Schedule,
 };
 use queuegate_shared::token::Grant;
 use queuegate_shared::{QueueKeys, QueueState, Settings};
@@ -19,7 +19,7 @@ use crate::admission::{Backoff, RateEstimate, TokenBucket};
 use crate::config::{FileSchedule, QueueConfig};
 use crate::connect::RedisConn;
 use crate::control::{self, Change, Controller, Knobs};
-use crate::draw;
+use crate::draw::{self, Placement};
 use crate::engine::{self, EngineError};
 use crate::metrics::Metrics;
 use queuegate_shared::ops::Change as ScheduleChange;
@@ -83,8 +83,8 @@ pub struct QueueWorker {
     /// The opening and closing the config file sets, published with the
     /// settings.
     schedule: FileSchedule,
-    /// The running draw's permutation, by seed and size (computed once).
-    draw_order: Option<(DrawSeed, u64, Arc<Vec<u64>>)>,
+    /// The running draw and its permutation (computed once per draw).
+    placement: Option<Placement>,
     /// The last tick saw a pre-queue or a running draw (or the lease is
     /// new): look at it this tick. Otherwise the tick is one admit call.
     pre_queue: bool,
@@ -116,7 +116,7 @@ impl QueueWorker {
             reloads: None,
             publish: false,
             schedule: FileSchedule::default(),
-            draw_order: None,
+            placement: None,
             pre_queue: true,
         }
     }
@@ -320,17 +320,16 @@ impl QueueWorker {
             },
         )
         .await?;
-        let mut drawing = match state {
+        let drawing = match state {
             // Not the holder any more: the admit that follows finds out.
             DrawState::NotOwner => return Ok(()),
             DrawState::Idle { pre_queued } => {
-                self.draw_order = None;
+                self.placement = None;
                 self.metrics.draw(self.queue(), pre_queued, 0);
                 return Ok(());
             }
             DrawState::Drawing(d) => d,
         };
-        let order = self.draw_order(&drawing);
         if drawing.done == 0 {
             tracing::info!(
                 queue = self.queue(),
@@ -338,56 +337,46 @@ impl QueueWorker {
                 "opening: drawing the pre-queue's places"
             );
         }
-        let budget = self.lease_for() / 4;
-        let batch = self.settings.draw_batch;
+        // The permutation is computed once per draw (seed and size).
+        if !self.placement.as_mut().is_some_and(|p| p.resume(&drawing)) {
+            self.placement = None;
+        }
+        let placement = self
+            .placement
+            .get_or_insert_with(|| Placement::new(drawing));
+        let queue = self.keys.queue().as_str();
+        let budget = Duration::from_millis(self.settings.lease_ttl_ms) / 4;
         loop {
-            let end = (drawing.done + batch).min(drawing.size());
-            let places = &order[to_index(drawing.done)..to_index(end)];
-            let placed = engine::run(
-                &mut self.conn,
-                &DrawPlace {
-                    keys: &self.keys,
-                    owner: &self.owner,
-                    draw: &drawing,
-                    places,
-                },
-            )
-            .await?;
-            match placed {
+            let step = placement
+                .step(
+                    &mut self.conn,
+                    &self.keys,
+                    &self.owner,
+                    self.settings.draw_batch,
+                )
+                .await?;
+            match step {
                 Placed::NotOwner | Placed::Moved { .. } => return Ok(()),
                 Placed::Batch {
                     placed,
                     dropped,
                     left,
                 } => {
-                    self.metrics.draw(self.queue(), 0, left);
-                    self.metrics.drawn(self.queue(), placed, dropped);
-                    drawing.done = end;
+                    self.metrics.draw(queue, 0, left);
+                    self.metrics.drawn(queue, placed, dropped);
                     if left == 0 {
-                        self.draw_order = None;
                         tracing::info!(
-                            queue = self.queue(),
-                            visitors = drawing.size(),
+                            queue,
+                            visitors = placement.drawing().size(),
                             "the pre-queue is placed in line"
                         );
+                        self.placement = None;
                         return Ok(());
                     }
                 }
             }
             if started.elapsed() >= budget {
                 return Ok(());
-            }
-        }
-    }
-
-    /// The permutation of a running draw, computed once per draw.
-    fn draw_order(&mut self, d: &Drawing) -> Arc<Vec<u64>> {
-        match &self.draw_order {
-            Some((seed, size, order)) if *seed == d.seed && *size == d.size() => order.clone(),
-            _ => {
-                let order = Arc::new(draw::permutation(&d.seed, d.size()));
-                self.draw_order = Some((d.seed.clone(), d.size(), order.clone()));
-                order
             }
         }
     }
@@ -599,11 +588,6 @@ fn ticks(tick_ms: u64) -> Interval {
     let mut interval = tokio::time::interval(Duration::from_millis(tick_ms));
     interval.set_missed_tick_behavior(MissedTickBehavior::Delay);
     interval
-}
-
-/// A draw index (the permutation is in memory, so it fits).
-fn to_index(n: u64) -> usize {
-    usize::try_from(n).unwrap_or(usize::MAX)
 }
 
 /// The next queue config from a reloaded file; never resolves without a
