@@ -1,13 +1,19 @@
 //! One queue's loop: stand by until the lease is free, then admit every
-//! tick (each admit call also extends the lease: one round trip a tick). Safety lives in the admit script (free slots, owner
-//! fencing); the lease only keeps one scheduler busy per queue.
+//! tick (each admit call also extends the lease: one round trip a tick).
+//! Safety lives in the admit script (free slots, owner fencing); the lease
+//! only keeps one scheduler busy per queue.
+//!
+//! [`QueueWorker`] sequences a tick; the concerns split out so far keep
+//! their own state: [`lease`] (standing by or holding).
+
+mod lease;
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use queuegate_shared::ops::{
-    Admit, AdmitCounts, AdmitReply, Configure, DrawOpen, DrawState, LeaseAcquire, LeaseRelease,
-    OriginReply, OriginWindow, Placed, Schedule,
+    Admit, AdmitCounts, AdmitReply, Configure, DrawOpen, DrawState, OriginReply, OriginWindow,
+    Placed, Schedule,
 };
 use queuegate_shared::token::Grant;
 use queuegate_shared::{QueueKeys, QueueState, Settings};
@@ -22,6 +28,7 @@ use crate::control::{self, Change, Controller, Knobs};
 use crate::draw::{self, Placement};
 use crate::engine::{self, EngineError};
 use crate::metrics::Metrics;
+use lease::Lease;
 use queuegate_shared::ops::Change as ScheduleChange;
 
 /// The admission-rate estimate's time constant.
@@ -48,30 +55,17 @@ impl TickError {
     }
 }
 
-/// Lease as this process sees it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Role {
-    Standby,
-    /// Held; `valid_until` is conservative (measured from before the
-    /// renew was sent).
-    Leader {
-        valid_until: Instant,
-    },
-}
-
 /// One queue's scheduler.
 #[derive(Debug)]
 pub struct QueueWorker {
     keys: QueueKeys,
     settings: Settings,
-    owner: Arc<str>,
     conn: RedisConn,
     metrics: Arc<Metrics>,
-    role: Role,
+    lease: Lease,
     bucket: TokenBucket,
     rate: RateEstimate,
     last_tick: Option<Instant>,
-    holder: Option<String>,
     control: Controller,
     /// When origin control last stepped (None: not since taking the lease,
     /// so the next step first resumes the state recorded in Redis).
@@ -106,12 +100,10 @@ impl QueueWorker {
             rate: RateEstimate::new(RATE_WINDOW),
             keys,
             settings,
-            owner,
             conn,
             metrics,
-            role: Role::Standby,
+            lease: Lease::new(owner),
             last_tick: None,
-            holder: None,
             control_stepped: None,
             reloads: None,
             publish: false,
@@ -157,7 +149,7 @@ impl QueueWorker {
                     }
                     if q.schedule != self.schedule {
                         self.schedule = q.schedule;
-                        self.publish = self.role != Role::Standby;
+                        self.publish = self.lease.is_held();
                     }
                     self.reconfigure(q.settings);
                     continue;
@@ -204,41 +196,13 @@ impl QueueWorker {
             .map_or(Duration::ZERO, |t| started.duration_since(t));
         self.last_tick = Some(started);
 
-        match self.role {
-            Role::Leader { valid_until } if started < valid_until => {
-                self.bucket.refill(elapsed);
-                if self.publish {
-                    self.publish_settings().await?;
-                }
+        if self.lease.valid_at(started) {
+            self.bucket.refill(elapsed);
+            if self.publish {
+                self.publish_settings().await?;
             }
-            _ => {
-                // Standby, or our lease may have run out during an outage:
-                // acquire (which also extends a lease that is still ours).
-                let got = engine::run(
-                    &mut self.conn,
-                    &LeaseAcquire {
-                        keys: &self.keys,
-                        owner: &self.owner,
-                        ttl_ms: self.settings.lease_ttl_ms,
-                    },
-                )
-                .await?;
-                if !got.acquired {
-                    if self.role != Role::Standby {
-                        self.lose("lease expired and was taken over");
-                    }
-                    if self.holder.as_deref() != Some(got.holder.as_str()) {
-                        tracing::debug!(queue = self.queue(), holder = %got.holder, "standing by");
-                        self.holder = Some(got.holder);
-                    }
-                    return Ok(());
-                }
-                let was_leader = self.role != Role::Standby;
-                self.role = Role::Leader {
-                    valid_until: started + self.lease_for(),
-                };
-                self.on_acquired(was_leader, elapsed).await?;
-            }
+        } else if !self.take_lease(started, elapsed).await? {
+            return Ok(());
         }
         self.steer(started).await?;
         if self.pre_queue {
@@ -266,7 +230,7 @@ impl QueueWorker {
         self.bucket
             .set_rate(self.rate_in_force(), self.tick_length());
         self.metrics.settings(self.queue(), &self.settings);
-        self.publish = self.role != Role::Standby;
+        self.publish = self.lease.is_held();
     }
 
     async fn publish_settings(&mut self) -> Result<(), TickError> {
@@ -315,7 +279,7 @@ impl QueueWorker {
             &mut self.conn,
             &DrawOpen {
                 keys: &self.keys,
-                owner: &self.owner,
+                owner: self.lease.owner(),
                 seed: &seed,
             },
         )
@@ -351,7 +315,7 @@ impl QueueWorker {
                 .step(
                     &mut self.conn,
                     &self.keys,
-                    &self.owner,
+                    self.lease.owner(),
                     self.settings.draw_batch,
                 )
                 .await?;
@@ -419,7 +383,7 @@ impl QueueWorker {
             &mut self.conn,
             &OriginWindow {
                 keys: &self.keys,
-                owner: &self.owner,
+                owner: self.lease.owner(),
                 seconds: window,
                 record: record.as_ref(),
             },
@@ -467,11 +431,28 @@ impl QueueWorker {
         Duration::from_millis(self.settings.lease_ttl_ms)
     }
 
-    async fn on_acquired(&mut self, was_leader: bool, elapsed: Duration) -> Result<(), TickError> {
+    /// Standby, or our lease may have run out during an outage: acquire
+    /// (which also extends a lease that is still ours). False when another
+    /// scheduler holds it.
+    async fn take_lease(&mut self, started: Instant, elapsed: Duration) -> Result<bool, TickError> {
+        let got = self
+            .lease
+            .acquire(&mut self.conn, &self.keys, self.settings.lease_ttl_ms)
+            .await?;
+        if !got.acquired {
+            if self.lease.is_held() {
+                self.lose("lease expired and was taken over");
+            }
+            if self.lease.seen(&got.holder) {
+                tracing::debug!(queue = self.queue(), holder = %got.holder, "standing by");
+            }
+            return Ok(false);
+        }
+        let was_held = self.lease.taken(started, self.lease_for());
         // Publish before the first admission, so the edge reads what this
         // holder enforces. The operator's state is kept.
         let state = self.configure().await?;
-        if was_leader {
+        if was_held {
             // Our own lease, extended after an outage: carry on.
             self.bucket.refill(elapsed);
         } else {
@@ -481,19 +462,19 @@ impl QueueWorker {
             self.pre_queue = true;
             self.metrics.lease(self.queue(), true);
         }
-        self.holder = Some(self.owner.to_string());
+        self.lease.seen_ours();
         tracing::info!(
             queue = self.queue(),
-            owner = %self.owner,
+            owner = %self.lease.owner(),
             state = state.as_str(),
             "lease acquired; settings published"
         );
-        Ok(())
+        Ok(true)
     }
 
     fn lose(&mut self, why: &str) {
         tracing::warn!(queue = self.queue(), "lease lost: {why}");
-        self.role = Role::Standby;
+        self.lease.stand_by();
         self.bucket.clear();
         self.metrics.lease(self.queue(), false);
     }
@@ -506,7 +487,7 @@ impl QueueWorker {
             &mut self.conn,
             &Admit {
                 keys: &self.keys,
-                owner: &self.owner,
+                owner: self.lease.owner(),
                 allowance,
                 settings: &self.settings,
                 rate_estimate: rate,
@@ -523,9 +504,7 @@ impl QueueWorker {
             AdmitReply::Ran(c) => c,
         };
         // The admit extended the lease; count from before it was sent.
-        self.role = Role::Leader {
-            valid_until: started + self.lease_for(),
-        };
+        self.lease.renewed(started, self.lease_for());
         self.pre_queue = counts.pre_queued > 0 || counts.drawing;
         self.account(&counts, elapsed);
         self.metrics
@@ -559,26 +538,16 @@ impl QueueWorker {
     }
 
     async fn release(&mut self) {
-        if self.role == Role::Standby {
-            return;
-        }
-        let released = engine::run(
-            &mut self.conn,
-            &LeaseRelease {
-                keys: &self.keys,
-                owner: &self.owner,
-            },
-        )
-        .await;
-        match released {
-            Ok(true) => tracing::info!(queue = self.queue(), "lease released"),
-            Ok(false) => tracing::info!(queue = self.queue(), "lease was no longer ours"),
-            Err(e) => {
-                tracing::warn!(queue = self.queue(), error = %e, "could not release the lease; it expires by itself")
+        let queue = self.keys.queue().as_str();
+        match self.lease.release(&mut self.conn, &self.keys).await {
+            None => return,
+            Some(Ok(true)) => tracing::info!(queue, "lease released"),
+            Some(Ok(false)) => tracing::info!(queue, "lease was no longer ours"),
+            Some(Err(e)) => {
+                tracing::warn!(queue, error = %e, "could not release the lease; it expires by itself")
             }
         }
-        self.role = Role::Standby;
-        self.metrics.lease(self.queue(), false);
+        self.metrics.lease(queue, false);
     }
 }
 
