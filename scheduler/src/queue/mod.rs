@@ -4,35 +4,36 @@
 //! only keeps one scheduler busy per queue.
 //!
 //! [`QueueWorker`] sequences a tick; the concerns split out so far keep
-//! their own state: [`lease`] (standing by or holding).
+//! their own state: [`lease`] (standing by or holding) and [`admit`] (the
+//! bucket and the rate estimate).
 
+mod admit;
 mod lease;
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use queuegate_shared::ops::{
-    Admit, AdmitCounts, AdmitReply, Configure, DrawOpen, DrawState, OriginReply, OriginWindow,
-    Placed, Schedule,
+    Configure, DrawOpen, DrawState, OriginReply, OriginWindow, Placed, Schedule,
 };
-use queuegate_shared::token::Grant;
 use queuegate_shared::{QueueKeys, QueueState, Settings};
 use tokio::sync::watch;
 use tokio::time::{Interval, MissedTickBehavior};
 use tokio_util::sync::CancellationToken;
 
-use crate::admission::{Backoff, RateEstimate, TokenBucket};
+use crate::admission::Backoff;
 use crate::config::{FileSchedule, QueueConfig};
 use crate::connect::RedisConn;
 use crate::control::{self, Change, Controller, Knobs};
 use crate::draw::{self, Placement};
 use crate::engine::{self, EngineError};
 use crate::metrics::Metrics;
+pub use admit::RATE_WINDOW;
+
+use admit::Admission;
 use lease::Lease;
 use queuegate_shared::ops::Change as ScheduleChange;
 
-/// The admission-rate estimate's time constant.
-pub const RATE_WINDOW: Duration = Duration::from_secs(10);
 /// Longest wait between retries after a failed tick. Short, so admission
 /// resumes within a second of Redis coming back.
 pub const MAX_BACKOFF: Duration = Duration::from_millis(500);
@@ -55,6 +56,14 @@ impl TickError {
     }
 }
 
+/// One tick's times: when it started (lease deadlines count from before
+/// the call that renews) and how long after the last one.
+#[derive(Debug, Clone, Copy)]
+struct Tick {
+    started: Instant,
+    elapsed: Duration,
+}
+
 /// One queue's scheduler.
 #[derive(Debug)]
 pub struct QueueWorker {
@@ -63,8 +72,7 @@ pub struct QueueWorker {
     conn: RedisConn,
     metrics: Arc<Metrics>,
     lease: Lease,
-    bucket: TokenBucket,
-    rate: RateEstimate,
+    admission: Admission,
     last_tick: Option<Instant>,
     control: Controller,
     /// When origin control last stepped (None: not since taking the lease,
@@ -96,8 +104,7 @@ impl QueueWorker {
         let tick = Duration::from_millis(settings.tick_ms);
         QueueWorker {
             control: Controller::new(Knobs::of(&settings)),
-            bucket: TokenBucket::new(settings.admit_rate_per_second, tick),
-            rate: RateEstimate::new(RATE_WINDOW),
+            admission: Admission::new(settings.admit_rate_per_second, tick),
             keys,
             settings,
             conn,
@@ -195,20 +202,21 @@ impl QueueWorker {
             .last_tick
             .map_or(Duration::ZERO, |t| started.duration_since(t));
         self.last_tick = Some(started);
+        let tick = Tick { started, elapsed };
 
         if self.lease.valid_at(started) {
-            self.bucket.refill(elapsed);
+            self.admission.refill(elapsed);
             if self.publish {
                 self.publish_settings().await?;
             }
-        } else if !self.take_lease(started, elapsed).await? {
+        } else if !self.take_lease(tick).await? {
             return Ok(());
         }
         self.steer(started).await?;
         if self.pre_queue {
             self.draw(started).await?;
         }
-        self.admit(started, elapsed).await
+        self.admit(tick).await
     }
 
     /// New settings from a reloaded config: the rate, the controller's
@@ -227,7 +235,7 @@ impl QueueWorker {
         );
         self.settings = settings;
         self.control.retune(Knobs::of(&self.settings));
-        self.bucket
+        self.admission
             .set_rate(self.rate_in_force(), self.tick_length());
         self.metrics.settings(self.queue(), &self.settings);
         self.publish = self.lease.is_held();
@@ -362,7 +370,7 @@ impl QueueWorker {
     /// controller, set the bucket's rate. Off: the configured rate.
     async fn steer(&mut self, now: Instant) -> Result<(), TickError> {
         if !self.settings.origin_control {
-            self.bucket
+            self.admission
                 .set_rate(self.settings.admit_rate_per_second, self.tick_length());
             self.metrics.origin(
                 self.queue(),
@@ -416,7 +424,7 @@ impl QueueWorker {
             ),
             _ => {}
         }
-        self.bucket
+        self.admission
             .set_rate(self.control.target(), self.tick_length());
         self.metrics.origin(
             self.queue(),
@@ -434,7 +442,7 @@ impl QueueWorker {
     /// Standby, or our lease may have run out during an outage: acquire
     /// (which also extends a lease that is still ours). False when another
     /// scheduler holds it.
-    async fn take_lease(&mut self, started: Instant, elapsed: Duration) -> Result<bool, TickError> {
+    async fn take_lease(&mut self, tick: Tick) -> Result<bool, TickError> {
         let got = self
             .lease
             .acquire(&mut self.conn, &self.keys, self.settings.lease_ttl_ms)
@@ -448,16 +456,15 @@ impl QueueWorker {
             }
             return Ok(false);
         }
-        let was_held = self.lease.taken(started, self.lease_for());
+        let was_held = self.lease.taken(tick.started, self.lease_for());
         // Publish before the first admission, so the edge reads what this
         // holder enforces. The operator's state is kept.
         let state = self.configure().await?;
         if was_held {
             // Our own lease, extended after an outage: carry on.
-            self.bucket.refill(elapsed);
+            self.admission.refill(tick.elapsed);
         } else {
-            self.bucket.prime();
-            self.rate.reset();
+            self.admission.start();
             self.control_stepped = None;
             self.pre_queue = true;
             self.metrics.lease(self.queue(), true);
@@ -475,66 +482,25 @@ impl QueueWorker {
     fn lose(&mut self, why: &str) {
         tracing::warn!(queue = self.queue(), "lease lost: {why}");
         self.lease.stand_by();
-        self.bucket.clear();
+        self.admission.stop();
         self.metrics.lease(self.queue(), false);
     }
 
-    async fn admit(&mut self, started: Instant, elapsed: Duration) -> Result<(), TickError> {
-        let allowance = self.bucket.allowance();
-        let grants = grants(allowance.min(self.settings.max_active), &self.settings)?;
-        let rate = self.rate.per_second();
-        let reply = engine::run(
-            &mut self.conn,
-            &Admit {
-                keys: &self.keys,
-                owner: self.lease.owner(),
-                allowance,
-                settings: &self.settings,
-                rate_estimate: rate,
-                rate_in_force: self.bucket.rate(),
-                grants: &grants,
-            },
-        )
-        .await?;
-        let counts = match reply {
-            AdmitReply::NotOwner => {
-                self.lose("admit fenced: another scheduler holds the lease");
-                return Ok(());
-            }
-            AdmitReply::Ran(c) => c,
+    /// The admit (which renews the lease); fenced, the lease is lost.
+    async fn admit(&mut self, tick: Tick) -> Result<(), TickError> {
+        let (conn, keys, owner) = (&mut self.conn, &self.keys, self.lease.owner());
+        let admitted = self
+            .admission
+            .admit(conn, keys, owner, &self.settings, &self.metrics, tick)
+            .await?;
+        let Some(counts) = admitted else {
+            self.lose("admit fenced: another scheduler holds the lease");
+            return Ok(());
         };
         // The admit extended the lease; count from before it was sent.
-        self.lease.renewed(started, self.lease_for());
+        self.lease.renewed(tick.started, self.lease_for());
         self.pre_queue = counts.pre_queued > 0 || counts.drawing;
-        self.account(&counts, elapsed);
-        self.metrics
-            .admit(self.queue(), &counts, started.elapsed(), rate);
-        if counts.admitted > 0 || counts.abandoned > 0 || counts.expired > 0 {
-            tracing::trace!(
-                queue = self.queue(),
-                admitted = counts.admitted,
-                abandoned = counts.abandoned,
-                expired = counts.expired,
-                lapsed = counts.lapsed,
-                waiting = counts.waiting,
-                active = counts.active,
-                "tick"
-            );
-        }
         Ok(())
-    }
-
-    fn account(&mut self, c: &AdmitCounts, elapsed: Duration) {
-        self.bucket.spend(c.admitted);
-        // The ETA wants the pace of the line: count ticks where someone was
-        // waiting (slot-starved ticks count as zero), skip idle ones.
-        let busy = c.admitting && (c.waiting > 0 || c.admitted > 0);
-        if busy {
-            self.rate.observe(c.admitted, elapsed);
-        }
-        if !c.admitting || c.waiting == 0 {
-            self.bucket.idle();
-        }
     }
 
     async fn release(&mut self) {
@@ -570,40 +536,4 @@ async fn reloaded(reloads: &mut Option<watch::Receiver<QueueConfig>>) -> Option<
         return std::future::pending().await;
     }
     Some(rx.borrow_and_update().clone())
-}
-
-/// `n` tokens with activation jitter, from the OS CSPRNG.
-fn grants(n: u64, settings: &Settings) -> Result<Vec<Grant>, TickError> {
-    let n = usize::try_from(n).unwrap_or(usize::MAX);
-    if n == 0 {
-        return Ok(Vec::new());
-    }
-    let mut bytes = vec![0u8; n * 24];
-    getrandom::getrandom(&mut bytes).map_err(TickError::Random)?;
-    Ok(bytes
-        .chunks_exact(24)
-        .map(|chunk| {
-            let mut seed = [0u8; 24];
-            seed.copy_from_slice(chunk);
-            Grant::from_random(seed, settings.activation_jitter_ms)
-        })
-        .collect())
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn grants_are_distinct_and_jittered_in_the_window() {
-        let s = Settings::default();
-        let g = grants(50, &s).unwrap();
-        assert_eq!(g.len(), 50);
-        let mut tokens: Vec<&str> = g.iter().map(|g| g.token.expose()).collect();
-        tokens.sort_unstable();
-        tokens.dedup();
-        assert_eq!(tokens.len(), 50);
-        assert!(g.iter().all(|g| g.jitter_ms <= s.activation_jitter_ms));
-        assert!(grants(0, &s).unwrap().is_empty());
-    }
 }
