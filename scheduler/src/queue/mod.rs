@@ -4,18 +4,17 @@
 //! only keeps one scheduler busy per queue.
 //!
 //! [`QueueWorker`] sequences a tick; the concerns split out so far keep
-//! their own state: [`lease`] (standing by or holding) and [`admit`] (the
-//! bucket and the rate estimate).
+//! their own state: [`lease`] (standing by or holding), [`origin`] (origin
+//! control's steering) and [`admit`] (the bucket and the rate estimate).
 
 mod admit;
 mod lease;
+mod origin;
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use queuegate_shared::ops::{
-    Configure, DrawOpen, DrawState, OriginReply, OriginWindow, Placed, Schedule,
-};
+use queuegate_shared::ops::{Configure, DrawOpen, DrawState, Placed, Schedule};
 use queuegate_shared::{QueueKeys, QueueState, Settings};
 use tokio::sync::watch;
 use tokio::time::{Interval, MissedTickBehavior};
@@ -24,7 +23,6 @@ use tokio_util::sync::CancellationToken;
 use crate::admission::Backoff;
 use crate::config::{FileSchedule, QueueConfig};
 use crate::connect::RedisConn;
-use crate::control::{self, Change, Controller, Knobs};
 use crate::draw::{self, Placement};
 use crate::engine::{self, EngineError};
 use crate::metrics::Metrics;
@@ -32,6 +30,7 @@ pub use admit::RATE_WINDOW;
 
 use admit::Admission;
 use lease::Lease;
+use origin::Steering;
 use queuegate_shared::ops::Change as ScheduleChange;
 
 /// Longest wait between retries after a failed tick. Short, so admission
@@ -74,10 +73,7 @@ pub struct QueueWorker {
     lease: Lease,
     admission: Admission,
     last_tick: Option<Instant>,
-    control: Controller,
-    /// When origin control last stepped (None: not since taking the lease,
-    /// so the next step first resumes the state recorded in Redis).
-    control_stepped: Option<Instant>,
+    steering: Steering,
     /// Settings from a reloaded config (SIGHUP).
     reloads: Option<watch::Receiver<QueueConfig>>,
     /// Settings changed while holding the lease: publish them next tick.
@@ -103,7 +99,7 @@ impl QueueWorker {
     ) -> Self {
         let tick = Duration::from_millis(settings.tick_ms);
         QueueWorker {
-            control: Controller::new(Knobs::of(&settings)),
+            steering: Steering::new(&settings),
             admission: Admission::new(settings.admit_rate_per_second, tick),
             keys,
             settings,
@@ -111,7 +107,6 @@ impl QueueWorker {
             metrics,
             lease: Lease::new(owner),
             last_tick: None,
-            control_stepped: None,
             reloads: None,
             publish: false,
             schedule: FileSchedule::default(),
@@ -234,9 +229,9 @@ impl QueueWorker {
             "settings reloaded"
         );
         self.settings = settings;
-        self.control.retune(Knobs::of(&self.settings));
-        self.admission
-            .set_rate(self.rate_in_force(), self.tick_length());
+        self.steering.retune(&self.settings);
+        let rate = self.steering.rate_in_force(&self.settings);
+        self.admission.set_rate(rate, self.tick_length());
         self.metrics.settings(self.queue(), &self.settings);
         self.publish = self.lease.is_held();
     }
@@ -357,81 +352,16 @@ impl QueueWorker {
         Duration::from_millis(self.settings.tick_ms)
     }
 
-    fn rate_in_force(&self) -> f64 {
-        if self.settings.origin_control {
-            self.control.target()
-        } else {
-            self.settings.admit_rate_per_second
-        }
-    }
-
-    /// Origin control, once a [`control::STEP`]: read the origin's answers
-    /// (recording the last step's state for a successor), step the
-    /// controller, set the bucket's rate. Off: the configured rate.
+    /// Origin control (when a step is due) sets the rate to admit at.
     async fn steer(&mut self, now: Instant) -> Result<(), TickError> {
-        if !self.settings.origin_control {
-            self.admission
-                .set_rate(self.settings.admit_rate_per_second, self.tick_length());
-            self.metrics.origin(
-                self.queue(),
-                self.settings.admit_rate_per_second,
-                None,
-                None,
-            );
-            return Ok(());
+        let (conn, keys, owner) = (&mut self.conn, &self.keys, self.lease.owner());
+        let steered = self
+            .steering
+            .steer(conn, keys, owner, &self.settings, &self.metrics, now)
+            .await?;
+        if let Some(rate) = steered {
+            self.admission.set_rate(rate, self.tick_length());
         }
-        let elapsed = match self.control_stepped {
-            Some(t) if now.duration_since(t) < control::STEP => return Ok(()),
-            Some(t) => Some(now.duration_since(t)),
-            None => None,
-        };
-        let record = elapsed.is_some().then(|| self.control.record());
-        let window = Knobs::of(&self.settings).window_s;
-        let reply = engine::run(
-            &mut self.conn,
-            &OriginWindow {
-                keys: &self.keys,
-                owner: self.lease.owner(),
-                seconds: window,
-                record: record.as_ref(),
-            },
-        )
-        .await?;
-        // Not the holder any more: the admit that follows finds out.
-        let OriginReply::Read(read) = reply else {
-            return Ok(());
-        };
-        if elapsed.is_none() {
-            // A new lease: carry on from the state the last holder recorded.
-            self.control.resume(&read);
-        }
-        self.control_stepped = Some(now);
-        let from = self.control.target();
-        match self.control.step(&read, elapsed.unwrap_or(control::STEP)) {
-            Change::Cut { why, .. } if self.control.target() < from => {
-                self.metrics.rate_cut(self.queue());
-                tracing::warn!(
-                    queue = self.queue(),
-                    from = format_args!("{from:.1}"),
-                    to = format_args!("{:.1}", self.control.target()),
-                    "origin in trouble ({why}): admission rate cut"
-                );
-            }
-            Change::BackToMax => tracing::info!(
-                queue = self.queue(),
-                rate = self.settings.admit_rate_per_second,
-                "origin healthy: admission back at the full rate"
-            ),
-            _ => {}
-        }
-        self.admission
-            .set_rate(self.control.target(), self.tick_length());
-        self.metrics.origin(
-            self.queue(),
-            self.control.target(),
-            self.control.error_share(),
-            self.control.p95_ms(),
-        );
         Ok(())
     }
 
@@ -465,7 +395,7 @@ impl QueueWorker {
             self.admission.refill(tick.elapsed);
         } else {
             self.admission.start();
-            self.control_stepped = None;
+            self.steering.restart();
             self.pre_queue = true;
             self.metrics.lease(self.queue(), true);
         }
