@@ -5,16 +5,18 @@
 //!
 //! [`QueueWorker`] sequences a tick; the concerns split out so far keep
 //! their own state: [`lease`] (standing by or holding), [`origin`] (origin
-//! control's steering) and [`admit`] (the bucket and the rate estimate).
+//! control's steering), [`draw`] (the pre-queue's draw) and [`admit`] (the
+//! bucket and the rate estimate).
 
 mod admit;
+mod draw;
 mod lease;
 mod origin;
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use queuegate_shared::ops::{Configure, DrawOpen, DrawState, Placed, Schedule};
+use queuegate_shared::ops::{Configure, Schedule};
 use queuegate_shared::{QueueKeys, QueueState, Settings};
 use tokio::sync::watch;
 use tokio::time::{Interval, MissedTickBehavior};
@@ -23,12 +25,12 @@ use tokio_util::sync::CancellationToken;
 use crate::admission::Backoff;
 use crate::config::{FileSchedule, QueueConfig};
 use crate::connect::RedisConn;
-use crate::draw::{self, Placement};
 use crate::engine::{self, EngineError};
 use crate::metrics::Metrics;
 pub use admit::RATE_WINDOW;
 
 use admit::Admission;
+use draw::Drawer;
 use lease::Lease;
 use origin::Steering;
 use queuegate_shared::ops::Change as ScheduleChange;
@@ -81,11 +83,7 @@ pub struct QueueWorker {
     /// The opening and closing the config file sets, published with the
     /// settings.
     schedule: FileSchedule,
-    /// The running draw and its permutation (computed once per draw).
-    placement: Option<Placement>,
-    /// The last tick saw a pre-queue or a running draw (or the lease is
-    /// new): look at it this tick. Otherwise the tick is one admit call.
-    pre_queue: bool,
+    drawer: Drawer,
 }
 
 impl QueueWorker {
@@ -110,8 +108,7 @@ impl QueueWorker {
             reloads: None,
             publish: false,
             schedule: FileSchedule::default(),
-            placement: None,
-            pre_queue: true,
+            drawer: Drawer::new(),
         }
     }
 
@@ -208,7 +205,7 @@ impl QueueWorker {
             return Ok(());
         }
         self.steer(started).await?;
-        if self.pre_queue {
+        if self.drawer.is_due() {
             self.draw(started).await?;
         }
         self.admit(tick).await
@@ -271,81 +268,12 @@ impl QueueWorker {
         Ok(state)
     }
 
-    /// The pre-queue, each tick: `draw_open` seals it once its opening has
-    /// passed; a running draw is then placed batch by batch, each batch one
-    /// short script, for at most a quarter of the lease per tick (the
-    /// admit that follows renews the lease, and admits nobody until the
-    /// draw is over).
+    /// The pre-queue: sealed at its opening, then drawn batch by batch.
     async fn draw(&mut self, started: Instant) -> Result<(), TickError> {
-        let seed = draw::fresh_seed().map_err(TickError::Random)?;
-        let state = engine::run(
-            &mut self.conn,
-            &DrawOpen {
-                keys: &self.keys,
-                owner: self.lease.owner(),
-                seed: &seed,
-            },
-        )
-        .await?;
-        let drawing = match state {
-            // Not the holder any more: the admit that follows finds out.
-            DrawState::NotOwner => return Ok(()),
-            DrawState::Idle { pre_queued } => {
-                self.placement = None;
-                self.metrics.draw(self.queue(), pre_queued, 0);
-                return Ok(());
-            }
-            DrawState::Drawing(d) => d,
-        };
-        if drawing.done == 0 {
-            tracing::info!(
-                queue = self.queue(),
-                visitors = drawing.size(),
-                "opening: drawing the pre-queue's places"
-            );
-        }
-        // The permutation is computed once per draw (seed and size).
-        if !self.placement.as_mut().is_some_and(|p| p.resume(&drawing)) {
-            self.placement = None;
-        }
-        let placement = self
-            .placement
-            .get_or_insert_with(|| Placement::new(drawing));
-        let queue = self.keys.queue().as_str();
-        let budget = Duration::from_millis(self.settings.lease_ttl_ms) / 4;
-        loop {
-            let step = placement
-                .step(
-                    &mut self.conn,
-                    &self.keys,
-                    self.lease.owner(),
-                    self.settings.draw_batch,
-                )
-                .await?;
-            match step {
-                Placed::NotOwner | Placed::Moved { .. } => return Ok(()),
-                Placed::Batch {
-                    placed,
-                    dropped,
-                    left,
-                } => {
-                    self.metrics.draw(queue, 0, left);
-                    self.metrics.drawn(queue, placed, dropped);
-                    if left == 0 {
-                        tracing::info!(
-                            queue,
-                            visitors = placement.drawing().size(),
-                            "the pre-queue is placed in line"
-                        );
-                        self.placement = None;
-                        return Ok(());
-                    }
-                }
-            }
-            if started.elapsed() >= budget {
-                return Ok(());
-            }
-        }
+        let (conn, keys, owner) = (&mut self.conn, &self.keys, self.lease.owner());
+        self.drawer
+            .draw(conn, keys, owner, &self.settings, &self.metrics, started)
+            .await
     }
 
     fn tick_length(&self) -> Duration {
@@ -396,7 +324,7 @@ impl QueueWorker {
         } else {
             self.admission.start();
             self.steering.restart();
-            self.pre_queue = true;
+            self.drawer.restart();
             self.metrics.lease(self.queue(), true);
         }
         self.lease.seen_ours();
@@ -429,7 +357,7 @@ impl QueueWorker {
         };
         // The admit extended the lease; count from before it was sent.
         self.lease.renewed(tick.started, self.lease_for());
-        self.pre_queue = counts.pre_queued > 0 || counts.drawing;
+        self.drawer.saw(&counts);
         Ok(())
     }
 
