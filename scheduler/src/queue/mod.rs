@@ -3,37 +3,38 @@
 //! Safety lives in the admit script (free slots, owner fencing); the lease
 //! only keeps one scheduler busy per queue.
 //!
-//! [`QueueWorker`] sequences a tick; the concerns split out so far keep
-//! their own state: [`lease`] (standing by or holding), [`origin`] (origin
-//! control's steering), [`draw`] (the pre-queue's draw) and [`admit`] (the
-//! bucket and the rate estimate).
+//! [`QueueWorker`] only sequences a tick; each concern keeps its own state
+//! in its own module: `lease` (standing by or holding), `reload` (reloaded
+//! settings and their publishing), `origin` (origin control's steering),
+//! `draw` (the pre-queue's draw) and `admit` (the bucket and the rate
+//! estimate).
 
 mod admit;
 mod draw;
 mod lease;
 mod origin;
+mod reload;
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use queuegate_shared::ops::{Configure, Schedule};
 use queuegate_shared::{QueueKeys, QueueState, Settings};
 use tokio::sync::watch;
 use tokio::time::{Interval, MissedTickBehavior};
 use tokio_util::sync::CancellationToken;
 
+pub use admit::RATE_WINDOW;
+
 use crate::admission::Backoff;
 use crate::config::{FileSchedule, QueueConfig};
 use crate::connect::RedisConn;
-use crate::engine::{self, EngineError};
+use crate::engine::EngineError;
 use crate::metrics::Metrics;
-pub use admit::RATE_WINDOW;
-
 use admit::Admission;
 use draw::Drawer;
 use lease::Lease;
 use origin::Steering;
-use queuegate_shared::ops::Change as ScheduleChange;
+use reload::Reload;
 
 /// Longest wait between retries after a failed tick. Short, so admission
 /// resumes within a second of Redis coming back.
@@ -72,18 +73,12 @@ pub struct QueueWorker {
     settings: Settings,
     conn: RedisConn,
     metrics: Arc<Metrics>,
-    lease: Lease,
-    admission: Admission,
     last_tick: Option<Instant>,
+    lease: Lease,
+    reload: Reload,
     steering: Steering,
-    /// Settings from a reloaded config (SIGHUP).
-    reloads: Option<watch::Receiver<QueueConfig>>,
-    /// Settings changed while holding the lease: publish them next tick.
-    publish: bool,
-    /// The opening and closing the config file sets, published with the
-    /// settings.
-    schedule: FileSchedule,
     drawer: Drawer,
+    admission: Admission,
 }
 
 impl QueueWorker {
@@ -97,31 +92,29 @@ impl QueueWorker {
     ) -> Self {
         let tick = Duration::from_millis(settings.tick_ms);
         QueueWorker {
+            lease: Lease::new(owner),
+            reload: Reload::default(),
             steering: Steering::new(&settings),
+            drawer: Drawer::new(),
             admission: Admission::new(settings.admit_rate_per_second, tick),
             keys,
             settings,
             conn,
             metrics,
-            lease: Lease::new(owner),
             last_tick: None,
-            reloads: None,
-            publish: false,
-            schedule: FileSchedule::default(),
-            drawer: Drawer::new(),
         }
     }
 
     /// Publishes this opening and closing with the settings.
     pub fn with_schedule(mut self, schedule: FileSchedule) -> Self {
-        self.schedule = schedule;
+        self.reload.set_schedule(schedule);
         self
     }
 
     /// Takes new settings (and schedule) from `reloads` as they come (a
     /// reloaded config); the lease is kept.
     pub fn with_reloads(mut self, reloads: watch::Receiver<QueueConfig>) -> Self {
-        self.reloads = Some(reloads);
+        self.reload.listen(reloads);
         self
     }
 
@@ -140,16 +133,13 @@ impl QueueWorker {
             tokio::select! {
                 biased;
                 () = cancel.cancelled() => break,
-                Some(q) = reloaded(&mut self.reloads) => {
+                Some(q) = self.reload.next() => {
                     if q.settings.tick_ms != self.settings.tick_ms {
                         interval = ticks(q.settings.tick_ms);
                         let tick = Duration::from_millis(q.settings.tick_ms);
                         backoff = Backoff::new(tick, MAX_BACKOFF.max(tick));
                     }
-                    if q.schedule != self.schedule {
-                        self.schedule = q.schedule;
-                        self.publish = self.lease.is_held();
-                    }
+                    self.reload.schedule_reloaded(q.schedule, self.lease.is_held());
                     self.reconfigure(q.settings);
                     continue;
                 }
@@ -187,7 +177,8 @@ impl QueueWorker {
     }
 
     /// One tick: admit (which extends our lease in the same call), or take
-    /// the lease first when we are standing by or it may have run out.
+    /// the lease first when we are standing by or it may have run out;
+    /// steer and draw in between when due.
     pub async fn tick(&mut self) -> Result<(), TickError> {
         let started = Instant::now();
         let elapsed = self
@@ -198,8 +189,9 @@ impl QueueWorker {
 
         if self.lease.valid_at(started) {
             self.admission.refill(elapsed);
-            if self.publish {
-                self.publish_settings().await?;
+            if self.reload.is_pending() {
+                self.publish().await?;
+                tracing::info!(queue = self.queue(), "reloaded settings published");
             }
         } else if !self.take_lease(tick).await? {
             return Ok(());
@@ -209,92 +201,6 @@ impl QueueWorker {
             self.draw(started).await?;
         }
         self.admit(tick).await
-    }
-
-    /// New settings from a reloaded config: the rate, the controller's
-    /// knobs and the metrics follow at once; the lease is kept, and a
-    /// holder publishes them on its next tick.
-    fn reconfigure(&mut self, settings: Settings) {
-        if settings == self.settings {
-            return;
-        }
-        tracing::info!(
-            queue = self.queue(),
-            admit_rate_per_second = settings.admit_rate_per_second,
-            max_active = settings.max_active,
-            origin_control = settings.origin_control,
-            "settings reloaded"
-        );
-        self.settings = settings;
-        self.steering.retune(&self.settings);
-        let rate = self.steering.rate_in_force(&self.settings);
-        self.admission.set_rate(rate, self.tick_length());
-        self.metrics.settings(self.queue(), &self.settings);
-        self.publish = self.lease.is_held();
-    }
-
-    async fn publish_settings(&mut self) -> Result<(), TickError> {
-        self.configure().await?;
-        tracing::info!(queue = self.queue(), "reloaded settings published");
-        Ok(())
-    }
-
-    /// Publishes the settings this holder enforces, and the file's
-    /// schedule if it sets one; the operator's state is kept (a new queue
-    /// starts open). Returns the queue's state.
-    async fn configure(&mut self) -> Result<QueueState, TickError> {
-        let state = engine::run(
-            &mut self.conn,
-            &Configure {
-                keys: &self.keys,
-                settings: &self.settings,
-                initial_state: QueueState::Open,
-            },
-        )
-        .await?;
-        if self.schedule.is_set() {
-            let set = |t: Option<u64>| t.map_or(ScheduleChange::Keep, ScheduleChange::Set);
-            engine::run(
-                &mut self.conn,
-                &Schedule {
-                    keys: &self.keys,
-                    opens_at: set(self.schedule.opens_at),
-                    closes_at: set(self.schedule.closes_at),
-                },
-            )
-            .await?;
-        }
-        self.publish = false;
-        Ok(state)
-    }
-
-    /// The pre-queue: sealed at its opening, then drawn batch by batch.
-    async fn draw(&mut self, started: Instant) -> Result<(), TickError> {
-        let (conn, keys, owner) = (&mut self.conn, &self.keys, self.lease.owner());
-        self.drawer
-            .draw(conn, keys, owner, &self.settings, &self.metrics, started)
-            .await
-    }
-
-    fn tick_length(&self) -> Duration {
-        Duration::from_millis(self.settings.tick_ms)
-    }
-
-    /// Origin control (when a step is due) sets the rate to admit at.
-    async fn steer(&mut self, now: Instant) -> Result<(), TickError> {
-        let (conn, keys, owner) = (&mut self.conn, &self.keys, self.lease.owner());
-        let steered = self
-            .steering
-            .steer(conn, keys, owner, &self.settings, &self.metrics, now)
-            .await?;
-        if let Some(rate) = steered {
-            self.admission.set_rate(rate, self.tick_length());
-        }
-        Ok(())
-    }
-
-    fn lease_for(&self) -> Duration {
-        Duration::from_millis(self.settings.lease_ttl_ms)
     }
 
     /// Standby, or our lease may have run out during an outage: acquire
@@ -317,7 +223,7 @@ impl QueueWorker {
         let was_held = self.lease.taken(tick.started, self.lease_for());
         // Publish before the first admission, so the edge reads what this
         // holder enforces. The operator's state is kept.
-        let state = self.configure().await?;
+        let state = self.publish().await?;
         if was_held {
             // Our own lease, extended after an outage: carry on.
             self.admission.refill(tick.elapsed);
@@ -337,11 +243,25 @@ impl QueueWorker {
         Ok(true)
     }
 
-    fn lose(&mut self, why: &str) {
-        tracing::warn!(queue = self.queue(), "lease lost: {why}");
-        self.lease.stand_by();
-        self.admission.stop();
-        self.metrics.lease(self.queue(), false);
+    /// Origin control (when a step is due) sets the rate to admit at.
+    async fn steer(&mut self, now: Instant) -> Result<(), TickError> {
+        let (conn, keys, owner) = (&mut self.conn, &self.keys, self.lease.owner());
+        let steered = self
+            .steering
+            .steer(conn, keys, owner, &self.settings, &self.metrics, now)
+            .await?;
+        if let Some(rate) = steered {
+            self.admission.set_rate(rate, self.tick_length());
+        }
+        Ok(())
+    }
+
+    /// The pre-queue: sealed at its opening, then drawn batch by batch.
+    async fn draw(&mut self, started: Instant) -> Result<(), TickError> {
+        let (conn, keys, owner) = (&mut self.conn, &self.keys, self.lease.owner());
+        self.drawer
+            .draw(conn, keys, owner, &self.settings, &self.metrics, started)
+            .await
     }
 
     /// The admit (which renews the lease); fenced, the lease is lost.
@@ -359,6 +279,50 @@ impl QueueWorker {
         self.lease.renewed(tick.started, self.lease_for());
         self.drawer.saw(&counts);
         Ok(())
+    }
+
+    /// New settings from a reloaded config: the rate, the controller's
+    /// knobs and the metrics follow at once; the lease is kept, and a
+    /// holder publishes them on its next tick.
+    fn reconfigure(&mut self, settings: Settings) {
+        if settings == self.settings {
+            return;
+        }
+        tracing::info!(
+            queue = self.queue(),
+            admit_rate_per_second = settings.admit_rate_per_second,
+            max_active = settings.max_active,
+            origin_control = settings.origin_control,
+            "settings reloaded"
+        );
+        self.settings = settings;
+        self.steering.retune(&self.settings);
+        let rate = self.steering.rate_in_force(&self.settings);
+        self.admission.set_rate(rate, self.tick_length());
+        self.metrics.settings(self.queue(), &self.settings);
+        self.reload.settings_reloaded(self.lease.is_held());
+    }
+
+    async fn publish(&mut self) -> Result<QueueState, TickError> {
+        Ok(self
+            .reload
+            .publish(&mut self.conn, &self.keys, &self.settings)
+            .await?)
+    }
+
+    fn tick_length(&self) -> Duration {
+        Duration::from_millis(self.settings.tick_ms)
+    }
+
+    fn lease_for(&self) -> Duration {
+        Duration::from_millis(self.settings.lease_ttl_ms)
+    }
+
+    fn lose(&mut self, why: &str) {
+        tracing::warn!(queue = self.queue(), "lease lost: {why}");
+        self.lease.stand_by();
+        self.admission.stop();
+        self.metrics.lease(self.queue(), false);
     }
 
     async fn release(&mut self) {
@@ -381,17 +345,4 @@ fn ticks(tick_ms: u64) -> Interval {
     let mut interval = tokio::time::interval(Duration::from_millis(tick_ms));
     interval.set_missed_tick_behavior(MissedTickBehavior::Delay);
     interval
-}
-
-/// The next queue config from a reloaded file; never resolves without a
-/// sender (or once it is gone).
-async fn reloaded(reloads: &mut Option<watch::Receiver<QueueConfig>>) -> Option<QueueConfig> {
-    let Some(rx) = reloads else {
-        return std::future::pending().await;
-    };
-    if rx.changed().await.is_err() {
-        *reloads = None;
-        return std::future::pending().await;
-    }
-    Some(rx.borrow_and_update().clone())
 }
