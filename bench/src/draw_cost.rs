@@ -8,10 +8,8 @@
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
-use queuegate_scheduler::{draw::permutation, engine};
-use queuegate_shared::ops::{
-    Change, DrawOpen, DrawPlace, DrawSeed, DrawState, Enter, Placed, Schedule,
-};
+use queuegate_scheduler::{draw::Placement, engine};
+use queuegate_shared::ops::{Change, DrawOpen, DrawSeed, DrawState, Enter, Placed, Schedule};
 use queuegate_shared::script::{DRAW_OPEN, DRAW_PLACE};
 use queuegate_shared::{Operation, Prefix, QueueId, QueueKeys, Settings};
 use queuegate_testkit::{now_ms, RedisServer};
@@ -269,50 +267,31 @@ pub async fn draw_run(visitors: usize, batch: u64) -> Result<DrawRun> {
         owner: "bench",
         seed: &seed,
     };
-    let DrawState::Drawing(mut drawing) = engine::run(&mut b.conn, &open).await? else {
+    let DrawState::Drawing(drawing) = engine::run(&mut b.conn, &open).await? else {
         bail!("draw_open did not start a draw");
     };
     let seal_us = last_logged(&mut b.conn, DRAW_OPEN.sha1()).await?;
     let perm_started = Instant::now();
-    let order = permutation(&drawing.seed, drawing.size());
+    let mut placement = Placement::new(drawing);
     let permutation_time = perm_started.elapsed();
     let (mut place_us, mut place_rtt, mut place_cpu_us) = (Vec::new(), Vec::new(), Vec::new());
-    let (mut placed, mut dropped) = (0, 0);
     loop {
-        let end = (drawing.done + batch).min(drawing.size());
-        let places = &order[to_index(drawing.done)?..to_index(end)?];
         let cpu = main_thread_cpu_time(b.pid);
         let sent = Instant::now();
-        let reply = engine::run(
-            &mut b.conn,
-            &DrawPlace {
-                keys: &b.keys,
-                owner: "bench",
-                draw: &drawing,
-                places,
-            },
-        )
-        .await?;
+        let reply = placement.step(&mut b.conn, &b.keys, "bench", batch).await?;
         place_rtt.push(sent.elapsed());
         if let (Some(a), Some(z)) = (cpu, main_thread_cpu_time(b.pid)) {
             place_cpu_us.push(z.saturating_sub(a).as_micros() as u64);
         }
         place_us.push(last_logged(&mut b.conn, DRAW_PLACE.sha1()).await?);
-        let Placed::Batch {
-            placed: p,
-            dropped: d,
-            left,
-        } = reply
-        else {
+        let Placed::Batch { left, .. } = reply else {
             bail!("draw_place answered {reply:?}");
         };
-        placed += p;
-        dropped += d;
-        drawing.done = end;
         if left == 0 {
             break;
         }
     }
+    let (placed, dropped) = (placement.placed(), placement.dropped());
     let wall = started.elapsed();
     let server_cpu = match (cpu_before, main_thread_cpu_time(b.pid)) {
         (Some(a), Some(z)) => Some(z.saturating_sub(a)),
@@ -358,10 +337,6 @@ pub async fn line_run(visitors: usize) -> Result<LineRun> {
         enter_usec,
         memory,
     })
-}
-
-fn to_index(n: u64) -> Result<usize> {
-    usize::try_from(n).context("a draw index fits in memory")
 }
 
 /// Logs every command from now (`on`) or back to the server's default.

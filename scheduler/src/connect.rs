@@ -9,7 +9,7 @@ use redis::cluster::ClusterClientBuilder;
 use redis::cluster_async::ClusterConnection;
 use redis::{Cmd, IntoConnectionInfo, Pipeline, RedisFuture, TlsCertificates, Value};
 
-use crate::config::{Endpoint, RedisConfig};
+use crate::config::{redact, Endpoint, RedisConfig};
 
 /// Why no Redis handle could be made.
 #[derive(Debug, thiserror::Error)]
@@ -192,31 +192,5 @@ pub async fn open(config: &RedisConfig, patience: Patience) -> Result<RedisConn,
                 .map(RedisConn::Cluster)
                 .map_err(unreachable)
         }
-    }
-}
-
-/// A URL with any password replaced by `***`, for messages and logs.
-pub fn redact(url: &str) -> String {
-    let Some((scheme, rest)) = url.split_once("://") else {
-        return url.to_string();
-    };
-    match rest.split_once('@') {
-        Some((userinfo, host)) => {
-            let user = userinfo.split(':').next().unwrap_or_default();
-            format!("{scheme}://{user}:***@{host}")
-        }
-        None => url.to_string(),
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn passwords_are_redacted() {
-        assert_eq!(redact("redis://u:pw@h:1/0"), "redis://u:***@h:1/0");
-        assert_eq!(redact("rediss://:pw@h"), "rediss://:***@h");
-        assert_eq!(redact("redis://h:1"), "redis://h:1");
     }
 }

@@ -1,8 +1,13 @@
 //! queuegate's scheduler: admission for many queues under per-queue leases.
 //!
-//! * [`config`] — the TOML config, env overrides and their validation.
+//! * [`config`] — the TOML config, env overrides and their validation (and
+//!   URL redaction).
 //! * [`service`] — `run(config, shutdown)`: the HTTP listener and one task per queue.
-//! * [`queue`] — one queue's loop: lease (acquire, renew, release) and admit.
+//! * [`queue`] — one queue's loop, sequencing each tick; one module per
+//!   concern: the lease, reloaded settings, origin steering, the draw and
+//!   admission.
+//! * [`draw`] — the pre-queue's draw: the pinned permutation and
+//!   [`draw::Placement`], the batch loop the system tests and bench drive too.
 //! * [`admission`] — the token bucket, rate estimate and backoff (pure).
 //! * [`control`] — origin control: the AIMD rate from the origin's answers (pure).
 //! * [`connect`] — one Redis handle for a server or a cluster.

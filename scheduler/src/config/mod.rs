@@ -17,7 +17,7 @@ mod queues;
 mod redis;
 
 pub use queues::{format_time, parse_time, FileSchedule, QueueConfig};
-pub use redis::{Endpoint, RedisConfig, DEFAULT_REDIS_URL};
+pub use redis::{redact, Endpoint, RedisConfig, DEFAULT_REDIS_URL};
 
 /// Where `run` and the operator commands look when `--config` is not given.
 pub const DEFAULT_PATH: &str = "/etc/queuegate/scheduler.toml";

@@ -1,5 +1,6 @@
 //! The `[redis]` section: one server or a cluster, credentials (the env
-//! may override them), TLS roots and timeouts.
+//! may override them), TLS roots and timeouts; and [`redact`], which every
+//! message naming a URL goes through (here, so `config` needs no `connect`).
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -7,7 +8,6 @@ use std::time::Duration;
 use serde::Deserialize;
 
 use super::{env, ConfigError, Origin};
-use crate::connect::redact;
 
 /// Redis when the config names none.
 pub const DEFAULT_REDIS_URL: &str = "redis://127.0.0.1:6379";
@@ -161,4 +161,30 @@ fn check_url(url: &str) -> Result<(), String> {
     redis::Client::open(url)
         .map(drop)
         .map_err(|e| format!("{:?} is not a usable Redis URL: {e}", redact(url)))
+}
+
+/// A URL with any password replaced by `***`, for messages and logs.
+pub fn redact(url: &str) -> String {
+    let Some((scheme, rest)) = url.split_once("://") else {
+        return url.to_string();
+    };
+    match rest.split_once('@') {
+        Some((userinfo, host)) => {
+            let user = userinfo.split(':').next().unwrap_or_default();
+            format!("{scheme}://{user}:***@{host}")
+        }
+        None => url.to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn passwords_are_redacted() {
+        assert_eq!(redact("redis://u:pw@h:1/0"), "redis://u:***@h:1/0");
+        assert_eq!(redact("rediss://:pw@h"), "rediss://:***@h");
+        assert_eq!(redact("redis://h:1"), "redis://h:1");
+    }
 }

@@ -4,11 +4,11 @@
 
 use std::time::{Duration, Instant};
 
-use queuegate_scheduler::draw::permutation;
+use queuegate_scheduler::draw::Placement;
 use queuegate_shared::guard::EntryGuard;
 use queuegate_shared::ops::{
-    Change, DrawOpen, DrawPlace, DrawSeed, DrawState, Drawing, Enter, EnterReply, Observed, Placed,
-    Schedule, Scheduled,
+    Change, DrawOpen, DrawSeed, DrawState, Drawing, Enter, EnterReply, Observed, Placed, Schedule,
+    Scheduled,
 };
 use queuegate_shared::{Operation, UserId};
 use queuegate_testkit::now_ms;
@@ -68,18 +68,13 @@ pub async fn enter_pipelined(q: &TestQueue, users: &[UserId]) {
     }
 }
 
-/// The draw as a lease holder runs it, one batch at a time.
+/// The draw as a lease holder runs it, one batch at a time: the
+/// scheduler's own [`Placement`], driven by hand.
 #[derive(Debug)]
 pub struct DrawRun {
     /// The owner id the test holds the lease as.
     pub owner: String,
-    /// The draw as `draw_open` reported it (`done` follows the batches).
-    pub drawing: Drawing,
-    order: Vec<u64>,
-    /// Visitors placed so far by this run.
-    pub placed: u64,
-    /// Pre-queued leavers dropped so far by this run.
-    pub dropped: u64,
+    placement: Placement,
 }
 
 impl DrawRun {
@@ -100,40 +95,37 @@ impl DrawRun {
             DrawState::Idle { .. } => return None,
             DrawState::NotOwner => panic!("draw_open: we hold the lease"),
         };
-        let order = permutation(&drawing.seed, drawing.size());
         Some(DrawRun {
             owner: owner.to_string(),
-            drawing,
-            order,
-            placed: 0,
-            dropped: 0,
+            placement: Placement::new(drawing),
         })
+    }
+
+    /// The draw as `draw_open` reported it (`done` follows the batches).
+    pub fn drawing(&self) -> &Drawing {
+        self.placement.drawing()
+    }
+
+    /// Visitors placed so far by this run.
+    pub fn placed(&self) -> u64 {
+        self.placement.placed()
+    }
+
+    /// Pre-queued leavers dropped so far by this run.
+    pub fn dropped(&self) -> u64 {
+        self.placement.dropped()
     }
 
     /// Places the next `batch`; returns the visitors left to place.
     pub async fn step(&mut self, q: &TestQueue, batch: u64) -> u64 {
-        let d = &self.drawing;
-        let end = (d.done + batch).min(d.size());
-        let reply = q
-            .run(&DrawPlace {
-                keys: &q.keys,
-                owner: &self.owner,
-                draw: d,
-                places: &self.order[d.done as usize..end as usize],
-            })
+        let mut conn = q.conn.clone();
+        let reply = self
+            .placement
+            .step(&mut conn, &q.keys, &self.owner, batch)
             .await
             .expect("draw_place");
         match reply {
-            Placed::Batch {
-                placed,
-                dropped,
-                left,
-            } => {
-                self.placed += placed;
-                self.dropped += dropped;
-                self.drawing.done = end;
-                left
-            }
+            Placed::Batch { left, .. } => left,
             other => panic!("draw_place as the holder: {other:?}"),
         }
     }

@@ -171,7 +171,7 @@ async fn before_the_opening_visitors_pre_queue_keep_their_draw_and_count_toward_
         .await
         .expect("a draw runs");
     run.finish(&q, 3).await;
-    assert_eq!((run.placed, run.dropped), (4, 0));
+    assert_eq!((run.placed(), run.dropped()), (4, 0));
     for i in 0..2 {
         assert_eq!(position(&q.position(&user(i)).await), Some(i as u64 + 1));
     }
@@ -218,7 +218,7 @@ async fn the_draw_places_2000_pre_queued_visitors_at_random_right_behind_the_lin
 
     open_now(&q).await;
     let mut run = DrawRun::open(&q, "test", seed()).await.expect("sealed");
-    assert_eq!(run.drawing.size(), N as u64);
+    assert_eq!(run.drawing().size(), N as u64);
     let started = Instant::now();
     let left = run.step(&q, 250).await;
     assert_eq!(left, N as u64 - 250);
@@ -228,7 +228,7 @@ async fn the_draw_places_2000_pre_queued_visitors_at_random_right_behind_the_lin
     let late = user(N);
     assert_eq!(entered_position(&q.enter(&late).await), Some(N as u64 + 1));
     let late_ticket = score(&q, &q.keys.waiting(), &late).await.unwrap();
-    assert!(late_ticket > run.drawing.end);
+    assert!(late_ticket > run.drawing().end);
     // The first by rank are placed already, yet shown no place until the
     // draw is over.
     assert!(score(&q, &q.keys.waiting(), &users[0]).await.is_some());
@@ -243,7 +243,7 @@ async fn the_draw_places_2000_pre_queued_visitors_at_random_right_behind_the_lin
 
     run.finish(&q, 250).await;
     let took = started.elapsed();
-    assert_eq!((run.placed, run.dropped), (N as u64, 0));
+    assert_eq!((run.placed(), run.dropped()), (N as u64, 0));
     let mut positions = Vec::with_capacity(N);
     for u in &users {
         positions.push(position(&q.position(u).await).expect("placed in line"));
@@ -291,7 +291,7 @@ async fn pre_queued_visitors_who_stop_polling_are_dropped_at_the_draw() {
     open_now(&q).await;
     let mut run = DrawRun::open(&q, "test", seed()).await.expect("sealed");
     run.finish(&q, 3).await;
-    assert_eq!((run.placed, run.dropped), (8, 2));
+    assert_eq!((run.placed(), run.dropped()), (8, 2));
     for i in 8..10 {
         assert_eq!(score(&q, &q.keys.waiting(), &user(i)).await, None);
         assert_eq!(

@@ -1,0 +1,348 @@
+//! One queue's loop: stand by until the lease is free, then admit every
+//! tick (each admit call also extends the lease: one round trip a tick).
+//! Safety lives in the admit script (free slots, owner fencing); the lease
+//! only keeps one scheduler busy per queue.
+//!
+//! [`QueueWorker`] only sequences a tick; each concern keeps its own state
+//! in its own module: `lease` (standing by or holding), `reload` (reloaded
+//! settings and their publishing), `origin` (origin control's steering),
+//! `draw` (the pre-queue's draw) and `admit` (the bucket and the rate
+//! estimate).
+
+mod admit;
+mod draw;
+mod lease;
+mod origin;
+mod reload;
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use queuegate_shared::{QueueKeys, QueueState, Settings};
+use tokio::sync::watch;
+use tokio::time::{Interval, MissedTickBehavior};
+use tokio_util::sync::CancellationToken;
+
+pub use admit::RATE_WINDOW;
+
+use crate::admission::Backoff;
+use crate::config::{FileSchedule, QueueConfig};
+use crate::connect::RedisConn;
+use crate::engine::EngineError;
+use crate::metrics::Metrics;
+use admit::Admission;
+use draw::Drawer;
+use lease::Lease;
+use origin::Steering;
+use reload::Reload;
+
+/// Longest wait between retries after a failed tick. Short, so admission
+/// resumes within a second of Redis coming back.
+pub const MAX_BACKOFF: Duration = Duration::from_millis(500);
+
+/// A tick that did not complete.
+#[derive(Debug, thiserror::Error)]
+pub enum TickError {
+    /// Redis refused or a reply did not decode.
+    #[error(transparent)]
+    Engine(#[from] EngineError),
+    /// The OS could not provide random bytes for tokens.
+    #[error("no randomness for tokens: {0}")]
+    Random(getrandom::Error),
+}
+
+impl TickError {
+    /// True when Redis could not be reached (expected during outages).
+    pub fn is_connection(&self) -> bool {
+        matches!(self, TickError::Engine(e) if e.is_connection())
+    }
+}
+
+/// One tick's times: when it started (lease deadlines count from before
+/// the call that renews) and how long after the last one.
+#[derive(Debug, Clone, Copy)]
+struct Tick {
+    started: Instant,
+    elapsed: Duration,
+}
+
+/// One queue's scheduler.
+#[derive(Debug)]
+pub struct QueueWorker {
+    keys: QueueKeys,
+    settings: Settings,
+    conn: RedisConn,
+    metrics: Arc<Metrics>,
+    last_tick: Option<Instant>,
+    lease: Lease,
+    reload: Reload,
+    steering: Steering,
+    drawer: Drawer,
+    admission: Admission,
+}
+
+impl QueueWorker {
+    /// A worker for one queue; it starts as a standby.
+    pub fn new(
+        keys: QueueKeys,
+        settings: Settings,
+        owner: Arc<str>,
+        conn: RedisConn,
+        metrics: Arc<Metrics>,
+    ) -> Self {
+        let tick = Duration::from_millis(settings.tick_ms);
+        QueueWorker {
+            lease: Lease::new(owner),
+            reload: Reload::default(),
+            steering: Steering::new(&settings),
+            drawer: Drawer::new(),
+            admission: Admission::new(settings.admit_rate_per_second, tick),
+            keys,
+            settings,
+            conn,
+            metrics,
+            last_tick: None,
+        }
+    }
+
+    /// Publishes this opening and closing with the settings.
+    pub fn with_schedule(mut self, schedule: FileSchedule) -> Self {
+        self.reload.set_schedule(schedule);
+        self
+    }
+
+    /// Takes new settings (and schedule) from `reloads` as they come (a
+    /// reloaded config); the lease is kept.
+    pub fn with_reloads(mut self, reloads: watch::Receiver<QueueConfig>) -> Self {
+        self.reload.listen(reloads);
+        self
+    }
+
+    fn queue(&self) -> &str {
+        self.keys.queue().as_str()
+    }
+
+    /// Ticks until `cancel` fires, then finishes the tick in progress and
+    /// releases the lease.
+    pub async fn run(mut self, cancel: CancellationToken) {
+        let mut interval = ticks(self.settings.tick_ms);
+        let tick = Duration::from_millis(self.settings.tick_ms);
+        let mut backoff = Backoff::new(tick, MAX_BACKOFF.max(tick));
+        let mut failing = false;
+        loop {
+            tokio::select! {
+                biased;
+                () = cancel.cancelled() => break,
+                Some(q) = self.reload.next() => {
+                    if q.settings.tick_ms != self.settings.tick_ms {
+                        interval = ticks(q.settings.tick_ms);
+                        let tick = Duration::from_millis(q.settings.tick_ms);
+                        backoff = Backoff::new(tick, MAX_BACKOFF.max(tick));
+                    }
+                    self.reload.schedule_reloaded(q.schedule, self.lease.is_held());
+                    self.reconfigure(q.settings);
+                    continue;
+                }
+                _ = interval.tick() => {}
+            }
+            match self.tick().await {
+                Ok(()) => {
+                    if failing {
+                        tracing::info!(queue = self.queue(), "redis reachable again");
+                        failing = false;
+                    }
+                    backoff.reset();
+                    self.metrics.redis_ok(self.queue());
+                }
+                Err(e) => {
+                    self.metrics.redis_error(self.queue());
+                    if !failing {
+                        if e.is_connection() {
+                            tracing::warn!(queue = self.queue(), error = %e, "tick failed; retrying with backoff");
+                        } else {
+                            tracing::error!(queue = self.queue(), error = %e, "tick failed; retrying with backoff");
+                        }
+                        failing = true;
+                    }
+                    let wait = backoff.fail();
+                    tokio::select! {
+                        biased;
+                        () = cancel.cancelled() => break,
+                        () = tokio::time::sleep(wait) => {}
+                    }
+                }
+            }
+        }
+        self.release().await;
+    }
+
+    /// One tick: admit (which extends our lease in the same call), or take
+    /// the lease first when we are standing by or it may have run out;
+    /// steer and draw in between when due.
+    pub async fn tick(&mut self) -> Result<(), TickError> {
+        let started = Instant::now();
+        let elapsed = self
+            .last_tick
+            .map_or(Duration::ZERO, |t| started.duration_since(t));
+        self.last_tick = Some(started);
+        let tick = Tick { started, elapsed };
+
+        if self.lease.valid_at(started) {
+            self.admission.refill(elapsed);
+            if self.reload.is_pending() {
+                self.publish().await?;
+                tracing::info!(queue = self.queue(), "reloaded settings published");
+            }
+        } else if !self.take_lease(tick).await? {
+            return Ok(());
+        }
+        self.steer(started).await?;
+        if self.drawer.is_due() {
+            self.draw(started).await?;
+        }
+        self.admit(tick).await
+    }
+
+    /// Standby, or our lease may have run out during an outage: acquire
+    /// (which also extends a lease that is still ours). False when another
+    /// scheduler holds it.
+    async fn take_lease(&mut self, tick: Tick) -> Result<bool, TickError> {
+        let got = self
+            .lease
+            .acquire(&mut self.conn, &self.keys, self.settings.lease_ttl_ms)
+            .await?;
+        if !got.acquired {
+            if self.lease.is_held() {
+                self.lose("lease expired and was taken over");
+            }
+            if self.lease.seen(&got.holder) {
+                tracing::debug!(queue = self.queue(), holder = %got.holder, "standing by");
+            }
+            return Ok(false);
+        }
+        let was_held = self.lease.taken(tick.started, self.lease_for());
+        // Publish before the first admission, so the edge reads what this
+        // holder enforces. The operator's state is kept.
+        let state = self.publish().await?;
+        if was_held {
+            // Our own lease, extended after an outage: carry on.
+            self.admission.refill(tick.elapsed);
+        } else {
+            self.admission.start();
+            self.steering.restart();
+            self.drawer.restart();
+            self.metrics.lease(self.queue(), true);
+        }
+        self.lease.seen_ours();
+        tracing::info!(
+            queue = self.queue(),
+            owner = %self.lease.owner(),
+            state = state.as_str(),
+            "lease acquired; settings published"
+        );
+        Ok(true)
+    }
+
+    /// Origin control (when a step is due) sets the rate to admit at.
+    async fn steer(&mut self, now: Instant) -> Result<(), TickError> {
+        let (conn, keys, owner) = (&mut self.conn, &self.keys, self.lease.owner());
+        let steered = self
+            .steering
+            .steer(conn, keys, owner, &self.settings, &self.metrics, now)
+            .await?;
+        if let Some(rate) = steered {
+            self.admission.set_rate(rate, self.tick_length());
+        }
+        Ok(())
+    }
+
+    /// The pre-queue: sealed at its opening, then drawn batch by batch.
+    async fn draw(&mut self, started: Instant) -> Result<(), TickError> {
+        let (conn, keys, owner) = (&mut self.conn, &self.keys, self.lease.owner());
+        self.drawer
+            .draw(conn, keys, owner, &self.settings, &self.metrics, started)
+            .await
+    }
+
+    /// The admit (which renews the lease); fenced, the lease is lost.
+    async fn admit(&mut self, tick: Tick) -> Result<(), TickError> {
+        let (conn, keys, owner) = (&mut self.conn, &self.keys, self.lease.owner());
+        let admitted = self
+            .admission
+            .admit(conn, keys, owner, &self.settings, &self.metrics, tick)
+            .await?;
+        let Some(counts) = admitted else {
+            self.lose("admit fenced: another scheduler holds the lease");
+            return Ok(());
+        };
+        // The admit extended the lease; count from before it was sent.
+        self.lease.renewed(tick.started, self.lease_for());
+        self.drawer.saw(&counts);
+        Ok(())
+    }
+
+    /// New settings from a reloaded config: the rate, the controller's
+    /// knobs and the metrics follow at once; the lease is kept, and a
+    /// holder publishes them on its next tick.
+    fn reconfigure(&mut self, settings: Settings) {
+        if settings == self.settings {
+            return;
+        }
+        tracing::info!(
+            queue = self.queue(),
+            admit_rate_per_second = settings.admit_rate_per_second,
+            max_active = settings.max_active,
+            origin_control = settings.origin_control,
+            "settings reloaded"
+        );
+        self.settings = settings;
+        self.steering.retune(&self.settings);
+        let rate = self.steering.rate_in_force(&self.settings);
+        self.admission.set_rate(rate, self.tick_length());
+        self.metrics.settings(self.queue(), &self.settings);
+        self.reload.settings_reloaded(self.lease.is_held());
+    }
+
+    async fn publish(&mut self) -> Result<QueueState, TickError> {
+        Ok(self
+            .reload
+            .publish(&mut self.conn, &self.keys, &self.settings)
+            .await?)
+    }
+
+    fn tick_length(&self) -> Duration {
+        Duration::from_millis(self.settings.tick_ms)
+    }
+
+    fn lease_for(&self) -> Duration {
+        Duration::from_millis(self.settings.lease_ttl_ms)
+    }
+
+    fn lose(&mut self, why: &str) {
+        tracing::warn!(queue = self.queue(), "lease lost: {why}");
+        self.lease.stand_by();
+        self.admission.stop();
+        self.metrics.lease(self.queue(), false);
+    }
+
+    async fn release(&mut self) {
+        let queue = self.keys.queue().as_str();
+        match self.lease.release(&mut self.conn, &self.keys).await {
+            None => return,
+            Some(Ok(true)) => tracing::info!(queue, "lease released"),
+            Some(Ok(false)) => tracing::info!(queue, "lease was no longer ours"),
+            Some(Err(e)) => {
+                tracing::warn!(queue, error = %e, "could not release the lease; it expires by itself")
+            }
+        }
+        self.metrics.lease(queue, false);
+    }
+}
+
+/// A tick interval. A slow tick delays the next one instead of firing a
+/// catch-up burst: the bucket already counts the time that passed.
+fn ticks(tick_ms: u64) -> Interval {
+    let mut interval = tokio::time::interval(Duration::from_millis(tick_ms));
+    interval.set_missed_tick_behavior(MissedTickBehavior::Delay);
+    interval
+}
