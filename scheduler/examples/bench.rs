@@ -126,23 +126,9 @@ async fn fill(conn: &mut MultiplexedConnection, keys: &QueueKeys, n: usize) -> R
     Ok(())
 }
 
-fn settings_lines(s: &Settings) -> Vec<(String, String)> {
-    let d: std::collections::HashMap<String, String> =
-        Settings::default().to_fields().into_iter().collect();
-    s.to_fields()
-        .into_iter()
-        .filter(|(k, v)| d.get(k) != Some(v))
-        .collect()
-}
-
 fn builder(redis: &RedisServer, id: &str, s: &Settings) -> SchedulerBuilder {
-    let lines = settings_lines(s);
-    let pairs: Vec<(&str, &str)> = lines
-        .iter()
-        .map(|(k, v)| (k.as_str(), v.as_str()))
-        .collect();
     Scheduler::builder(&redis.url())
-        .queue(id, &pairs)
+        .queue_settings(id, s)
         .env("RUST_LOG", "warn")
 }
 

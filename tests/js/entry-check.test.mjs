@@ -11,7 +11,7 @@ import path from "node:path";
 import { fileURLToPath } from "node:url";
 import { parse as parseToml } from "smol-toml";
 
-import { checkConfig, checkShim, entryHandlers, namedExports } from "../../scripts/entry-check.mjs";
+import { LIBRARY_EXPORTS, checkConfig, checkShim, entryHandlers, namedExports } from "../../scripts/entry-check.mjs";
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "../..");
 const ENTRY = readFileSync(path.join(ROOT, "worker/entry.js"), "utf8");
@@ -56,6 +56,14 @@ test("a shim exporting a Durable Object class stops the build, naming it", () =>
   );
   assert.equal(problems.length, 1);
   assert.match(problems[0], /exports `Counter`/);
+});
+
+test("workers-rs' own exported structs are no entrypoint and may be dropped", () => {
+  const library = LIBRARY_EXPORTS.map((n) => `export const ${n} = new Proxy(exports.${n}, classProxyHooks);\n`).join("");
+  assert.deepEqual(checkShim(shim(["fetch"], library), ENTRY), []);
+  const withClass = checkShim(shim(["fetch"], `${library}export const Counter = new Proxy(exports.Counter, classProxyHooks);\n`), ENTRY);
+  assert.equal(withClass.length, 1);
+  assert.match(withClass[0], /`Counter`/);
 });
 
 test("a shim that is not the template ours replaces stops the build", () => {

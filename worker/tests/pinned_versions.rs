@@ -43,7 +43,7 @@ fn cargo_lock_resolves_the_versions_the_entry_and_tools_were_written_for() {
     ] {
         assert_eq!(
             locked(package),
-            [want.clone()],
+            std::slice::from_ref(want),
             "Cargo.lock resolves {package} other than {want}, the version scripts/lib.sh \
              pins: follow docs/edge.md, \"The entry\", to upgrade"
         );
@@ -57,7 +57,12 @@ fn the_workspace_pins_them_exactly() {
         .as_table()
         .expect("[workspace.dependencies]");
     for package in ["worker", "worker-macros", "wasm-bindgen"] {
-        let spec = deps[package].as_str().unwrap_or_else(|| panic!("{package}"));
-        assert!(spec.starts_with('='), "{package} = {spec:?} is not pinned with =");
+        let spec = deps[package]
+            .as_str()
+            .unwrap_or_else(|| panic!("{package}"));
+        assert!(
+            spec.starts_with('='),
+            "{package} = {spec:?} is not pinned with ="
+        );
     }
 }

@@ -3,7 +3,8 @@
 //!
 //! Every handle kills its process on drop and, when the test is failing,
 //! prints the process log so the cause is in the test output. Readiness is
-//! always polled; nothing waits a fixed time. [`Wrangler::local`] is the
+//! always polled; nothing waits a fixed time. No process starts from a
+//! build older than its sources ([`fresh`]). [`Wrangler::local`] is the
 //! worker's preset for a local stack ([`workerd::Workerd`] serves the same
 //! build with the `workerd` binary alone, for benchmarks); [`now_ms`] and [`set_cookie_pair`]
 //! are the clock and cookie reading the tests and tools share.
@@ -16,6 +17,7 @@
 pub mod chart;
 mod clock;
 mod cookie;
+pub mod fresh;
 pub mod gateway;
 pub mod measure;
 mod paths;

@@ -14,8 +14,9 @@ pub fn repo_root() -> PathBuf {
 /// A binary of the workspace built into the same profile folder as the
 /// running executable (`target/debug/<name>`), whether that is a test in
 /// `target/debug/deps/` or a tool in `target/debug/`. The test script builds
-/// every binary before it runs the tests; a missing one is a clear panic,
-/// not a hang.
+/// every binary before it runs the tests; a missing one, or one older than
+/// a source it is built from ([`crate::fresh`]), is a clear panic naming
+/// the command to run, not a hang or a test of yesterday's code.
 pub fn target_bin(name: &str) -> PathBuf {
     let exe = std::env::current_exe().expect("current executable");
     let dir = exe.parent().expect("the executable lives in a folder");
@@ -28,10 +29,6 @@ pub fn target_bin(name: &str) -> PathBuf {
         dir
     };
     let path = profile_dir.join(name);
-    assert!(
-        path.exists(),
-        "{} is not built; run `cargo build --workspace --bins` (scripts/test does)",
-        path.display()
-    );
+    crate::fresh::assert_bin_fresh(name, &path);
     path
 }

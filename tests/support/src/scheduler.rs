@@ -6,11 +6,23 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::time::Duration;
 
+use queuegate_shared::Settings;
 use tempfile::TempDir;
 
 use crate::paths::target_bin;
 use crate::process::{free_port, http_get, wait_until, Process};
 use crate::LOOPBACK;
+
+/// `settings` as a queue's config lines (name, TOML value), only where they
+/// differ from the defaults.
+pub fn settings_lines(settings: &Settings) -> Vec<(String, String)> {
+    let defaults = Settings::default().to_fields();
+    settings
+        .to_fields()
+        .into_iter()
+        .filter(|field| !defaults.contains(field))
+        .collect()
+}
 
 /// The binary's name in the target folder.
 pub const BIN: &str = "queuegate-scheduler";
@@ -59,6 +71,18 @@ impl SchedulerBuilder {
                 .collect(),
         ));
         self
+    }
+
+    /// A `[[queue]]` with `settings`: the lines of its config are the
+    /// settings that differ from [`Settings::default`], so a test states
+    /// its settings as the typed struct the scheduler validates.
+    pub fn queue_settings(self, id: &str, settings: &Settings) -> Self {
+        let lines = settings_lines(settings);
+        let pairs: Vec<(&str, &str)> = lines
+            .iter()
+            .map(|(k, v)| (k.as_str(), v.as_str()))
+            .collect();
+        self.queue(id, &pairs)
     }
 
     /// An environment variable for the process.

@@ -62,9 +62,15 @@ impl Workerd {
             .expect("temp dir for workerd");
         let modules = match script {
             Script::Built | Script::BuiltIn(_) => {
+                // A copy (BuiltIn) may be an older build on purpose: the
+                // edge bench compares builds.
                 let build = match script {
                     Script::BuiltIn(dir) => dir.clone(),
-                    _ => repo_root().join("worker/build"),
+                    _ => {
+                        let build = repo_root().join("worker/build");
+                        crate::fresh::assert_worker_fresh(&build, "scripts/build-worker");
+                        build
+                    }
                 };
                 for f in ["index.js", "index_bg.wasm"] {
                     assert!(

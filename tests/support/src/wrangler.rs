@@ -136,13 +136,9 @@ pub fn offline_env() -> [(&'static str, &'static str); 4] {
 
 /// worker-build's entry point, the `main` of wrangler.toml.
 fn built_entry() -> PathBuf {
-    let entry = repo_root().join("worker/build/index.js");
-    assert!(
-        entry.exists(),
-        "the worker is not built ({} missing); run scripts/build-worker (scripts/test does)",
-        entry.display()
-    );
-    entry
+    let build = repo_root().join("worker/build");
+    crate::fresh::assert_worker_fresh(&build, "scripts/build-worker");
+    build.join("index.js")
 }
 
 /// A running `wrangler dev`, killed with its workerd on drop.

@@ -3,7 +3,6 @@
 //! its scheduler, leavers dropped at the draw, and the scheduler's
 //! `schedule` command. Idle passthrough is in passthrough.rs.
 
-use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
 use queuegate_shared::fields::{config as cf, stats as sf};
@@ -320,20 +319,9 @@ fn runtime() -> Runtime {
         .expect("tokio runtime")
 }
 
-/// A scheduler for queue `id` whose config lines are the settings that
-/// differ from the defaults.
+/// A scheduler for queue `id` with settings `s`.
 fn scheduler_for(redis: &RedisServer, id: &str, s: &Settings) -> SchedulerBuilder {
-    let defaults: HashMap<String, String> = Settings::default().to_fields().into_iter().collect();
-    let lines: Vec<(String, String)> = s
-        .to_fields()
-        .into_iter()
-        .filter(|(k, v)| defaults.get(k) != Some(v))
-        .collect();
-    let pairs: Vec<(&str, &str)> = lines
-        .iter()
-        .map(|(k, v)| (k.as_str(), v.as_str()))
-        .collect();
-    Scheduler::builder(&redis.url()).queue(id, &pairs)
+    Scheduler::builder(&redis.url()).queue_settings(id, s)
 }
 
 /// The pid in a lease owner id `host/pid/nonce`.

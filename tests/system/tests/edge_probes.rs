@@ -61,11 +61,7 @@ async fn position(http: &reqwest::Client, base: &str, cookie: &str) -> u64 {
 /// under workerd.
 async fn start() -> (RedisServer, Gateway, TestOrigin, Workerd) {
     let probe = repo_root().join("worker/build-probe");
-    assert!(
-        probe.join("index_bg.wasm").exists(),
-        "no {}: run scripts/build-worker --probes",
-        probe.display()
-    );
+    queuegate_testkit::fresh::assert_worker_fresh(&probe, "scripts/build-worker --probes");
     let redis = RedisServer::start();
     let settings = Settings {
         idle_passthrough: false,

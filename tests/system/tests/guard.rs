@@ -199,11 +199,14 @@ async fn solutions_are_single_use_and_forgeries_change_nothing() {
     assert_eq!(r.status, 200, "{:?}", r.json);
 }
 
+/// One form's fields, in order.
+type FormFields = Vec<(String, String)>;
+
 /// What the stand-in received, and how many of its answers were never
 /// sent because the caller hung up first.
 #[derive(Clone, Default)]
 struct StandIn {
-    calls: Arc<Mutex<Vec<Vec<(String, String)>>>>,
+    calls: Arc<Mutex<Vec<FormFields>>>,
     hung_up: Arc<AtomicU32>,
 }
 
@@ -223,7 +226,7 @@ impl Drop for Pending {
 /// decides the answer (`pass`, `fail`, `slow` for a timeout).
 async fn siteverify(
     State(s): State<StandIn>,
-    Form(form): Form<Vec<(String, String)>>,
+    Form(form): Form<FormFields>,
 ) -> axum::Json<serde_json::Value> {
     let token = form
         .iter()

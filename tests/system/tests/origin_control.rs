@@ -29,28 +29,25 @@ const TARGET: &str = "queuegate_target_admit_rate_per_second{queue=\"main\"}";
 /// The tests share two cores with everything else: one at a time.
 static SERIAL: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 
-fn settings() -> Vec<(&'static str, String)> {
-    [
-        ("admit_rate_per_second", MAX_RATE.to_string()),
-        ("min_admit_rate_per_second", MIN_RATE.to_string()),
-        ("max_active", MAX_ACTIVE.to_string()),
-        ("activation_jitter_ms", "200".into()),
-        ("retry_window_ms", "8000".into()),
-        ("abandon_after_ms", "300000".into()),
-        ("entry_budget_per_minute", "0".into()),
-        ("origin_window_ms", "5000".into()),
-        ("origin_min_samples", "10".into()),
-        ("origin_recover_ms", "10000".into()),
-        ("origin_p95_target_ms", "500".into()),
-    ]
-    .into_iter()
-    .collect()
+fn settings() -> Settings {
+    Settings {
+        admit_rate_per_second: MAX_RATE,
+        min_admit_rate_per_second: MIN_RATE,
+        max_active: MAX_ACTIVE,
+        activation_jitter_ms: 200,
+        retry_window_ms: 8_000,
+        abandon_after_ms: 300_000,
+        entry_budget_per_minute: 0,
+        origin_window_ms: 5_000,
+        origin_min_samples: 10,
+        origin_recover_ms: 10_000,
+        origin_p95_target_ms: 500,
+        ..Settings::default()
+    }
 }
 
 fn scheduler(redis: &RedisServer) -> SchedulerBuilder {
-    let s = settings();
-    let pairs: Vec<(&str, &str)> = s.iter().map(|(k, v)| (*k, v.as_str())).collect();
-    Scheduler::builder(&redis.url()).queue("main", &pairs)
+    Scheduler::builder(&redis.url()).queue_settings("main", &settings())
 }
 
 /// The whole room with `users` in line.

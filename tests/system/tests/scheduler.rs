@@ -48,22 +48,8 @@ fn queue(rt: &Runtime, redis: &RedisServer, id: &str, settings: Settings) -> Tes
     }
 }
 
-/// The scheduler's config lines for `s` (only what differs from defaults).
-fn settings_toml(s: &Settings) -> Vec<(String, String)> {
-    let defaults: HashMap<String, String> = Settings::default().to_fields().into_iter().collect();
-    s.to_fields()
-        .into_iter()
-        .filter(|(k, v)| defaults.get(k) != Some(v))
-        .collect()
-}
-
 fn builder(redis: &RedisServer, id: &str, s: &Settings) -> SchedulerBuilder {
-    let lines = settings_toml(s);
-    let pairs: Vec<(&str, &str)> = lines
-        .iter()
-        .map(|(k, v)| (k.as_str(), v.as_str()))
-        .collect();
-    Scheduler::builder(&redis.url()).queue(id, &pairs)
+    Scheduler::builder(&redis.url()).queue_settings(id, s)
 }
 
 async fn holder(q: &TestQueue) -> Option<String> {

@@ -7,7 +7,7 @@ use std::collections::HashMap;
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
-use std::task::{Context, Poll, Wake, Waker};
+use std::task::{Context, Wake, Waker};
 
 /// A spawned future: it settles its own promise when it completes.
 pub type Job = Pin<Box<dyn Future<Output = ()>>>;
@@ -141,6 +141,7 @@ fn run(id: u32) {
 mod tests {
     use super::*;
     use std::rc::Rc;
+    use std::task::Poll;
 
     /// Counts polls and how deep they nest.
     #[derive(Default)]

@@ -1,0 +1,329 @@
+//! A test never runs yesterday's build: before a process starts, its
+//! artefact (a workspace binary, the worker's wasm bundle) must be newer
+//! than every source it is built from, or the test fails naming the file
+//! that changed and the command that rebuilds it.
+//!
+//! A binary's sources are the files of its package and of every workspace
+//! package it depends on (normal and build dependencies, transitively, as
+//! `cargo metadata` lists them), less their tests, examples, benches and
+//! build output, plus the workspace's `Cargo.toml` and `Cargo.lock`.
+
+use std::collections::{BTreeSet, HashMap};
+use std::path::{Path, PathBuf};
+use std::sync::{Mutex, OnceLock};
+use std::time::SystemTime;
+
+use serde_json::Value;
+
+use crate::paths::repo_root;
+
+/// Folders of a package that its library and binaries are not built from.
+const NOT_SOURCES: &[&str] = &[
+    "tests",
+    "examples",
+    "benches",
+    "target",
+    "build",
+    "build-probe",
+    "node_modules",
+];
+
+/// What the worker's wasm bundle is built from besides its packages: the
+/// entry module's swap and the build scripts (the pinned tool versions in
+/// `lib.sh`, esbuild's in the lock file).
+const WORKER_BUILD_FILES: &[&str] = &[
+    "scripts/build-worker",
+    "scripts/esbuild-entry",
+    "scripts/entry-check.mjs",
+    "scripts/lib.sh",
+    "package-lock.json",
+];
+
+/// Why an artefact cannot be used.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Stale {
+    /// It is not there.
+    Missing(PathBuf),
+    /// `source` changed after `artefact` was built.
+    Older {
+        /// The artefact.
+        artefact: PathBuf,
+        /// The newest source that is newer than it.
+        source: PathBuf,
+    },
+}
+
+impl Stale {
+    /// One line for a failing test: what is wrong and `command` to fix it.
+    pub fn explain(&self, command: &str) -> String {
+        match self {
+            Stale::Missing(a) => format!("{} is not built: run `{command}`", a.display()),
+            Stale::Older { artefact, source } => format!(
+                "{} is older than {}, which changed after it was built: run `{command}` \
+                 (scripts/test does)",
+                artefact.display(),
+                source.display()
+            ),
+        }
+    }
+}
+
+/// Ok when every one of `artefacts` exists and none is older than the
+/// newest of `sources`.
+pub fn check(artefacts: &[PathBuf], sources: &[PathBuf]) -> Result<(), Stale> {
+    let mut oldest: Option<(SystemTime, &PathBuf)> = None;
+    for a in artefacts {
+        let built = modified(a).ok_or_else(|| Stale::Missing(a.clone()))?;
+        if oldest.is_none_or(|(t, _)| built < t) {
+            oldest = Some((built, a));
+        }
+    }
+    let Some((built, artefact)) = oldest else {
+        return Ok(());
+    };
+    let newest = sources
+        .iter()
+        .filter_map(|s| Some((modified(s)?, s)))
+        .max_by_key(|(t, _)| *t);
+    match newest {
+        Some((changed, source)) if changed > built => Err(Stale::Older {
+            artefact: artefact.clone(),
+            source: source.clone(),
+        }),
+        _ => Ok(()),
+    }
+}
+
+fn modified(path: &Path) -> Option<SystemTime> {
+    std::fs::metadata(path).ok()?.modified().ok()
+}
+
+/// Panics, naming the changed source and the command, unless the binary
+/// `bin` (at `path`) is newer than everything it is built from.
+pub fn assert_bin_fresh(bin: &str, path: &Path) {
+    let sources = bin_sources(bin);
+    if let Err(stale) = check(&[path.to_path_buf()], &sources) {
+        panic!("{}", stale.explain("cargo build --workspace --bins"));
+    }
+}
+
+/// Panics unless the worker bundle in `dir` (`index.js` and its wasm) is
+/// newer than everything it is built from; `command` rebuilds it.
+pub fn assert_worker_fresh(dir: &Path, command: &str) {
+    let artefacts = [dir.join("index.js"), dir.join("index_bg.wasm")];
+    let mut sources = package_sources("queuegate-worker");
+    let root = repo_root();
+    sources.extend(WORKER_BUILD_FILES.iter().map(|f| root.join(f)));
+    if let Err(stale) = check(&artefacts, &sources) {
+        panic!("{}", stale.explain(command));
+    }
+}
+
+/// The workspace as `cargo metadata` describes it, read once per process.
+struct Workspace {
+    /// Package name → its folder and the workspace packages it depends on.
+    packages: HashMap<String, (PathBuf, Vec<String>)>,
+    /// Binary target name → its package.
+    bins: HashMap<String, String>,
+}
+
+fn workspace() -> &'static Workspace {
+    static WORKSPACE: OnceLock<Workspace> = OnceLock::new();
+    WORKSPACE.get_or_init(|| {
+        let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+        let out = std::process::Command::new(cargo)
+            .args([
+                "metadata",
+                "--no-deps",
+                "--format-version",
+                "1",
+                "--offline",
+            ])
+            .current_dir(repo_root())
+            .output()
+            .expect("run cargo metadata");
+        assert!(
+            out.status.success(),
+            "cargo metadata failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let meta: Value = serde_json::from_slice(&out.stdout).expect("cargo metadata's JSON");
+        parse_workspace(&meta)
+    })
+}
+
+fn parse_workspace(meta: &Value) -> Workspace {
+    let mut packages = HashMap::new();
+    let mut bins = HashMap::new();
+    let empty = Vec::new();
+    let list = |v: &Value, key: &str| v[key].as_array().unwrap_or(&empty).clone();
+    for p in list(meta, "packages") {
+        let name = p["name"].as_str().unwrap_or_default().to_string();
+        let dir = PathBuf::from(p["manifest_path"].as_str().unwrap_or_default())
+            .parent()
+            .map(Path::to_path_buf)
+            .unwrap_or_default();
+        // Path dependencies that are not dev-only: what its code is built from.
+        let deps = list(&p, "dependencies")
+            .iter()
+            .filter(|d| d["path"].is_string() && d["kind"].as_str() != Some("dev"))
+            .filter_map(|d| d["name"].as_str().map(str::to_string))
+            .collect();
+        for t in list(&p, "targets") {
+            let is_bin = list(&t, "kind").iter().any(|k| k == "bin");
+            if let (true, Some(bin)) = (is_bin, t["name"].as_str()) {
+                bins.insert(bin.to_string(), name.clone());
+            }
+        }
+        packages.insert(name, (dir, deps));
+    }
+    Workspace { packages, bins }
+}
+
+/// The sources of binary `bin`'s package (see the module's doc).
+fn bin_sources(bin: &str) -> Vec<PathBuf> {
+    let ws = workspace();
+    let package = ws
+        .bins
+        .get(bin)
+        .unwrap_or_else(|| panic!("no workspace package builds a binary named {bin}"));
+    package_sources(package)
+}
+
+/// Every source file of `package` and the workspace packages it depends on.
+fn package_sources(package: &str) -> Vec<PathBuf> {
+    static CACHE: OnceLock<Mutex<HashMap<String, Vec<PathBuf>>>> = OnceLock::new();
+    let cache = CACHE.get_or_init(Mutex::default);
+    if let Some(hit) = cache.lock().expect("source cache").get(package) {
+        return hit.clone();
+    }
+    let ws = workspace();
+    let mut seen = BTreeSet::new();
+    let mut todo = vec![package.to_string()];
+    while let Some(p) = todo.pop() {
+        if let Some((_, deps)) = ws.packages.get(&p) {
+            if seen.insert(p) {
+                todo.extend(deps.iter().cloned());
+            }
+        }
+    }
+    let root = repo_root();
+    let mut files = vec![root.join("Cargo.toml"), root.join("Cargo.lock")];
+    for p in &seen {
+        if let Some((dir, _)) = ws.packages.get(p) {
+            collect(dir, &mut files);
+        }
+    }
+    cache
+        .lock()
+        .expect("source cache")
+        .insert(package.to_string(), files.clone());
+    files
+}
+
+/// Files below `dir`, less [`NOT_SOURCES`] folders and prose.
+fn collect(dir: &Path, out: &mut Vec<PathBuf>) {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let path = entry.path();
+        let name = entry.file_name();
+        let name = name.to_string_lossy();
+        if name.starts_with('.') {
+            continue;
+        }
+        match entry.file_type() {
+            Ok(t) if t.is_dir() && !NOT_SOURCES.contains(&name.as_ref()) => collect(&path, out),
+            Ok(t) if t.is_dir() => {}
+            Ok(_) if !name.ends_with(".md") => out.push(path),
+            _ => {}
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::fs::File;
+    use std::time::Duration;
+
+    fn touch(path: &Path, at: SystemTime) {
+        let f = File::options()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(path)
+            .expect("create");
+        f.set_modified(at).expect("set mtime");
+    }
+
+    #[test]
+    fn an_artefact_older_than_a_source_is_stale() {
+        let dir = tempfile::tempdir().unwrap();
+        let t0 = SystemTime::now() - Duration::from_secs(100);
+        let (bin, wasm) = (dir.path().join("bin"), dir.path().join("wasm"));
+        let (a, b) = (dir.path().join("a.rs"), dir.path().join("b.lua"));
+        touch(&a, t0);
+        touch(&b, t0 + Duration::from_secs(10));
+        touch(&bin, t0 + Duration::from_secs(20));
+        assert_eq!(
+            check(std::slice::from_ref(&bin), &[a.clone(), b.clone()]),
+            Ok(())
+        );
+        touch(&b, t0 + Duration::from_secs(30));
+        assert_eq!(
+            check(std::slice::from_ref(&bin), &[a.clone(), b.clone()]),
+            Err(Stale::Older {
+                artefact: bin.clone(),
+                source: b.clone()
+            })
+        );
+        // Of two artefacts the older one counts.
+        touch(&wasm, t0 + Duration::from_secs(40));
+        touch(&bin, t0 + Duration::from_secs(25));
+        assert!(check(&[wasm.clone(), bin.clone()], std::slice::from_ref(&b)).is_err());
+        touch(&bin, t0 + Duration::from_secs(45));
+        assert_eq!(check(&[wasm, bin], &[a, b]), Ok(()));
+        let gone = dir.path().join("gone");
+        assert_eq!(
+            check(std::slice::from_ref(&gone), &[]),
+            Err(Stale::Missing(gone))
+        );
+        let why = Stale::Missing("x".into()).explain("scripts/build-worker");
+        assert!(why.contains("`scripts/build-worker`"), "{why}");
+    }
+
+    #[test]
+    fn a_binary_is_built_from_its_package_and_the_workspace_packages_it_uses() {
+        let root = repo_root();
+        let sources = bin_sources("queuegate-scheduler");
+        let has = |f: &str| sources.contains(&root.join(f));
+        assert!(has("scheduler/src/main.rs"));
+        assert!(has("shared/src/settings.rs"), "a dependency's sources");
+        assert!(has("shared/lua/admit.lua"), "include_str! files");
+        assert!(has("Cargo.lock"));
+        assert!(
+            !sources.iter().any(|s| s.starts_with(root.join("worker"))),
+            "the scheduler does not use the worker"
+        );
+        assert!(
+            !sources
+                .iter()
+                .any(|s| s.starts_with(root.join("tests/support"))),
+            "a dev-dependency is not a source"
+        );
+        let worker = package_sources("queuegate-worker");
+        assert!(worker.contains(&root.join("worker/entry.js")));
+        assert!(worker.contains(&root.join("worker/assets/waiting-room.html")));
+        assert!(worker.contains(&root.join("edge/src/altcha.rs")));
+        assert!(!worker
+            .iter()
+            .any(|s| s.starts_with(root.join("worker/build"))));
+        // A package's own tests are not built into it.
+        let system = package_sources("queuegate-system-tests");
+        assert!(system.contains(&root.join("tests/system/src/lib.rs")));
+        assert!(root.join("tests/system/tests/engine.rs").exists());
+        assert!(!system.contains(&root.join("tests/system/tests/engine.rs")));
+    }
+}
