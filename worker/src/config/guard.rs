@@ -70,11 +70,7 @@ impl GuardConfig {
         identity: &IdentityMode,
         origin_secret: &[u8],
     ) -> Result<GuardConfig, ConfigError> {
-        let text = |name: &str| {
-            get(name)
-                .map(|v| v.trim().to_string())
-                .filter(|v| !v.is_empty())
-        };
+        let text = |name: &str| super::var(get, name);
         let challenge = match text("ENTRY_CHALLENGE")
             .as_deref()
             .unwrap_or(DEFAULT_CHALLENGE)

@@ -26,6 +26,19 @@ pub(crate) fn err(name: &'static str, why: impl Into<String>) -> ConfigError {
     }
 }
 
+/// Var `name` as `get` finds it, trimmed; None when unset or blank (a
+/// blank var means "the default", as in `wrangler.toml`'s examples).
+pub(crate) fn var(get: &impl Fn(&str) -> Option<String>, name: &str) -> Option<String> {
+    get(name)
+        .map(|v| v.trim().to_string())
+        .filter(|v| !v.is_empty())
+}
+
+/// [`var`], or `default` when unset or blank.
+pub(crate) fn var_or(get: &impl Fn(&str) -> Option<String>, name: &str, default: &str) -> String {
+    var(get, name).unwrap_or_else(|| default.to_string())
+}
+
 /// A duration in ms from `name`'s text, within `range`.
 pub(crate) fn millis(
     name: &'static str,
@@ -205,12 +218,7 @@ fn secret(
 impl EdgeConfig {
     /// Reads the configuration through `get` (vars and secrets by name).
     pub fn from_lookup(get: impl Fn(&str) -> Option<String>) -> Result<EdgeConfig, ConfigError> {
-        let text = |name: &str, default: &str| {
-            get(name)
-                .map(|v| v.trim().to_string())
-                .filter(|v| !v.is_empty())
-                .unwrap_or_else(|| default.to_string())
-        };
+        let text = |name: &str, default: &str| var_or(&get, name, default);
         let default_queue =
             QueueId::new(&text("QUEUE_ID", "main")).map_err(|e| err("QUEUE_ID", e.to_string()))?;
         let mut queues = Vec::new();

@@ -33,12 +33,7 @@ impl PageConfig {
     /// Reads `PAGE_TITLE`, `PAGE_HEADING`, `PAGE_ACCENT`, `CONTINUE_URL` and
     /// `PAGE_TEXTS`.
     pub fn from_lookup(get: &impl Fn(&str) -> Option<String>) -> Result<PageConfig, ConfigError> {
-        let text = |name: &str, default: &str| {
-            get(name)
-                .map(|v| v.trim().to_string())
-                .filter(|v| !v.is_empty())
-                .unwrap_or_else(|| default.to_string())
-        };
+        let text = |name: &str, default: &str| super::var_or(get, name, default);
         let accent = text("PAGE_ACCENT", "#3b5bdb");
         let hex = accent.strip_prefix('#').is_some_and(|h| {
             matches!(h.len(), 3 | 4 | 6 | 8) && h.bytes().all(|b| b.is_ascii_hexdigit())
