@@ -44,6 +44,13 @@ pub struct Cli {
     /// Bound on one Redis round trip in milliseconds; past it the request gets 504.
     #[arg(long, env = "REDIS_REST_TIMEOUT_MS", default_value_t = DEFAULT_REDIS_TIMEOUT_MS)]
     pub redis_timeout_ms: u64,
+
+    /// A request quota like an Upstash plan's (0: none): after this many
+    /// requests every further one is refused with Upstash's own
+    /// `ERR max requests limit exceeded`, to rehearse what the edge does
+    /// when a database's quota runs out.
+    #[arg(long, env = "REDIS_REST_MAX_REQUESTS", default_value_t = 0)]
+    pub max_requests: u64,
 }
 
 /// The validated settings [`crate::run`] needs.
@@ -57,6 +64,8 @@ pub struct Config {
     pub max_body_bytes: usize,
     /// Bound on one Redis round trip.
     pub redis_timeout: Duration,
+    /// Requests served before the quota refuses (0: no quota).
+    pub max_requests: u64,
 }
 
 impl std::fmt::Debug for Config {
@@ -67,6 +76,7 @@ impl std::fmt::Debug for Config {
             .field("token", &"<redacted>")
             .field("max_body_bytes", &self.max_body_bytes)
             .field("redis_timeout", &self.redis_timeout)
+            .field("max_requests", &self.max_requests)
             .finish()
     }
 }
@@ -79,6 +89,7 @@ impl Config {
             token: token.into(),
             max_body_bytes: DEFAULT_MAX_BODY_BYTES,
             redis_timeout: Duration::from_millis(DEFAULT_REDIS_TIMEOUT_MS),
+            max_requests: 0,
         }
     }
 
@@ -111,6 +122,7 @@ impl Cli {
             token: self.token,
             max_body_bytes: self.max_body_bytes,
             redis_timeout: Duration::from_millis(self.redis_timeout_ms),
+            max_requests: self.max_requests,
         };
         config.validate()?;
         Ok((self.listen, config))
@@ -146,6 +158,7 @@ mod tests {
         let (listen, config) = cli.into_config().unwrap();
         assert_eq!(listen.to_string(), DEFAULT_LISTEN);
         assert_eq!(config.max_body_bytes, DEFAULT_MAX_BODY_BYTES);
+        assert_eq!(config.max_requests, 0, "no quota unless asked");
         assert!(!format!("{config:?}").contains("s3cret"));
     }
 }

@@ -25,6 +25,12 @@ pub enum GatewayError {
         /// The cap in bytes.
         limit: usize,
     },
+    /// The request quota (`--max-requests`) is spent: Upstash's own text.
+    #[error("ERR max requests limit exceeded. Limit: {limit}, Usage: {limit}")]
+    QuotaExceeded {
+        /// The quota.
+        limit: u64,
+    },
     /// A body or path that is no valid command (bad JSON, wrong shape,
     /// a refused command).
     #[error("ERR {0}")]
@@ -53,7 +59,9 @@ impl GatewayError {
             GatewayError::NotFound => StatusCode::NOT_FOUND,
             GatewayError::MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,
             GatewayError::BodyTooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
-            GatewayError::BadRequest(_) | GatewayError::Redis(_) => StatusCode::BAD_REQUEST,
+            GatewayError::BadRequest(_)
+            | GatewayError::Redis(_)
+            | GatewayError::QuotaExceeded { .. } => StatusCode::BAD_REQUEST,
             GatewayError::Unavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
             GatewayError::Timeout(_) => StatusCode::GATEWAY_TIMEOUT,
             GatewayError::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,

@@ -35,6 +35,22 @@ pub struct AppState {
     max_body_bytes: usize,
     sync_counter: Arc<AtomicU64>,
     stats: Stats,
+    /// Requests the quota still allows (None: no quota).
+    quota: Option<Arc<Quota>>,
+}
+
+/// An Upstash-like request quota: `limit` requests, then refusals.
+#[derive(Debug)]
+struct Quota {
+    limit: u64,
+    used: AtomicU64,
+}
+
+impl Quota {
+    /// Counts one request; false once the limit was reached before it.
+    fn spend(&self) -> bool {
+        self.used.fetch_add(1, Ordering::Relaxed) < self.limit
+    }
 }
 
 impl AppState {
@@ -46,7 +62,20 @@ impl AppState {
             max_body_bytes,
             sync_counter: Arc::new(AtomicU64::new(0)),
             stats: Stats::default(),
+            quota: None,
         }
+    }
+
+    /// Refuses every request after the first `max_requests` (0: never), as
+    /// an Upstash database whose plan's quota ran out does.
+    pub fn with_quota(mut self, max_requests: u64) -> AppState {
+        self.quota = (max_requests > 0).then(|| {
+            Arc::new(Quota {
+                limit: max_requests,
+                used: AtomicU64::new(0),
+            })
+        });
+        self
     }
 }
 
@@ -77,10 +106,16 @@ async fn guard(State(state): State<AppState>, request: Request, next: Next) -> R
     let label = log_label(request.uri().path()).to_string();
     let mut response = match state.token.check(request.headers(), request.uri()) {
         Ok(()) => {
-            if request.uri().path() != STATS_PATH {
+            let counted = request.uri().path() != STATS_PATH;
+            if counted {
                 state.stats.request();
             }
-            next.run(request).await
+            match &state.quota {
+                Some(q) if counted && !q.spend() => {
+                    GatewayError::QuotaExceeded { limit: q.limit }.into_response()
+                }
+                _ => next.run(request).await,
+            }
         }
         Err(denied) => denied.into_response(),
     };

@@ -20,7 +20,10 @@ pub async fn run(
     config.validate()?;
     let backend = Backend::connect_lazy(&config.redis_url, config.redis_timeout)?;
     tokio::spawn(report_redis(backend.clone()));
-    let app = routes::router(AppState::new(backend, &config.token, config.max_body_bytes));
+    let app = routes::router(
+        AppState::new(backend, &config.token, config.max_body_bytes)
+            .with_quota(config.max_requests),
+    );
     tracing::info!(addr = %listener.local_addr()?, ?config, "serving");
     axum::serve(listener, app)
         .with_graceful_shutdown(shutdown)

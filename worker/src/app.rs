@@ -18,9 +18,10 @@ use worker::{Context, Date, Env};
 use crate::config::{EdgeConfig, QueueChoiceError};
 use crate::error::EdgeError;
 use crate::guard;
+use crate::health::{Health, HealthCache};
 use crate::http::{self, js_err, Request, Response};
 use crate::origin;
-use crate::rest::RestClient;
+use crate::rest::{RestClient, RestError};
 use crate::routes::{self, Handler, Target};
 use crate::visitor::{self, Visitor};
 
@@ -29,6 +30,7 @@ use crate::visitor::{self, Visitor};
 pub struct App {
     config: EdgeConfig,
     redis: Option<RestClient>,
+    health: HealthCache,
 }
 
 impl App {
@@ -45,7 +47,11 @@ impl App {
             .redis
             .clone()
             .map(|r| RestClient::new(r, config.redis_timeout_ms));
-        Ok(App { config, redis })
+        Ok(App {
+            config,
+            redis,
+            health: HealthCache::default(),
+        })
     }
 
     /// Routes one request.
@@ -98,13 +104,26 @@ impl App {
         let Some(redis) = &self.redis else {
             return http::json(503, &serde_json::json!({ "redis": "not_configured" }));
         };
-        match redis.ping().await {
-            Ok(()) => http::json(200, &serde_json::json!({ "redis": "ok" })),
-            Err(e) => {
-                worker::console_error!("health: redis {e:?}");
-                http::json(503, &serde_json::json!({ "redis": "unreachable" }))
+        let health = match self.health.reuse_or_start(Date::now().as_millis()) {
+            Some(known) => known,
+            None => {
+                let found = match redis.ping().await {
+                    Ok(()) => Health::Ok,
+                    Err(RestError::Limit(why)) => {
+                        worker::console_error!("health: redis plan limit reached: {why}");
+                        Health::Limited
+                    }
+                    Err(e) => {
+                        worker::console_error!("health: redis {e:?}");
+                        Health::Unreachable
+                    }
+                };
+                self.health.record(found);
+                found
             }
-        }
+        };
+        let status = if health == Health::Ok { 200 } else { 503 };
+        http::json(status, &serde_json::json!({ "redis": health.as_str() }))
     }
 
     /// The queue named by `?queue=`, or the default one.

@@ -90,6 +90,12 @@ pub enum EdgeError {
     /// Redis (over REST) cannot be reached or refused us: fail closed.
     #[error("redis unavailable: {0}")]
     RedisUnavailable(String),
+    /// The database refused for one of its plan's limits (Upstash's
+    /// request, connection, size or capacity quota). To visitors it is an
+    /// outage like any other, with a longer wait; to the operator it is a
+    /// line of its own in the logs (the plan needs raising).
+    #[error("redis plan limit reached: {0}")]
+    RedisLimited(String),
     /// The worker's own configuration is wrong.
     #[error("misconfigured: {0}")]
     Misconfigured(String),
@@ -117,6 +123,11 @@ pub const CLOSED_RETRY_AFTER_S: u64 = 60;
 /// Retry-After while Redis is unreachable, seconds.
 pub const UNAVAILABLE_RETRY_AFTER_S: u64 = 5;
 
+/// Retry-After (s) while the database refuses for a plan limit: such a
+/// limit does not lift within seconds, and a crowd retrying every 5 s only
+/// adds refused requests.
+pub const LIMITED_RETRY_AFTER_S: u64 = 30;
+
 impl EdgeError {
     /// HTTP status.
     pub fn status(&self) -> u16 {
@@ -138,7 +149,9 @@ impl EdgeError {
             EdgeError::Misconfigured(_) | EdgeError::Internal(_) => 500,
             EdgeError::OriginUnreachable(_) => 502,
             EdgeError::OriginTimeout(_) => 504,
-            EdgeError::QueueClosed | EdgeError::RedisUnavailable(_) => 503,
+            EdgeError::QueueClosed
+            | EdgeError::RedisUnavailable(_)
+            | EdgeError::RedisLimited(_) => 503,
         }
     }
 
@@ -166,7 +179,7 @@ impl EdgeError {
             EdgeError::TurnstileFailed(_) => "turnstile_failed",
             EdgeError::TurnstileUnavailable(_) => "turnstile_unavailable",
             EdgeError::NotYetActive { .. } => "not_yet_active",
-            EdgeError::RedisUnavailable(_) => "unavailable",
+            EdgeError::RedisUnavailable(_) | EdgeError::RedisLimited(_) => "unavailable",
             EdgeError::Misconfigured(_) => "misconfigured",
             EdgeError::OriginUnreachable(_) => "origin_unreachable",
             EdgeError::OriginTimeout(_) => "origin_timeout",
@@ -218,7 +231,7 @@ impl EdgeError {
                 "Your entry token becomes active in {} s.",
                 retry_after_header_seconds(*wait_ms)
             ),
-            EdgeError::RedisUnavailable(_) => {
+            EdgeError::RedisUnavailable(_) | EdgeError::RedisLimited(_) => {
                 "The waiting room is briefly unavailable. Please retry.".into()
             }
             EdgeError::Misconfigured(_) => "The waiting room is not configured correctly.".into(),
@@ -245,6 +258,7 @@ impl EdgeError {
             | EdgeError::OriginUnreachable(_)
             | EdgeError::OriginTimeout(_)
             | EdgeError::TurnstileUnavailable(_) => Some(UNAVAILABLE_RETRY_AFTER_S),
+            EdgeError::RedisLimited(_) => Some(LIMITED_RETRY_AFTER_S),
             _ => None,
         }
     }

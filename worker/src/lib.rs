@@ -7,6 +7,7 @@
 //! * [`guard`] — what a new place brings: ALTCHA solution, Turnstile, address.
 //! * [`origin`] — forwarding: scrubbing our headers and cookies, signing.
 //! * [`rest`] — the Upstash REST client over the runtime's `fetch`.
+//! * [`health`] — `GET /queue/health`, one Redis check a second per isolate.
 //! * [`page`] — the waiting-room page.
 //! * [`config`] / [`error`] / [`http`] — vars and secrets (page settings
 //!   included), the one error enum and its mapping to replies, reply helpers.
@@ -21,6 +22,7 @@ pub mod config;
 pub mod error;
 pub mod exec;
 pub mod guard;
+pub mod health;
 pub mod http;
 pub mod origin;
 pub mod page;

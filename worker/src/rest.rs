@@ -18,6 +18,10 @@ pub enum RestError {
     Auth(u16),
     /// The script is not cached (retry with EVAL).
     NoScript,
+    /// The database refused for one of its plan's limits (requests,
+    /// connections, request size, capacity): Upstash's `ERR max …
+    /// exceeded` replies, or HTTP 413/429.
+    Limit(String),
     /// Redis answered with an error.
     Redis(String),
     /// Not the Upstash reply shape.
@@ -31,6 +35,7 @@ impl From<RestError> for EdgeError {
             RestError::Auth(status) => EdgeError::RedisUnavailable(format!(
                 "REST auth refused ({status}): check UPSTASH_REDIS_REST_TOKEN"
             )),
+            RestError::Limit(why) => EdgeError::RedisLimited(why),
             RestError::NoScript => EdgeError::Internal("NOSCRIPT after EVAL".into()),
             RestError::Redis(msg) => EdgeError::Internal(format!("redis error: {msg}")),
             RestError::Protocol(msg) => EdgeError::Internal(format!("REST protocol: {msg}")),
@@ -67,6 +72,9 @@ pub fn parse_reply(status: u16, body: &str) -> Result<Value, RestError> {
     if status == 401 || status == 403 {
         return Err(RestError::Auth(status));
     }
+    if status == 413 || status == 429 {
+        return Err(RestError::Limit(format!("REST endpoint answered {status}")));
+    }
     // 5xx is the endpoint's own trouble (Redis down behind it, overload):
     // unreachable, whatever the body says. Redis errors come as 400.
     if status >= 500 {
@@ -80,6 +88,9 @@ pub fn parse_reply(status: u16, body: &str) -> Result<Value, RestError> {
         if msg.starts_with("NOSCRIPT") {
             return Err(RestError::NoScript);
         }
+        if is_limit(&msg) {
+            return Err(RestError::Limit(msg));
+        }
         return Err(RestError::Redis(msg));
     }
     match reply.result {
@@ -88,6 +99,16 @@ pub fn parse_reply(status: u16, body: &str) -> Result<Value, RestError> {
             "status {status}, no result field"
         ))),
     }
+}
+
+/// Whether a Redis error is one of Upstash's plan limits: `ERR max requests
+/// limit exceeded`, `ERR max concurrent connections exceeded`, `ERR max
+/// request size exceeded`, `ERR max daily request limit exceeded`, `ERR DB
+/// capacity quota exceeded` (Upstash's troubleshooting pages name them).
+/// A script's own error never starts so.
+fn is_limit(msg: &str) -> bool {
+    (msg.starts_with("ERR max ") && msg.contains(" exceeded"))
+        || msg.starts_with("ERR DB capacity quota exceeded")
 }
 
 /// The reply's envelope. Other fields are ignored.
@@ -319,6 +340,44 @@ mod tests {
         let strings: Vec<String> = serde_json::from_str(&evalsha_body(&inv)).unwrap();
         assert_eq!(strings[3..3 + inv.keys.len()], inv.keys[..]);
         assert_eq!(strings[3 + inv.keys.len()..], inv.args[..]);
+    }
+
+    #[test]
+    fn plan_limits_are_told_apart_from_redis_errors() {
+        for (status, body) in [
+            (
+                400,
+                r#"{"error":"ERR max requests limit exceeded. Limit: 10000, Usage: 10000"}"#,
+            ),
+            (
+                400,
+                r#"{"error":"ERR max concurrent connections exceeded"}"#,
+            ),
+            (400, r#"{"error":"ERR max request size exceeded"}"#),
+            (400, r#"{"error":"ERR max daily request limit exceeded"}"#),
+            (400, r#"{"error":"ERR DB capacity quota exceeded"}"#),
+            (
+                413,
+                r#"{"error":"ERR request body is larger than 10 bytes"}"#,
+            ),
+            (429, ""),
+        ] {
+            let e = parse_reply(status, body).unwrap_err();
+            assert!(matches!(e, RestError::Limit(_)), "{status} {body}: {e:?}");
+            let edge = EdgeError::from(e);
+            assert_eq!((edge.status(), edge.code()), (503, "unavailable"));
+        }
+        for msg in [
+            "ERR wrong number of arguments",
+            "ERR max_active must be set",
+            "user_script:1: max exceeded",
+        ] {
+            let body = format!(r#"{{"error":"{msg}"}}"#);
+            assert!(
+                matches!(parse_reply(400, &body), Err(RestError::Redis(_))),
+                "{msg}"
+            );
+        }
     }
 
     #[test]

@@ -159,3 +159,38 @@ async fn stats_count_requests_and_round_trips_behind_the_token() {
         "refused: never sent"
     );
 }
+
+#[tokio::test]
+async fn a_spent_quota_refuses_with_upstash_text_and_stats_stay_readable() {
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .unwrap();
+    let backend = Backend::connect_lazy(
+        &format!("redis://127.0.0.1:{port}"),
+        Duration::from_millis(200),
+    )
+    .unwrap();
+    let app = router(AppState::new(backend, TOKEN, 1024).with_quota(2));
+    // Within the quota the request reaches Redis (down here: 503).
+    for _ in 0..2 {
+        let (status, _, _) = send(app.clone(), authed("POST", "/", "[\"PING\"]")).await;
+        assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE);
+    }
+    let (status, _, body) = send(app.clone(), authed("POST", "/", "[\"PING\"]")).await;
+    assert_eq!(status, StatusCode::BAD_REQUEST);
+    assert_eq!(
+        body["error"],
+        "ERR max requests limit exceeded. Limit: 2, Usage: 2"
+    );
+    let (status, _, stats) = send(app.clone(), authed("GET", STATS_PATH, "")).await;
+    assert_eq!(status, StatusCode::OK, "the counters are no request");
+    assert_eq!(stats["requests"], 3);
+    // Unauthorized requests spend nothing and still get 401.
+    let anon = Request::builder()
+        .method("POST")
+        .uri("/")
+        .body(Body::from("[\"PING\"]"))
+        .unwrap();
+    assert_eq!(send(app, anon).await.0, StatusCode::UNAUTHORIZED);
+}
