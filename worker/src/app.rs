@@ -292,7 +292,14 @@ impl App {
     /// request without a token passes at once while the room is idle (idle
     /// passthrough); otherwise it is told to join the queue.
     async fn gate(&self, req: Request, ctx: &Context) -> Result<Response, EdgeError> {
-        let (queue, keys) = self.queue(&req)?;
+        // The route's own queue, never `?queue=`: a visitor must not pick
+        // the emptiest line to pass through, or use another line's token.
+        let queue = self
+            .config
+            .protecting_queue(req.method().as_ref(), &req.path())
+            .ok_or(EdgeError::NotFound)?
+            .clone();
+        let keys = QueueKeys::new(&self.config.prefix, &queue);
         let cookies = req
             .headers()
             .get("cookie")

@@ -77,7 +77,10 @@ pub enum IdentityMode {
     },
 }
 
-/// A protected route: `METHOD /path` or `METHOD /prefix/*`.
+/// A protected route: `METHOD /path` or `METHOD /prefix/*`, with the queue
+/// that guards it after `@` (`POST /orders@main`; none: `QUEUE_ID`). A
+/// route belongs to one queue, so a visitor cannot pick the emptiest queue
+/// with `?queue=` to pass through or to use a token of another line.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RouteRule {
     /// Upper-case method.
@@ -86,11 +89,21 @@ pub struct RouteRule {
     pub path: String,
     /// Matches every path under `path`.
     pub prefix: bool,
+    /// The queue named after `@`, if any.
+    pub queue: Option<QueueId>,
 }
 
 impl RouteRule {
-    /// Parses `POST /orders` or `POST /checkout/*`.
+    /// Parses `POST /orders`, `POST /checkout/*` or either with `@queue`.
     pub fn parse(text: &str) -> Result<RouteRule, ConfigError> {
+        let (text, queue) = match text.trim().rsplit_once('@') {
+            Some((route, queue)) => {
+                let id = QueueId::new(queue.trim())
+                    .map_err(|e| err("PROTECTED_ROUTES", format!("bad queue in {text:?}: {e}")))?;
+                (route, Some(id))
+            }
+            None => (text, None),
+        };
         let (method, path) = text.trim().split_once(' ').ok_or_else(|| {
             err(
                 "PROTECTED_ROUTES",
@@ -116,6 +129,7 @@ impl RouteRule {
             method,
             path,
             prefix,
+            queue,
         })
     }
 
@@ -261,6 +275,17 @@ impl EdgeConfig {
             .filter(|r| !r.trim().is_empty())
             .map(RouteRule::parse)
             .collect::<Result<Vec<_>, _>>()?;
+        for rule in &protected {
+            if let Some(q) = rule.queue.as_ref().filter(|q| !queues.contains(q)) {
+                return Err(err(
+                    "PROTECTED_ROUTES",
+                    format!(
+                        "{} {} names queue {q}, which is not in QUEUES",
+                        rule.method, rule.path
+                    ),
+                ));
+            }
+        }
         let redis = match (
             get("UPSTASH_REDIS_REST_URL"),
             get("UPSTASH_REDIS_REST_TOKEN"),
@@ -320,6 +345,13 @@ impl EdgeConfig {
     pub fn is_protected(&self, method: &str, path: &str) -> bool {
         self.protected.iter().any(|r| r.matches(method, path))
     }
+
+    /// The queue that guards `method path` (the first rule that matches;
+    /// `QUEUE_ID` for a rule that names none), if it is protected.
+    pub fn protecting_queue(&self, method: &str, path: &str) -> Option<&QueueId> {
+        let rule = self.protected.iter().find(|r| r.matches(method, path))?;
+        Some(rule.queue.as_ref().unwrap_or(&self.default_queue))
+    }
 }
 
 /// Why `?queue=` was refused.
@@ -378,6 +410,29 @@ mod tests {
         assert!(c.is_protected("PUT", "/checkout/42"));
         assert!(!c.is_protected("PUT", "/checkoutx"));
         assert!(config(&[("PROTECTED_ROUTES", "/orders")]).is_err());
+        assert_eq!(
+            c.protecting_queue("POST", "/orders").map(|q| q.as_str()),
+            Some("main"),
+            "a route without @ belongs to QUEUE_ID"
+        );
+        assert_eq!(c.protecting_queue("GET", "/orders"), None);
+        let two = config(&[
+            ("QUEUES", "main,vip"),
+            ("PROTECTED_ROUTES", "POST /orders@main, POST /vip/*@vip"),
+        ])
+        .unwrap();
+        assert_eq!(
+            two.protecting_queue("POST", "/vip/orders")
+                .map(|q| q.as_str()),
+            Some("vip")
+        );
+        assert_eq!(
+            two.protecting_queue("POST", "/orders").map(|q| q.as_str()),
+            Some("main")
+        );
+        let unknown = config(&[("PROTECTED_ROUTES", "POST /orders@vip")]).unwrap_err();
+        assert!(unknown.to_string().contains("not in QUEUES"), "{unknown}");
+        assert!(config(&[("PROTECTED_ROUTES", "POST /orders@Bad Queue")]).is_err());
         assert!(config(&[("PROTECTED_ROUTES", "POST /queue/enter")]).is_err());
     }
 
