@@ -11,18 +11,22 @@ use super::*;
 
 const TOKEN: &str = "test-token";
 
-/// A router whose Redis is a port nothing listens on.
-fn app(max_body_bytes: usize) -> Router {
+/// A backend whose Redis is a port nothing listens on.
+fn down_backend(timeout: Duration) -> Backend {
     let port = std::net::TcpListener::bind("127.0.0.1:0")
         .and_then(|l| l.local_addr())
         .map(|a| a.port())
         .unwrap();
-    let backend = Backend::connect_lazy(
-        &format!("redis://127.0.0.1:{port}"),
-        Duration::from_millis(500),
-    )
-    .unwrap();
-    router(AppState::new(backend, TOKEN, max_body_bytes))
+    Backend::connect_lazy(&format!("redis://127.0.0.1:{port}"), timeout).unwrap()
+}
+
+/// A router whose Redis is down.
+fn app(max_body_bytes: usize) -> Router {
+    router(AppState::new(
+        down_backend(Duration::from_millis(500)),
+        TOKEN,
+        max_body_bytes,
+    ))
 }
 
 async fn send(app: Router, request: Request<Body>) -> (StatusCode, HeaderMap, JsonValue) {
@@ -162,15 +166,7 @@ async fn stats_count_requests_and_round_trips_behind_the_token() {
 
 #[tokio::test]
 async fn a_spent_quota_refuses_with_upstash_text_and_stats_stay_readable() {
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .unwrap();
-    let backend = Backend::connect_lazy(
-        &format!("redis://127.0.0.1:{port}"),
-        Duration::from_millis(200),
-    )
-    .unwrap();
+    let backend = down_backend(Duration::from_millis(200));
     let app = router(AppState::new(backend, TOKEN, 1024).with_quota(2));
     // Within the quota the request reaches Redis (down here: 503).
     for _ in 0..2 {
