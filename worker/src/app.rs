@@ -54,8 +54,22 @@ impl App {
         })
     }
 
-    /// Routes one request.
+    /// Routes one request. A request that found Redis down or over its
+    /// plan's limit tells the health answer at once.
     pub async fn handle(&self, req: Request, ctx: &Context) -> Result<Response, EdgeError> {
+        let result = self.route(req, ctx).await;
+        let seen = match &result {
+            Err(EdgeError::RedisUnavailable(_)) => Some(Health::Unreachable),
+            Err(EdgeError::RedisLimited(_)) => Some(Health::Limited),
+            _ => None,
+        };
+        if let Some(h) = seen {
+            self.health.saw(Date::now().as_millis(), h);
+        }
+        result
+    }
+
+    async fn route(&self, req: Request, ctx: &Context) -> Result<Response, EdgeError> {
         let method = req.method();
         // workers-rs maps a method it does not know to GET: tell them apart.
         let known = req
@@ -294,6 +308,8 @@ impl App {
     async fn gate(&self, req: Request, ctx: &Context) -> Result<Response, EdgeError> {
         // The route's own queue, never `?queue=`: a visitor must not pick
         // the emptiest line to pass through, or use another line's token.
+        // `?queue=` is still checked as on every route (400 / 404).
+        self.queue(&req)?;
         let queue = self
             .config
             .protecting_queue(req.method().as_ref(), &req.path())

@@ -1,6 +1,7 @@
 //! `GET /queue/health` from the isolate: the answer of one Redis `PING` is
 //! kept for [`FRESH_MS`], so the internet calling the route as often as it
-//! likes costs Redis at most one command a second per isolate.
+//! likes costs Redis at most one command a second per isolate. An outage
+//! any other request of the isolate meets shows in it at once.
 
 use std::sync::Mutex;
 
@@ -54,6 +55,13 @@ impl HealthCache {
         None
     }
 
+    /// Records what another request found at `now_ms` (Redis down, or
+    /// over its limit): the health answer says so for the next second.
+    pub fn saw(&self, now_ms: u64, found: Health) {
+        let mut state = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        *state = (Some(now_ms), Some(found));
+    }
+
     /// Records what a check found.
     pub fn record(&self, found: Health) {
         let mut state = self.0.lock().unwrap_or_else(|p| p.into_inner());
@@ -85,5 +93,8 @@ mod tests {
         assert_eq!(cache.reuse_or_start(11_300), Some(Health::Limited));
         assert_eq!(cache.reuse_or_start(12_001), None);
         assert_eq!(Health::Limited.as_str(), "limited");
+        // An outage another request met shows at once.
+        cache.saw(12_100, Health::Unreachable);
+        assert_eq!(cache.reuse_or_start(12_200), Some(Health::Unreachable));
     }
 }

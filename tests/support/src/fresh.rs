@@ -101,7 +101,10 @@ fn modified(path: &Path) -> Option<SystemTime> {
 /// Panics, naming the changed source and the command, unless the binary
 /// `bin` (at `path`) is newer than everything it is built from.
 pub fn assert_bin_fresh(bin: &str, path: &Path) {
-    let sources = bin_sources(bin);
+    // Cargo's own list of what went into the binary, when it wrote one: it
+    // leaves out files compiled only for tests, which a rebuild would not
+    // touch. Otherwise the package scan (a superset).
+    let sources = dep_info(path).unwrap_or_else(|| bin_sources(bin));
     if let Err(stale) = check(&[path.to_path_buf()], &sources) {
         panic!("{}", stale.explain("cargo build --workspace --bins"));
     }
@@ -117,6 +120,33 @@ pub fn assert_worker_fresh(dir: &Path, command: &str) {
     if let Err(stale) = check(&artefacts, &sources) {
         panic!("{}", stale.explain(command));
     }
+}
+
+/// The files cargo's dep-info (`<binary>.d` beside it) lists for `binary`,
+/// if it wrote one: `target: a.rs b\ c.rs …` with spaces escaped.
+fn dep_info(binary: &Path) -> Option<Vec<PathBuf>> {
+    let mut name = binary.file_name()?.to_os_string();
+    name.push(".d");
+    let text = std::fs::read_to_string(binary.with_file_name(name)).ok()?;
+    let (_, deps) = text.lines().next()?.split_once(": ")?;
+    let mut files = Vec::new();
+    let mut current = String::new();
+    let mut chars = deps.chars();
+    while let Some(c) = chars.next() {
+        match c {
+            '\\' => current.extend(chars.next()),
+            ' ' => {
+                if !current.is_empty() {
+                    files.push(PathBuf::from(std::mem::take(&mut current)));
+                }
+            }
+            c => current.push(c),
+        }
+    }
+    if !current.is_empty() {
+        files.push(PathBuf::from(current));
+    }
+    (!files.is_empty()).then_some(files)
 }
 
 /// The workspace as `cargo metadata` describes it, read once per process.
@@ -292,6 +322,26 @@ mod tests {
         );
         let why = Stale::Missing("x".into()).explain("scripts/build-worker");
         assert!(why.contains("`scripts/build-worker`"), "{why}");
+    }
+
+    #[test]
+    fn dep_info_lists_the_files_cargo_built_from() {
+        let dir = tempfile::tempdir().unwrap();
+        let bin = dir.path().join("tool");
+        std::fs::write(
+            dir.path().join("tool.d"),
+            "/t/tool: /r/src/main.rs /r/my\\ dir/lib.rs /r/lua/a.lua\n\n/r/src/main.rs:\n",
+        )
+        .unwrap();
+        assert_eq!(
+            dep_info(&bin),
+            Some(vec![
+                PathBuf::from("/r/src/main.rs"),
+                PathBuf::from("/r/my dir/lib.rs"),
+                PathBuf::from("/r/lua/a.lua"),
+            ])
+        );
+        assert_eq!(dep_info(&dir.path().join("none")), None);
     }
 
     #[test]
