@@ -49,17 +49,7 @@ async fn health_answers_json_from_the_built_wasm() {
 
     let redis = RedisServer::start();
     let gateway = Gateway::start(&redis.url());
-    let (url, token) = (gateway.url(), gateway.token().to_string());
-    let worker = tokio::task::spawn_blocking(move || {
-        Wrangler::builder()
-            .secret("UPSTASH_REDIS_REST_URL", &url)
-            .secret("UPSTASH_REDIS_REST_TOKEN", &token)
-            .secret("IDENTITY_SECRET", SECRET)
-            .secret("ORIGIN_SIGNING_SECRET", SECRET)
-            .start()
-    })
-    .await
-    .unwrap();
+    let worker = behind(&gateway, &[]).await;
     let (status, _, body) = health(&worker.url()).await;
     assert_eq!((status, body), (200, serde_json::json!({"redis": "ok"})));
 }
@@ -95,18 +85,7 @@ async fn health_is_cached_per_isolate_and_a_spent_plan_is_503_not_500() {
         .arg("--max-requests")
         .arg(&QUOTA.to_string())
         .start();
-    let (url, token) = (gateway.url(), gateway.token().to_string());
-    let worker = tokio::task::spawn_blocking(move || {
-        Wrangler::builder()
-            .var("ENTRY_CHALLENGE", "off")
-            .secret("UPSTASH_REDIS_REST_URL", &url)
-            .secret("UPSTASH_REDIS_REST_TOKEN", &token)
-            .secret("IDENTITY_SECRET", SECRET)
-            .secret("ORIGIN_SIGNING_SECRET", SECRET)
-            .start()
-    })
-    .await
-    .unwrap();
+    let worker = behind(&gateway, &[("ENTRY_CHALLENGE", "off")]).await;
     let base = worker.url();
 
     // 40 health calls within well under a second, 20 of them at once: one
@@ -167,4 +146,23 @@ async fn health_is_cached_per_isolate_and_a_spent_plan_is_503_not_500() {
 
 async fn health_at(base: String) -> u16 {
     health(&base).await.0
+}
+
+/// The built worker with `vars`, its Redis behind `gateway`.
+async fn behind(gateway: &Gateway, vars: &[(&'static str, &'static str)]) -> Wrangler {
+    let (url, token) = (gateway.url(), gateway.token().to_string());
+    let vars = vars.to_vec();
+    tokio::task::spawn_blocking(move || {
+        let mut builder = Wrangler::builder()
+            .secret("UPSTASH_REDIS_REST_URL", &url)
+            .secret("UPSTASH_REDIS_REST_TOKEN", &token)
+            .secret("IDENTITY_SECRET", SECRET)
+            .secret("ORIGIN_SIGNING_SECRET", SECRET);
+        for (k, v) in vars {
+            builder = builder.var(k, v);
+        }
+        builder.start()
+    })
+    .await
+    .expect("start wrangler")
 }
