@@ -37,7 +37,7 @@ impl Placement {
     /// permutation: keep the placement for the whole draw (see
     /// [`resume`](Placement::resume)) rather than making one per tick.
     pub fn new(drawing: Drawing) -> Self {
-        let order = permutation(&drawing.seed, drawing.size());
+        let order = permutation_in_rounds(&drawing.seed, &drawing.rounds);
         Placement {
             drawing,
             order,
@@ -64,9 +64,13 @@ impl Placement {
     /// Carries on with `drawing` as `draw_open` reports it now (its cursor
     /// may have moved: another holder placed batches meanwhile), keeping
     /// the permutation. False, and nothing changed, when `drawing` is
-    /// another draw (another seed or size): it needs its own placement.
+    /// another draw (another seed, size or rounds): it needs its own
+    /// placement.
     pub fn resume(&mut self, drawing: &Drawing) -> bool {
-        if drawing.seed != self.drawing.seed || drawing.size() != self.drawing.size() {
+        if drawing.seed != self.drawing.seed
+            || drawing.size() != self.drawing.size()
+            || drawing.rounds != self.drawing.rounds
+        {
             return false;
         }
         self.drawing = drawing.clone();
@@ -123,12 +127,28 @@ impl Placement {
 /// little-endian u64s; from the last position down, position `i` swaps with
 /// a uniform one of `0..=i`.
 pub fn permutation(seed: &DrawSeed, size: u64) -> Vec<u64> {
+    permutation_in_rounds(seed, &[size])
+}
+
+/// [`permutation`] for a draw in rounds (docs/drop-day.md): the visitors
+/// are ranked round by round (`rounds` are the sizes), and round `k` is
+/// placed on its own block of places, right after round `k − 1`'s, in a
+/// uniformly random order within the block. One ChaCha20 keystream runs
+/// through the rounds in order, each shuffled as [`permutation`] shuffles
+/// all; one round of `n` is exactly `permutation(seed, n)`.
+pub fn permutation_in_rounds(seed: &DrawSeed, rounds: &[u64]) -> Vec<u64> {
     let mut rng = ChaCha20Rng::from_seed(seed.bytes());
+    let size: u64 = rounds.iter().sum();
     let mut order: Vec<u64> = (0..size).collect();
-    for i in (1..order.len()).rev() {
-        // `i + 1` fits: `i < order.len()`, and a `usize` fits in a `u64`.
-        let j = below(&mut rng, i as u64 + 1);
-        order.swap(i, to_index(j));
+    let mut start = 0;
+    for &n in rounds {
+        let block = &mut order[to_index(start)..to_index(start + n)];
+        for i in (1..block.len()).rev() {
+            // `i + 1` fits: `i < block.len()`, and a `usize` fits in a `u64`.
+            let j = below(&mut rng, i as u64 + 1);
+            block.swap(i, to_index(j));
+        }
+        start += n;
     }
     order
 }
@@ -183,6 +203,7 @@ mod tests {
             end: base + size,
             done,
             seed: DrawSeed::from_random([seed; 32]),
+            rounds: vec![size],
         }
     }
 
@@ -197,7 +218,11 @@ mod tests {
         assert_eq!(p.drawing().done, 20);
         assert_eq!(p.order, order, "the permutation is kept");
         // Another seed, or another size: not this placement's draw.
-        for other in [drawing(2, 100, 50, 20), drawing(1, 100, 51, 20)] {
+        let in_rounds = Drawing {
+            rounds: vec![30, 20],
+            ..drawing(1, 100, 50, 20)
+        };
+        for other in [drawing(2, 100, 50, 20), drawing(1, 100, 51, 20), in_rounds] {
             assert!(!p.resume(&other), "{other:?}");
             assert_eq!(p.drawing(), &drawing(1, 100, 50, 20), "unchanged");
         }
@@ -226,6 +251,30 @@ mod tests {
             [19, 9, 18, 2, 4, 13, 14, 6, 17, 0, 1, 7, 11, 3, 10, 5, 15, 12, 16, 8]
         );
         assert_eq!(permutation(&seed, 1), [0]);
+    }
+
+    /// Rounds keep their blocks: every place of round `k` comes before
+    /// every place of round `k + 1`, and within its block a round is a
+    /// permutation. The stream is one: the first round of a draw in rounds
+    /// is shuffled exactly like a draw of that size alone. Pinned like the
+    /// plain permutation (same independent check).
+    #[test]
+    fn rounds_are_drawn_block_by_block() {
+        let seed = DrawSeed::from_random(std::array::from_fn(|i| i as u8));
+        let rounds = [7, 1, 4, 3];
+        let order = permutation_in_rounds(&seed, &rounds);
+        let mut start = 0u64;
+        for &n in &rounds {
+            let block = &order[start as usize..(start + n) as usize];
+            let mut sorted = block.to_vec();
+            sorted.sort_unstable();
+            assert_eq!(sorted, (start..start + n).collect::<Vec<_>>());
+            start += n;
+        }
+        assert_eq!(order[..7], permutation(&seed, 7)[..]);
+        assert_eq!(order, [0, 5, 4, 6, 3, 1, 2, 7, 11, 8, 10, 9, 14, 12, 13]);
+        assert_eq!(permutation_in_rounds(&seed, &[20]), permutation(&seed, 20));
+        assert!(permutation_in_rounds(&seed, &[]).is_empty());
     }
 
     /// The rejected words are exactly the `2^64 mod n` lowest.

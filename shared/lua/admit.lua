@@ -73,7 +73,9 @@ local function drop_leavers(key, cursor_field)
   local batch = redis.call('ZRANGEBYSCORE', key, '(' .. cursor, '+inf', 'WITHSCORES', 'LIMIT', 0, scan)
   local dead = {}
   for i = 1, #batch, 2 do
-    if not alive(tonumber(batch[i + 1])) then
+    -- A pre-queue's score carries its draw round: pre_seq is the ticket
+    -- (a line ticket is its own pre_seq).
+    if not alive(pre_seq(tonumber(batch[i + 1]))) then
       dead[#dead + 1] = batch[i]
       abandon(batch[i])
     end

@@ -24,7 +24,7 @@ local placed, dropped = 0, 0
 local abandoned_rec = record(ST_ABANDONED, now)
 for i = 1, #batch, 2 do
   local uid = batch[i]
-  if alive(tonumber(batch[i + 1])) then
+  if alive(pre_seq(tonumber(batch[i + 1]))) then
     local ticket = tonumber(ARGV[3 + (i + 1) / 2])
     redis.call('ZADD', KEYS[2], 'NX', ticket, uid)
     mark_seen(base, now, ticket, abandon_after)

@@ -6,6 +6,7 @@
 -- KEYS[8] guard (HASH: client address → its budget `tokens|at`, and
 --   GF_POW .. challenge → the used solution's expiry ms)
 -- KEYS[9] pre  KEYS[10] draw
+-- KEYS[11] groups (pre-queued identities per address group: draw rounds)
 -- ARGV[1] uid  ARGV[2] key base '<prefix>:{<queue>}:' (for the seen bitmaps)
 -- ARGV[3] the client address group ('' no budget)
 -- ARGV[4] a verified proof-of-work solution's challenge ('' none)
@@ -14,13 +15,17 @@
 --   (SF_REFUSED_CHALLENGE or SF_REFUSED_TURNSTILE; '' none): the edge
 --   verified what it was sent, the script knows whether it is needed
 -- ARGV[7] a fresh entry token, used only if idle passthrough admits at once
+-- ARGV[8] (reserved: the solution's challenge level)
+-- ARGV[9] ARGV[10] an IPv6 address group's /56 and /48 ('' for IPv4): a
+--   pre-queued identity's draw round counts them too (see draw_round)
 -- Reply: a waiting_reply, pre_queue_reply or settled_state reply (see
 --   prelude; 'admitted' also for a visitor idle passthrough just admitted),
 --   or {'full', waiting, max_waiting} · {'closed', state} (also after
 --   closes_at) · UNCONFIGURED (no scheduler has published settings yet;
 --   nothing written) · {'guard', missing} · {'too_many', retry_after_ms} ·
---   {'reused'} (a solution used before). A refusal of a new place writes
---   only its stats counter.
+--   {'reused'} (a solution used before) · {'address_full', cap} (the
+--   address group holds entry_places_per_address live places). A refusal
+--   of a new place writes only its stats counter.
 -- A refresh never moves anyone: a waiting user keeps their ticket, a
 -- pre-queued one their draw, and a visitor who holds a place passes no
 -- guard and spends no budget. The size check and the ZADD run in one
@@ -29,10 +34,11 @@ local uid, base = ARGV[1], ARGV[2]
 -- The budget's and passthrough's settings come with the rest of the
 -- config: one HMGET.
 local CFG_BUDGET_PER_MINUTE, CFG_BUDGET_BURST, CFG_PASSTHROUGH, CFG_MAX_ACTIVE, CFG_TOKEN_TTL,
-  CFG_RATE_NOW, CFG_TICK, CFG_STATUS_TTL = CFG_MORE, CFG_MORE + 1, CFG_MORE + 2, CFG_MORE + 3,
-  CFG_MORE + 4, CFG_MORE + 5, CFG_MORE + 6, CFG_MORE + 7
+  CFG_RATE_NOW, CFG_TICK, CFG_STATUS_TTL, CFG_PLACES_CAP = CFG_MORE, CFG_MORE + 1, CFG_MORE + 2,
+  CFG_MORE + 3, CFG_MORE + 4, CFG_MORE + 5, CFG_MORE + 6, CFG_MORE + 7, CFG_MORE + 8
 local cfg = read_config(KEYS[6], CF_ENTRY_BUDGET_PER_MINUTE, CF_ENTRY_BUDGET_BURST,
-  CF_IDLE_PASSTHROUGH, CF_MAX_ACTIVE, CF_TOKEN_TTL_MS, CF_RATE_NOW, CF_TICK_MS, CF_STATUS_TTL_MS)
+  CF_IDLE_PASSTHROUGH, CF_MAX_ACTIVE, CF_TOKEN_TTL_MS, CF_RATE_NOW, CF_TICK_MS, CF_STATUS_TTL_MS,
+  CF_ENTRY_PLACES_PER_ADDRESS)
 local now = now_ms()
 
 local ticket = redis.call('ZSCORE', KEYS[1], uid)
@@ -45,7 +51,7 @@ local left = drawing_left(cfg)
 local pre_ticket = redis.call('ZSCORE', KEYS[9], uid)
 if not pre_ticket and left > 0 then pre_ticket = redis.call('ZSCORE', KEYS[10], uid) end
 if pre_ticket then
-  if cfg[CFG_ABANDON] then mark_seen(base, now, tonumber(pre_ticket), tonumber(cfg[CFG_ABANDON])) end
+  if cfg[CFG_ABANDON] then mark_seen(base, now, pre_seq(tonumber(pre_ticket)), tonumber(cfg[CFG_ABANDON])) end
   return pre_queue_reply(cfg, now)
 end
 
@@ -71,7 +77,7 @@ local pre_queue = before_opening(cfg, now)
 local pre_exists = redis.call('EXISTS', KEYS[9]) == 1
 if not pre_queue and pre_exists then
   if left == 0 then
-    left = seal(KEYS[9], KEYS[10], KEYS[2], KEYS[6])
+    left = seal(KEYS[9], KEYS[10], KEYS[2], KEYS[6], KEYS[11])
     pre_exists = false
   else
     pre_queue = true
@@ -115,6 +121,27 @@ if pow_field and (tonumber(ARGV[5]) <= now or used) then
   redis.call('HINCRBY', KEYS[7], SF_REFUSED_REUSED, 1)
   return {'reused'}
 end
+-- The cap on an address group's live places: its set's members still
+-- pre-queued, being drawn or waiting (O(cap): the set never holds more
+-- than the cap plus the places that ended since its last new place).
+local cap = tonumber(cfg[CFG_PLACES_CAP] or '0')
+local places_key, ended
+if cap > 0 and ARGV[3] ~= '' then
+  places_key, ended = base .. K_PLACES .. ARGV[3], {}
+  local live = 0
+  for _, m in ipairs(redis.call('SMEMBERS', places_key)) do
+    if m ~= uid and (redis.call('ZSCORE', KEYS[1], m) or redis.call('ZSCORE', KEYS[9], m)
+      or (left > 0 and redis.call('ZSCORE', KEYS[10], m))) then
+      live = live + 1
+    else
+      ended[#ended + 1] = m
+    end
+  end
+  if live >= cap then
+    redis.call('HINCRBY', KEYS[7], SF_REFUSED_ADDRESS_FULL, 1)
+    return {'address_full', cap}
+  end
+end
 if address and pow_field then
   redis.call('HSET', KEYS[8], address, bucket, pow_field, ARGV[5])
 elseif address then
@@ -130,11 +157,23 @@ if redis.call('ZREM', KEYS[5], uid) == 1 then
 end
 redis.call('DEL', KEYS[3], KEYS[4])
 
+-- The place joins its group's set (after idle passthrough, which takes no
+-- place).
+local function count_place()
+  if not places_key then return end
+  if #ended > 0 then redis.call('SREM', places_key, unpack(ended)) end
+  redis.call('SADD', places_key, uid)
+  redis.call('PEXPIRE', places_key, PLACES_KEEP_MS)
+end
+
 local abandon_after = tonumber(cfg[CFG_ABANDON])
 if pre_queue then
+  -- Ranked for the draw by its address group's round, then by arrival.
+  local round = draw_round(KEYS[11], ARGV[3], ARGV[9], ARGV[10])
   local pre_ticket_new = redis.call('INCR', KEYS[2])
-  redis.call('ZADD', KEYS[9], pre_ticket_new, uid)
+  redis.call('ZADD', KEYS[9], (round - 1) * ROUND_SPAN + pre_ticket_new, uid)
   mark_seen(base, now, pre_ticket_new, abandon_after)
+  count_place()
   redis.call('HINCRBY', KEYS[7], SF_ENTERED, 1)
   return pre_queue_reply(cfg, now)
 end
@@ -156,6 +195,7 @@ end
 
 local new_ticket = redis.call('INCR', KEYS[2])
 redis.call('ZADD', KEYS[1], new_ticket, uid)
+count_place()
 mark_seen(base, now, new_ticket, abandon_after)
 redis.call('HINCRBY', KEYS[7], SF_ENTERED, 1)
 return waiting_reply(size + 1, cfg)

@@ -18,7 +18,7 @@ local pre = redis.call('ZSCORE', KEYS[5], uid) or redis.call('ZSCORE', KEYS[6], 
 if pre then
   local cfg = read_config(KEYS[4])
   local now = now_ms()
-  if cfg[CFG_ABANDON] then mark_seen(base, now, tonumber(pre), tonumber(cfg[CFG_ABANDON])) end
+  if cfg[CFG_ABANDON] then mark_seen(base, now, pre_seq(tonumber(pre)), tonumber(cfg[CFG_ABANDON])) end
   return pre_queue_reply(cfg, now)
 end
 return settled_state(KEYS[2], KEYS[3])

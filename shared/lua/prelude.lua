@@ -144,16 +144,53 @@ local function drawing_left(cfg)
   return tonumber(cfg[CFG_DRAW_LEFT] or '0')
 end
 
--- Seals the pre-queue: O(1) (RENAME, INCRBY). Returns how many visitors
--- the draw places. Only called once the opening has passed, no draw runs
--- and `pre` exists.
-local function seal(pre_key, draw_key, seq_key, config_key)
+-- A pre-queued visitor's score is (round - 1) * ROUND_SPAN + pre-ticket
+-- (fields.rs DRAW_ROUND_SPAN): the pre-ticket is what the seen bitmaps
+-- index.
+local function pre_seq(score)
+  return score % ROUND_SPAN
+end
+
+-- The draw round of a new pre-queued identity from address group `group`
+-- (and, for IPv6, its /56 and /48, '' for IPv4): its group's count of
+-- pre-queued identities with this one, a /56 counted as at most PER_56
+-- addresses and a /48 as at most PER_48. '' (no address): round 1.
+local function draw_round(groups_key, group, net56, net48)
+  if group == '' then return 1 end
+  local round = redis.call('HINCRBY', groups_key, group, 1)
+  if net56 ~= '' then
+    round = math.max(round, math.ceil(redis.call('HINCRBY', groups_key, net56, 1) / PER_56),
+      math.ceil(redis.call('HINCRBY', groups_key, net48, 1) / PER_48))
+  end
+  -- Beyond 2^20 rounds one group's later identities share the last one
+  -- (the score stays exact below 2^53).
+  return math.min(round, MAX_ROUND)
+end
+
+-- Seals the pre-queue: RENAME, INCRBY, and one ZCOUNT per draw round (the
+-- rounds' sizes, for the scheduler's permutation). Returns how many
+-- visitors the draw places. Only called once the opening has passed, no
+-- draw runs and `pre` exists. The group counts start again for the next
+-- pre-queue.
+local function seal(pre_key, draw_key, seq_key, config_key, groups_key)
   local n = redis.call('ZCARD', pre_key)
   if n == 0 then return 0 end
   redis.call('RENAME', pre_key, draw_key)
+  redis.call('UNLINK', groups_key)
   local last = redis.call('INCRBY', seq_key, n)
+  -- Two calls per round that has visitors (a round can be empty: leavers
+  -- are dropped from the pre-queue). Bounds are passed as numbers or
+  -- formatted with %d: Lua's own tostring keeps only 14 digits.
+  local sizes, from = {}, 0
+  while true do
+    local first = redis.call('ZRANGEBYSCORE', draw_key, from, '+inf', 'WITHSCORES', 'LIMIT', 0, 1)
+    if #first == 0 then break end
+    local r = math.floor(tonumber(first[2]) / ROUND_SPAN)
+    from = (r + 1) * ROUND_SPAN
+    sizes[#sizes + 1] = redis.call('ZCOUNT', draw_key, r * ROUND_SPAN, string.format('(%d', from))
+  end
   redis.call('HSET', config_key, CF_DRAW_BASE, last - n, CF_DRAW_END, last, CF_DRAW_LEFT, n,
-    CF_DRAW_DONE, 0)
+    CF_DRAW_DONE, 0, CF_DRAW_ROUNDS, table.concat(sizes, ','))
   redis.call('HDEL', config_key, CF_DRAW_SEED)
   return n
 end

@@ -36,6 +36,8 @@ names!(
         ENTRY_BUDGET_PER_MINUTE = "entry_budget_per_minute",
         /// Setting: the per-address burst.
         ENTRY_BUDGET_BURST = "entry_budget_burst",
+        /// Setting: the most live places per address group (0: no cap).
+        ENTRY_PLACES_PER_ADDRESS = "entry_places_per_address",
         /// Setting: the proof-of-work difficulty.
         CHALLENGE_MAX_NUMBER = "challenge_max_number",
         /// Setting: a challenge's lifetime.
@@ -87,6 +89,13 @@ names!(
         /// Draw: the seed of the permutation, hex ('' until the lease
         /// holder sets it; never changed while the draw runs).
         DRAW_SEED = "draw_seed",
+        /// Draw: the sizes of its rounds, in rank order, comma-separated:
+        /// the visitors of `draw` are ranked by round (an address group's
+        /// first pre-queued identity is in round 1, its second in round 2,
+        /// …) and by arrival within a round; each round's places are drawn
+        /// among its own visitors only. Set when the pre-queue is sealed
+        /// (absent in a draw sealed before rounds existed: one round).
+        DRAW_ROUNDS = "draw_rounds",
     }
 );
 
@@ -119,6 +128,9 @@ names!(
         REFUSED_REUSED = "refused_reused",
         /// New places refused: no valid Turnstile token.
         REFUSED_TURNSTILE = "refused_turnstile",
+        /// New places refused: the address group holds
+        /// `entry_places_per_address` live places already.
+        REFUSED_ADDRESS_FULL = "refused_address_full",
         /// Where the rolling leaver scan of the pre-queue goes on.
         PRE_CURSOR = "pre_cursor",
         /// The admission rate bucket the ticks and idle passthrough share:
@@ -150,6 +162,20 @@ names!(
         LATENCY = "lat:",
     }
 );
+
+/// A pre-queued visitor's score in `pre` and `draw` is
+/// `(round − 1) × DRAW_ROUND_SPAN + pre-ticket`: ranked by draw round
+/// first, by arrival within it. Pre-tickets stay far below 2^32 and rounds
+/// below 2^21, so the score is exact in a double.
+pub const DRAW_ROUND_SPAN: u64 = 1 << 32;
+
+/// The last draw round: an address group's identities beyond it share it.
+pub const DRAW_MAX_ROUND: u64 = 1 << 20;
+
+/// How long an address group's `places:<group>` set outlives its last new
+/// place (its members' places are checked at each new place, so a set
+/// that outlives them only costs a little memory): longer than any line.
+pub const PLACES_KEEP_MS: u64 = 6 * 3_600_000;
 
 /// Upper bounds (ms, inclusive) of the origin latency buckets; a last,
 /// open bucket holds slower answers.
@@ -270,6 +296,11 @@ fn lua_declarations() -> Vec<(String, String)> {
         ("ORIGIN_LATENCY_EDGES", format!("{{{}}}", edges.join(", "))),
         ("ORIGIN_BUCKET_MS", ORIGIN_BUCKET_MS.to_string()),
         ("ORIGIN_KEEP_MS", ORIGIN_KEEP_MS.to_string()),
+        ("ROUND_SPAN", DRAW_ROUND_SPAN.to_string()),
+        ("MAX_ROUND", DRAW_MAX_ROUND.to_string()),
+        ("PER_56", crate::guard::address::PER_56.to_string()),
+        ("PER_48", crate::guard::address::PER_48.to_string()),
+        ("PLACES_KEEP_MS", PLACES_KEEP_MS.to_string()),
     ]
     .map(|(name, value)| (name.to_string(), value));
     strings.chain(indexes).chain(constants).collect()
@@ -321,6 +352,7 @@ mod tests {
                 config::DRAW_LEFT,
                 config::DRAW_DONE,
                 config::DRAW_SEED,
+                config::DRAW_ROUNDS,
                 config::TARGET_RATE,
                 config::ORIGIN_CUT_AT,
                 config::ORIGIN_ERROR_SHARE,

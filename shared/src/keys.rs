@@ -208,6 +208,19 @@ impl QueueKeys {
         self.key(name::DRAW)
     }
 
+    /// HASH: address group → identities it has pre-queued in the open
+    /// pre-queue, and for IPv6 the same count per /56 and /48 (what ranks
+    /// a visitor in the draw's rounds; removed when the pre-queue is sealed).
+    pub fn groups(&self) -> String {
+        self.key(name::GROUPS)
+    }
+
+    /// SET: the users holding a live place taken from address group
+    /// `group` (kept only while `entry_places_per_address` is on).
+    pub fn places(&self, group: &crate::guard::ClientAddress) -> String {
+        format!("{}{}{}", self.base, name::PLACES, group.as_str())
+    }
+
     /// HASH: the origin's answers recorded by settles in Redis second
     /// `second` (see [`fields::origin`](crate::fields::origin)).
     pub fn origin(&self, second: u64) -> String {
@@ -243,6 +256,10 @@ names!(
         PRE = "pre",
         /// ZSET: the sealed pre-queue being drawn.
         DRAW = "draw",
+        /// HASH: pre-queued identities per address group.
+        GROUPS = "groups",
+        /// Prefix of an address group's live places, `places:<group>`.
+        PLACES = "places:",
         /// Prefix of the origin's answers per second, `origin:<second>`
         /// (a HASH of counts by class and latency bucket; expires itself).
         ORIGIN = "origin:",

@@ -321,21 +321,21 @@ mod tests {
     }
 
     const PINNED: &[(&str, &str)] = &[
-        ("enter", "8999e8a0e2c39497fde86916b5b5e598be858489"),
-        ("position", "727056394a91ead3fae82d80e55b60e9a8be32da"),
-        ("admit", "556b0ed8a58ef54bbc3ac12ff7d080a7c1e2b20b"),
-        ("consume", "dddbe32e15f01d95fa9b1a3f2890ed8e0a54dceb"),
-        ("settle", "2a0619160d816ed930b126f6d7840d3b57de22f4"),
+        ("enter", "9767f287c7bd041c160977be8a5b920c1b139797"),
+        ("position", "eb3139f6786fb732648b24283a0a5e5ae7c562ab"),
+        ("admit", "afa5f5cd18e682917fe1af353b1b0824efd2ba47"),
+        ("consume", "08240718327b2e82c903e533a1c5a61f6f55642e"),
+        ("settle", "194f299fcfa70acbb42f53911c3af44036a0b411"),
         ("lease_acquire", "4417c0c8463d1512b8a962680ec405744d0ecf6b"),
         ("lease_release", "d4530721362acba6eca833ae5bc15a5d5b5b9ad2"),
         ("configure", "1d52985d53a6c04b90e28d5a62f889228d80d953"),
         ("set_state", "ae9c182fa0a45b938998d992eae146e34fe08ffe"),
         ("status", "ad9e99bb0fd0e55027c706afebaa60cb3faaf0a1"),
-        ("challenge", "0960e7f2503f2de20af802ef4277893a79928e56"),
-        ("origin_window", "0357d97e2f59788ef89ce5eccb51ac2f12589318"),
-        ("pass", "9059931b658660662168cb2c611b69912923d653"),
-        ("draw_open", "c252f3847dfbf0936c14ce1ae75251de673f39aa"),
-        ("draw_place", "d800b46658cfa8c1a54cb99a034f15195520d418"),
+        ("challenge", "76afcfb7a96ce039cad25e55648f2b4e0d6f205b"),
+        ("origin_window", "9e828169567d54cc02bd288ae706767cdab8d2cd"),
+        ("pass", "247876970225bee82522c1cc312adb8deaf90862"),
+        ("draw_open", "e8e3728ce8196d174057d8edce24bb39bf7d75cc"),
+        ("draw_place", "bb97afb5eec56beab00198590b032992140b6968"),
         ("schedule", "21a081b0dab3004d63b1ea6556d565bf4a8c48c8"),
     ];
 }

@@ -50,6 +50,11 @@ pub struct Settings {
     pub entry_budget_per_minute: u64,
     /// New places one address may take at once before the refill paces it.
     pub entry_budget_burst: u64,
+    /// Most live places (pre-queued, being drawn or waiting) one address
+    /// group may hold at once; 0 (the default) turns the cap off. For drops
+    /// whose visitors are not behind shared NATs (a campus, a phone
+    /// carrier's CGNAT would be refused): docs/drop-day.md.
+    pub entry_places_per_address: u64,
     /// Proof-of-work difficulty: the ALTCHA `maxnumber` (a solver tries
     /// half of it on average); doubled as the line fills up.
     pub challenge_max_number: u64,
@@ -94,6 +99,10 @@ pub struct Settings {
     pub draw_batch: u64,
 }
 
+/// The highest `entry_places_per_address`: a new place checks each place
+/// its address holds, so the cap bounds that script's work.
+pub const MAX_PLACES_PER_ADDRESS: u64 = 1_000;
+
 impl Default for Settings {
     fn default() -> Self {
         Settings {
@@ -114,6 +123,7 @@ impl Default for Settings {
             leaver_scan_per_tick: 100,
             entry_budget_per_minute: 40,
             entry_budget_burst: 40,
+            entry_places_per_address: 0,
             challenge_max_number: 100_000,
             challenge_ttl_ms: 600_000,
             origin_control: true,
@@ -246,6 +256,13 @@ impl Settings {
                 "entry_budget_burst",
                 self.entry_budget_burst,
                 "must be at least 1 while entry_budget_per_minute is on",
+            ));
+        }
+        if self.entry_places_per_address > MAX_PLACES_PER_ADDRESS {
+            return Err(invalid(
+                "entry_places_per_address",
+                self.entry_places_per_address,
+                "must be 0 (off) to 1000: the enter script checks each of an address's places",
             ));
         }
         if !(1_000..=100_000_000).contains(&self.challenge_max_number) {

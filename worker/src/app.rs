@@ -205,6 +205,9 @@ impl App {
                 Err(EdgeError::TooManyEntries { retry_after_ms })
             }
             EnterReply::Refused(Refusal::SolutionReused) => Err(EdgeError::ChallengeReused),
+            EnterReply::Refused(Refusal::AddressFull { cap }) => {
+                Err(EdgeError::AddressFull { cap })
+            }
         }
     }
 

@@ -78,6 +78,13 @@ pub enum EdgeError {
         /// Milliseconds until the budget holds a place again.
         retry_after_ms: u64,
     },
+    /// The client's address group holds as many live places as the queue
+    /// allows one address (`entry_places_per_address`).
+    #[error("address full: {cap} places")]
+    AddressFull {
+        /// The cap in force.
+        cap: u64,
+    },
     /// A new place needs a Turnstile token.
     #[error("turnstile required")]
     TurnstileRequired,
@@ -140,7 +147,7 @@ impl EdgeError {
             | EdgeError::TurnstileRequired
             | EdgeError::TurnstileFailed(_) => 403,
             EdgeError::ChallengeReused => 409,
-            EdgeError::TooManyEntries { .. } => 429,
+            EdgeError::TooManyEntries { .. } | EdgeError::AddressFull { .. } => 429,
             EdgeError::TurnstileUnavailable(_) => 503,
             EdgeError::UnknownQueue | EdgeError::NotFound => 404,
             EdgeError::MethodNotAllowed { .. } => 405,
@@ -175,6 +182,7 @@ impl EdgeError {
             EdgeError::ChallengeInvalid(_) => "challenge_invalid",
             EdgeError::ChallengeReused => "challenge_reused",
             EdgeError::TooManyEntries { .. } => "too_many_entries",
+            EdgeError::AddressFull { .. } => "address_full",
             EdgeError::TurnstileRequired => "turnstile_required",
             EdgeError::TurnstileFailed(_) => "turnstile_failed",
             EdgeError::TurnstileUnavailable(_) => "turnstile_unavailable",
@@ -222,6 +230,9 @@ impl EdgeError {
                 "Too many new places from your network; try again in {} s.",
                 retry_after_header_seconds(*retry_after_ms)
             ),
+            EdgeError::AddressFull { cap } => format!(
+                "Your network already holds {cap} places in this queue; try again once one of them is through."
+            ),
             EdgeError::TurnstileRequired => "A new place needs a Turnstile check.".into(),
             EdgeError::TurnstileFailed(_) => "The Turnstile check failed; please try again.".into(),
             EdgeError::TurnstileUnavailable(_) => {
@@ -248,7 +259,7 @@ impl EdgeError {
     /// Seconds for a `Retry-After` header, where one fits.
     pub fn retry_after_s(&self) -> Option<u64> {
         match self {
-            EdgeError::QueueFull => Some(FULL_RETRY_AFTER_S),
+            EdgeError::QueueFull | EdgeError::AddressFull { .. } => Some(FULL_RETRY_AFTER_S),
             EdgeError::QueueClosed => Some(CLOSED_RETRY_AFTER_S),
             EdgeError::NotYetActive { wait_ms } => Some(retry_after_header_seconds(*wait_ms)),
             EdgeError::TooManyEntries { retry_after_ms } => {

@@ -143,6 +143,7 @@ mod tests {
             end: 10 + size,
             done,
             seed: DrawSeed::from_random([seed; 32]),
+            rounds: vec![size],
         }
     }
 

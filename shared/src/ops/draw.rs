@@ -63,6 +63,11 @@ pub struct Drawing {
     pub done: u64,
     /// The permutation's seed.
     pub seed: DrawSeed,
+    /// The sizes of the draw's rounds, in rank order (they add up to
+    /// [`size`](Drawing::size)): round 1 holds each address group's first
+    /// pre-queued identity, round 2 each second one, and so on; each round
+    /// is drawn on its own tickets, ahead of the next.
+    pub rounds: Vec<u64>,
 }
 
 impl Drawing {
@@ -70,6 +75,21 @@ impl Drawing {
     pub fn size(&self) -> u64 {
         self.end - self.base
     }
+}
+
+/// A draw's rounds as `draw_open` sends them: `'3,1'`; `''` (a draw sealed
+/// before rounds were kept) is one round of all `size` visitors. None when
+/// they do not parse or do not add up to `size`.
+pub fn parse_rounds(text: &str, size: u64) -> Option<Vec<u64>> {
+    if text.is_empty() {
+        return Some(if size == 0 { Vec::new() } else { vec![size] });
+    }
+    let rounds = text
+        .split(',')
+        .map(|n| n.parse::<u64>().ok().filter(|&n| n > 0))
+        .collect::<Option<Vec<u64>>>()?;
+    let total = rounds.iter().try_fold(0u64, |sum, &n| sum.checked_add(n))?;
+    (total == size).then_some(rounds)
 }
 
 /// What `draw_open` saw.
@@ -93,7 +113,7 @@ impl Operation for DrawOpen<'_> {
         let k = self.keys;
         Invocation {
             script: &DRAW_OPEN,
-            keys: vec![k.pre(), k.draw(), k.seq(), k.config(), k.lock()],
+            keys: vec![k.pre(), k.draw(), k.seq(), k.config(), k.lock(), k.groups()],
             args: vec![self.owner.to_string(), self.seed.to_hex()],
         }
     }
@@ -107,16 +127,24 @@ impl Operation for DrawOpen<'_> {
             }),
             "drawing" => {
                 let seed = f.text(4)?;
-                let drawing = Drawing {
+                let mut drawing = Drawing {
                     base: f.uint(1)?,
                     end: f.uint(2)?,
                     done: f.uint(3)?,
                     seed: DrawSeed::parse(seed)
                         .ok_or_else(|| f.error("the stored seed is not 64 hex digits"))?,
+                    rounds: Vec::new(),
                 };
                 if drawing.end < drawing.base || drawing.done > drawing.size() {
                     return Err(f.error(format!("inconsistent draw {drawing:?}")));
                 }
+                let rounds = f.text(5)?;
+                drawing.rounds = parse_rounds(rounds, drawing.size()).ok_or_else(|| {
+                    f.error(format!(
+                        "the draw's rounds {rounds:?} do not add up to its {} visitors",
+                        drawing.size()
+                    ))
+                })?;
                 Ok(DrawState::Drawing(drawing))
             }
             other => Err(f.error(format!("unknown reply kind {other:?}"))),
@@ -206,5 +234,24 @@ mod tests {
         assert_eq!(DrawSeed::parse("abc"), None);
         assert_eq!(DrawSeed::parse(&"zz".repeat(32)), None);
         assert_eq!(format!("{s:?}"), "DrawSeed(…)");
+    }
+
+    #[test]
+    fn rounds_parse_and_add_up() {
+        assert_eq!(parse_rounds("3,1,1", 5), Some(vec![3, 1, 1]));
+        assert_eq!(
+            parse_rounds("", 4),
+            Some(vec![4]),
+            "a draw sealed before rounds"
+        );
+        assert_eq!(parse_rounds("", 0), Some(vec![]));
+        for (bad, size) in [("3,1", 5), ("3,,2", 5), ("0,5", 5), ("x", 1), ("-1,6", 5)] {
+            assert_eq!(parse_rounds(bad, size), None, "{bad:?} of {size}");
+        }
+        assert_eq!(
+            parse_rounds(&format!("{},1", u64::MAX), 0),
+            None,
+            "no overflow"
+        );
     }
 }

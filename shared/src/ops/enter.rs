@@ -55,6 +55,12 @@ pub enum Refusal {
     },
     /// The proof-of-work solution was used before.
     SolutionReused,
+    /// The client's address group holds `entry_places_per_address` live
+    /// places already (pre-queued, being drawn or waiting).
+    AddressFull {
+        /// The cap in force.
+        cap: u64,
+    },
 }
 
 impl Operation for Enter<'_> {
@@ -62,6 +68,11 @@ impl Operation for Enter<'_> {
 
     fn invocation(&self) -> Invocation {
         let k = self.keys;
+        let wider = self
+            .guard
+            .address
+            .and_then(|a| a.wider())
+            .unwrap_or_default();
         Invocation {
             script: &ENTER,
             keys: vec![
@@ -75,6 +86,7 @@ impl Operation for Enter<'_> {
                 k.guard(),
                 k.pre(),
                 k.draw(),
+                k.groups(),
             ],
             args: vec![
                 self.user.as_str().to_string(),
@@ -99,6 +111,10 @@ impl Operation for Enter<'_> {
                 self.token
                     .map(|t| t.expose().to_string())
                     .unwrap_or_default(),
+                // ARGV[8]: reserved for the solution's challenge level.
+                String::new(),
+                wider.0,
+                wider.1,
             ],
         }
     }
@@ -125,6 +141,9 @@ impl Operation for Enter<'_> {
                 retry_after_ms: f.uint(1)?,
             })),
             "reused" => Ok(EnterReply::Refused(Refusal::SolutionReused)),
+            "address_full" => Ok(EnterReply::Refused(Refusal::AddressFull {
+                cap: f.uint(1)?,
+            })),
             other => Err(f.error(format!("unknown reply kind {other:?}"))),
         }
     }

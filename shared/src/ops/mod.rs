@@ -19,7 +19,7 @@ pub use admit::{Admit, AdmitCounts, AdmitReply, Refused};
 pub use challenge::{ChallengeTerms, Terms};
 pub use configure::{Configure, SetState, StateSwitch};
 pub use consume::{Consume, ConsumeReply};
-pub use draw::{DrawOpen, DrawPlace, DrawSeed, DrawState, Drawing, Placed};
+pub use draw::{parse_rounds, DrawOpen, DrawPlace, DrawSeed, DrawState, Drawing, Placed};
 pub use enter::{Enter, EnterReply, Refusal};
 pub use lease::{LeaseAcquire, LeaseAcquired, LeaseRelease};
 pub use observed::{Observed, Position, PreQueueFacts, WaitingFacts};

@@ -6,7 +6,7 @@
 use std::time::{Duration, Instant};
 
 use queuegate_shared::fields::{config as cf, stats as sf};
-use queuegate_shared::guard::{EntryGuard, GuardCheck};
+use queuegate_shared::guard::{ClientAddress, EntryGuard, GuardCheck};
 use queuegate_shared::ops::{
     Change, Enter, EnterReply, Observed, Refusal, Scheduled, SetState, StateSwitch,
 };
@@ -23,6 +23,10 @@ use tokio::runtime::Runtime;
 
 fn is_pre_queued(o: &Observed) -> bool {
     matches!(o, Observed::PreQueue(_))
+}
+
+fn is_pre_queued_reply(r: &EnterReply) -> bool {
+    matches!(r, EnterReply::Entered(Observed::PreQueue(_)))
 }
 
 /// A draw seed: `QG_SEED=<n>` replays one, otherwise the clock picks it
@@ -265,6 +269,189 @@ async fn the_draw_places_2000_pre_queued_visitors_at_random_right_behind_the_lin
     assert_eq!(config_field(&q, cf::DRAW_LEFT).await.as_deref(), Some("0"));
     assert_eq!(q.stat(sf::DRAWN).await, N as i64);
     q.assert_conserved_after_draws(N as i64).await;
+}
+
+/// Enters `u` from `address` (no solution needed: the guard's checks are
+/// the edge's).
+async fn enter_from(q: &TestQueue, u: &UserId, address: &str) -> EnterReply {
+    let address = ClientAddress::parse(address).expect("an address");
+    q.run(&Enter {
+        keys: &q.keys,
+        user: u,
+        guard: EntryGuard {
+            address: Some(&address),
+            solution: None,
+            missing: None,
+        },
+        token: None,
+    })
+    .await
+    .expect("enter")
+}
+
+/// Volume does not buy the drawn line (issue #22): the draw is fair per
+/// address group. A farm behind one IPv4 address enters 200 identities
+/// before anyone else; 40 people on their own addresses come after it; a
+/// /48 poses as 64 addresses (one /64 each, in 64 /56s) and a /56 as 8.
+/// Every group's first place is drawn before any group's second, and so
+/// on: the 40 people, the farm's first identity, the /48's first 16 (a /48
+/// counts as at most 16 addresses) and the /56's first 4 share the first
+/// 61 places, in a random order. Under a draw per identity (main before
+/// this change) the people would be spread over all 312 places.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_draw_is_fair_per_address_group_not_per_identity() {
+    let redis = RedisServer::start();
+    let settings = Settings {
+        entry_budget_per_minute: 0,
+        ..Settings::default()
+    };
+    let q = TestQueue::open(&redis.url(), "groups", settings).await;
+    schedule(&q, Change::Set(in_ms(3_600_000)), Change::Keep).await;
+    // (user, the draw round its group's count puts it in)
+    let mut entered: Vec<(UserId, u64)> = Vec::new();
+    let mut n = 0;
+    let mut next = |round: u64, entered: &mut Vec<(UserId, u64)>| {
+        n += 1;
+        entered.push((user(n), round));
+        user(n)
+    };
+    for k in 1..=200 {
+        let u = next(k, &mut entered);
+        assert!(is_pre_queued_reply(&enter_from(&q, &u, "198.18.0.1").await));
+    }
+    for h in 0..40 {
+        let u = next(1, &mut entered);
+        let ip = format!("203.0.113.{}", h + 1);
+        assert!(is_pre_queued_reply(&enter_from(&q, &u, &ip).await));
+    }
+    for j in 0..64u64 {
+        let u = next(j / 16 + 1, &mut entered);
+        let ip = format!("2001:db8:1:{:x}00::1", j);
+        assert!(is_pre_queued_reply(&enter_from(&q, &u, &ip).await));
+    }
+    for j in 0..8u64 {
+        let u = next(j / 4 + 1, &mut entered);
+        let ip = format!("2001:db8:2:10{j}::7");
+        assert!(is_pre_queued_reply(&enter_from(&q, &u, &ip).await));
+    }
+    let total = entered.len() as u64;
+    assert_eq!(total, 312);
+
+    open_now(&q).await;
+    let mut run = DrawRun::open(&q, "test", seed()).await.expect("sealed");
+    // Round sizes: 1 + 40 + 16 + 4, then 1 + 16 + 4, 1 + 16, 1 + 16, then
+    // the farm's 196 later identities one round each.
+    let mut expected = vec![61, 21, 17, 17];
+    expected.extend(std::iter::repeat_n(1, 196));
+    assert_eq!(run.drawing().rounds, expected);
+    assert_eq!(
+        config_field(&q, cf::DRAW_ROUNDS)
+            .await
+            .map(|r| r.split(',').count()),
+        Some(200)
+    );
+    assert!(
+        !exists(&q, &q.keys.groups()).await,
+        "the counts go at sealing"
+    );
+    run.finish(&q, 50).await;
+    assert_eq!((run.placed(), run.dropped()), (total, 0));
+
+    // Each round holds exactly its own block of places.
+    let mut starts = vec![0u64];
+    for size in &expected {
+        starts.push(starts.last().unwrap() + size);
+    }
+    let mut seen = Vec::new();
+    for (u, round) in &entered {
+        let p = position(&q.position(u).await).expect("placed in line");
+        let (from, to) = (starts[*round as usize - 1], starts[*round as usize]);
+        assert!(
+            p > from && p <= to,
+            "{u} of round {round} at {p}, outside {}..={to}",
+            from + 1
+        );
+        seen.push(p);
+    }
+    seen.sort_unstable();
+    assert_eq!(seen, (1..=total).collect::<Vec<_>>());
+    // Within round 1 the order is the draw's, not arrival: the farm's first
+    // identity arrived before all 60 others, yet it is not simply first, and
+    // the people are not in arrival order (a 1/40! chance each).
+    let mut people_positions = Vec::new();
+    for (u, _) in &entered[200..240] {
+        people_positions.push(position(&q.position(u).await).unwrap());
+    }
+    assert!(
+        people_positions.windows(2).any(|w| w[0] > w[1]),
+        "shuffled within the round"
+    );
+    q.assert_conserved_after_draws(total as i64).await;
+}
+
+/// `entry_places_per_address`: an address group holds at most that many
+/// live places (pre-queued, drawn, waiting); one more is refused with only
+/// the counter written, and a place that ends (admitted here) makes room.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_address_holds_at_most_entry_places_per_address_live_places() {
+    let redis = RedisServer::start();
+    let settings = Settings {
+        entry_budget_per_minute: 0,
+        entry_places_per_address: 3,
+        ..fast_settings()
+    };
+    let q = TestQueue::open(&redis.url(), "capped", settings).await;
+    schedule(&q, Change::Set(in_ms(60_000)), Change::Keep).await;
+    for i in 0..3 {
+        assert!(is_pre_queued_reply(
+            &enter_from(&q, &user(i), "198.18.0.9").await
+        ));
+    }
+    // A refresh of a held place is free; a fourth identity is refused.
+    assert!(is_pre_queued_reply(
+        &enter_from(&q, &user(0), "198.18.0.9").await
+    ));
+    let before = q.snapshot().await;
+    assert_eq!(
+        enter_from(&q, &user(3), "198.18.0.9").await,
+        EnterReply::Refused(Refusal::AddressFull { cap: 3 })
+    );
+    let after = q.snapshot().await;
+    let changed: Vec<&String> = after
+        .keys()
+        .filter(|k| before.get(*k) != after.get(*k))
+        .collect();
+    assert_eq!(changed, [&q.keys.stats()], "only the counter moved");
+    assert_eq!(q.stat(sf::REFUSED_ADDRESS_FULL).await, 1);
+    // Another address is not held back; the cap counts the /64 of IPv6.
+    assert!(is_pre_queued_reply(
+        &enter_from(&q, &user(4), "198.18.0.10").await
+    ));
+    for i in 5..8 {
+        let reply = enter_from(&q, &user(i), &format!("2001:db8:9:1::{i}")).await;
+        assert!(is_pre_queued_reply(&reply), "{reply:?}");
+    }
+    assert_eq!(
+        enter_from(&q, &user(8), "2001:db8:9:1::ff").await,
+        EnterReply::Refused(Refusal::AddressFull { cap: 3 })
+    );
+
+    // The draw places them; still live in line, still counted.
+    open_now(&q).await;
+    DrawRun::open(&q, "test", seed())
+        .await
+        .expect("sealed")
+        .finish(&q, 10)
+        .await;
+    assert_eq!(
+        enter_from(&q, &user(3), "198.18.0.9").await,
+        EnterReply::Refused(Refusal::AddressFull { cap: 3 })
+    );
+    // Admit everyone in line: no live place is left, so room again.
+    q.set_lock("test").await;
+    q.admit("test", 20, &grants(20, 0)).await;
+    assert_eq!(q.zcard(&q.keys.waiting()).await, 0);
+    assert!(entered_position(&enter_from(&q, &user(3), "198.18.0.9").await).is_some());
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
