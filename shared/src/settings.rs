@@ -51,9 +51,10 @@ pub struct Settings {
     /// New places one address may take at once before the refill paces it.
     pub entry_budget_burst: u64,
     /// Most live places (pre-queued, being drawn or waiting) one address
-    /// group may hold at once; 0 (the default) turns the cap off. For drops
-    /// whose visitors are not behind shared NATs (a campus, a phone
-    /// carrier's CGNAT would be refused): docs/drop-day.md.
+    /// group may hold at once; 0 (the default) turns the cap off. It counts
+    /// the places taken while it is on: set it before the pre-queue opens.
+    /// For drops whose visitors are not behind shared NATs (a campus, a
+    /// phone carrier's CGNAT would be refused): docs/drop-day.md.
     pub entry_places_per_address: u64,
     /// Proof-of-work difficulty: the ALTCHA `maxnumber` (a solver tries
     /// half of it on average); doubled as the line fills up.
