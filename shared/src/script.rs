@@ -323,7 +323,7 @@ mod tests {
     const PINNED: &[(&str, &str)] = &[
         ("enter", "9767f287c7bd041c160977be8a5b920c1b139797"),
         ("position", "eb3139f6786fb732648b24283a0a5e5ae7c562ab"),
-        ("admit", "afa5f5cd18e682917fe1af353b1b0824efd2ba47"),
+        ("admit", "31e16ce9f48323cbd2565f867e0be1755d21c955"),
         ("consume", "08240718327b2e82c903e533a1c5a61f6f55642e"),
         ("settle", "194f299fcfa70acbb42f53911c3af44036a0b411"),
         ("lease_acquire", "4417c0c8463d1512b8a962680ec405744d0ecf6b"),

@@ -67,16 +67,19 @@ pub struct Refused {
     pub reused: u64,
     /// No valid Turnstile token.
     pub turnstile: u64,
+    /// The address group held `entry_places_per_address` live places.
+    pub address_full: u64,
 }
 
 impl Refused {
     /// Each reason with its total, named as in the metrics.
-    pub fn by_reason(&self) -> [(&'static str, u64); 4] {
+    pub fn by_reason(&self) -> [(&'static str, u64); 5] {
         [
             ("budget", self.budget),
             ("challenge", self.challenge),
             ("reused", self.reused),
             ("turnstile", self.turnstile),
+            ("address_full", self.address_full),
         ]
     }
 }
@@ -168,6 +171,7 @@ impl Operation for Admit<'_> {
                 challenge: f.uint(8)?,
                 reused: f.uint(9)?,
                 turnstile: f.uint(10)?,
+                address_full: f.uint(12)?,
             },
             pre_queued: f.uint(11)?,
             drawing: f.int(0)? == 3,
