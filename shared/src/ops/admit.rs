@@ -155,8 +155,8 @@ impl Operation for Admit<'_> {
 
     fn decode(&self, value: Value) -> Result<AdmitReply, DecodeError> {
         let f = Fields::new("admit", value)?;
-        if f.len() != 12 {
-            return Err(f.error(format!("expected 12 fields, got {}", f.len())));
+        if f.len() != 13 {
+            return Err(f.error(format!("expected 13 fields, got {}", f.len())));
         }
         let counts = AdmitCounts {
             admitting: f.int(0)? == 1,
