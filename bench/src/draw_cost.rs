@@ -11,6 +11,7 @@ use anyhow::{bail, Context, Result};
 use queuegate_scheduler::{draw::Placement, engine};
 use queuegate_shared::ops::{Change, DrawOpen, DrawSeed, DrawState, Enter, Placed, Schedule};
 use queuegate_shared::script::{DRAW_OPEN, DRAW_PLACE};
+use queuegate_shared::guard::{ClientAddress, EntryGuard};
 use queuegate_shared::{Operation, Prefix, QueueId, QueueKeys, Settings};
 use queuegate_testkit::{now_ms, RedisServer};
 use redis::aio::MultiplexedConnection;
@@ -46,6 +47,8 @@ pub struct DrawRun {
     pub visitors: usize,
     /// Visitors per `draw_place` call.
     pub batch: u64,
+    /// The draw's rounds (1 without a farm: see [`draw_run`]).
+    pub rounds: usize,
     /// usec_per_call of the fill's enters (new places in the pre-queue).
     pub enter_usec: f64,
     /// Memory after the fill, before the opening.
@@ -127,9 +130,12 @@ impl Bench {
             .get_multiplexed_async_connection_with_config(&config)
             .await?;
         let keys = QueueKeys::new(&Prefix::default(), &QueueId::new("bench")?);
+        // No address budget: a farm's identities (`draw_run`'s `farm`)
+        // must all get in.
         let settings = Settings {
             max_waiting: 10_000_000,
             max_active: 10_000_000,
+            entry_budget_per_minute: 0,
             ..Settings::default()
         };
         prepare_queue(&mut conn, &keys, &settings).await?;
@@ -156,17 +162,27 @@ impl Bench {
     }
 
     /// `n` new places through the enter script (EVALSHA, pipelined, no
-    /// guard); returns its usec_per_call.
-    async fn fill(&mut self, n: usize) -> Result<f64> {
+    /// guard checks); returns its usec_per_call. With `farm > 0` each has an
+    /// address: the first `farm` share one (one draw round each), the rest
+    /// one each (`10.x.y.z`); with 0, none (one round).
+    async fn fill(&mut self, n: usize, farm: usize) -> Result<f64> {
         reset_stats(&mut self.conn).await?;
         for start in (0..n).step_by(FILL_PIPELINE) {
             let mut pipe = redis::pipe();
             for i in start..(start + FILL_PIPELINE).min(n) {
                 let user = bench_user(i);
+                let address = (farm > 0).then(|| {
+                    let at = if i < farm { 0 } else { i + 1 };
+                    let [_, x, y, z] = (at as u32).to_be_bytes();
+                    ClientAddress::parse(&format!("10.{x}.{y}.{z}")).expect("an IPv4 address")
+                });
                 let enter = Enter {
                     keys: &self.keys,
                     user: &user,
-                    guard: Default::default(),
+                    guard: EntryGuard {
+                        address: address.as_ref(),
+                        ..Default::default()
+                    },
                     token: None,
                 };
                 add_evalsha(&mut pipe, &enter.invocation());
@@ -243,14 +259,14 @@ async fn data_memory(conn: &mut MultiplexedConnection) -> Result<i64> {
 
 /// Fills a pre-queue of `visitors`, opens it and draws it in batches of
 /// `batch`, on a fresh redis-server.
-pub async fn draw_run(visitors: usize, batch: u64) -> Result<DrawRun> {
+pub async fn draw_run(visitors: usize, batch: u64, farm: usize) -> Result<DrawRun> {
     if visitors == 0 || batch == 0 {
         bail!("visitors and batch must be positive");
     }
     let mut b = Bench::start().await?;
     b.schedule(Change::Set(now_ms() + 3_600_000)).await?;
     let baseline = data_memory(&mut b.conn).await?;
-    let enter_usec = b.fill(visitors).await?;
+    let enter_usec = b.fill(visitors, farm.min(visitors)).await?;
     let (pre, waiting) = (b.keys.pre(), b.keys.waiting());
     if b.card(&pre).await? != visitors as u64 || b.card(&waiting).await? != 0 {
         bail!("the fill did not pre-queue all {visitors} visitors");
@@ -271,6 +287,7 @@ pub async fn draw_run(visitors: usize, batch: u64) -> Result<DrawRun> {
         bail!("draw_open did not start a draw");
     };
     let seal_us = last_logged(&mut b.conn, DRAW_OPEN.sha1()).await?;
+    let rounds = drawing.rounds.len();
     let perm_started = Instant::now();
     let mut placement = Placement::new(drawing);
     let permutation_time = perm_started.elapsed();
@@ -306,6 +323,7 @@ pub async fn draw_run(visitors: usize, batch: u64) -> Result<DrawRun> {
     Ok(DrawRun {
         visitors,
         batch,
+        rounds,
         enter_usec,
         before,
         after,
@@ -326,7 +344,7 @@ pub async fn draw_run(visitors: usize, batch: u64) -> Result<DrawRun> {
 pub async fn line_run(visitors: usize) -> Result<LineRun> {
     let mut b = Bench::start().await?;
     let baseline = data_memory(&mut b.conn).await?;
-    let enter_usec = b.fill(visitors).await?;
+    let enter_usec = b.fill(visitors, 0).await?;
     let waiting = b.keys.waiting();
     if b.card(&waiting).await? != visitors as u64 {
         bail!("the fill did not put all {visitors} visitors in line");

@@ -6,7 +6,7 @@ use queuegate_bench::draw_cost::{draw_run, line_run};
 
 #[tokio::test(flavor = "current_thread")]
 async fn a_tiny_draw_is_timed_and_weighed() {
-    let run = draw_run(250, 100).await.expect("the draw run");
+    let run = draw_run(250, 100, 0).await.expect("the draw run");
     assert_eq!((run.placed, run.dropped), (250, 0));
     assert_eq!(run.place_us.len(), 3, "batches of 100, 100, 50");
     assert!(run.enter_usec > 0.0 && run.worst_us() > 0);

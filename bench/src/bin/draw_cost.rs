@@ -3,7 +3,10 @@
 //! the pre-queue beside the plain line; Redis memory per pre-queued visitor
 //! before and after the draw.
 //!
-//! `cargo run --profile release-native -p queuegate-bench --bin draw_cost [-- 10000,100000 --batches=250,500,1000 --rounds=1]`
+//! `cargo run --profile release-native -p queuegate-bench --bin draw_cost [-- 10000,100000 --batches=250,500,1000 --rounds=1 --farm=0]`
+//!
+//! `--farm=K`: the first K visitors share one address (K draw rounds), the
+//! rest have one each; the seal's cost grows with the rounds.
 //!
 //! Each draw runs on a fresh private redis-server (see
 //! `queuegate_bench::draw_cost`); the target is no single script call over
@@ -26,15 +29,21 @@ async fn main() -> Result<()> {
     let rounds = list_flag("--rounds=")?
         .and_then(|r| r.first().copied())
         .unwrap_or(1);
+    // The first `farm` visitors share one address (one draw round each),
+    // the others one address each: the seal's worst case is its rounds.
+    let farm = list_flag("--farm=")?
+        .and_then(|r| r.first().copied())
+        .unwrap_or(0) as usize;
     let mut draws = Vec::new();
     let mut lines = Vec::new();
     for &n in &sizes {
         lines.push(line_run(n).await?);
         for round in 1..=rounds {
             for &batch in &batches {
-                let run = draw_run(n, batch).await?;
+                let run = draw_run(n, batch, farm).await?;
                 eprintln!(
-                    "{n} visitors, batch {batch}, round {round}: seal {} µs, place p50 {} µs, worst call {} µs, CPU p50 {} µs",
+                    "{n} visitors ({} draw rounds), batch {batch}, round {round}: seal {} µs, place p50 {} µs, worst call {} µs, CPU p50 {} µs",
+                    run.rounds,
                     run.seal_us,
                     quantile_us(&run.place_us, 0.5),
                     run.worst_us(),
