@@ -333,7 +333,7 @@ mod tests {
         ("status", "ad9e99bb0fd0e55027c706afebaa60cb3faaf0a1"),
         ("challenge", "0960e7f2503f2de20af802ef4277893a79928e56"),
         ("origin_window", "0357d97e2f59788ef89ce5eccb51ac2f12589318"),
-        ("pass", "9059931b658660662168cb2c611b69912923d653"),
+        ("pass", "e76240a5c0f4def09f453cbda95509b2e8bed85c"),
         ("draw_open", "c252f3847dfbf0936c14ce1ae75251de673f39aa"),
         ("draw_place", "d800b46658cfa8c1a54cb99a034f15195520d418"),
         ("schedule", "21a081b0dab3004d63b1ea6556d565bf4a8c48c8"),

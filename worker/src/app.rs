@@ -353,19 +353,26 @@ impl App {
             }
             None => {
                 // A visitor without an identity gets one: the slot and the
-                // settle need a user, and if the order fails the restored
-                // token is theirs (the cookie comes with the origin's reply).
+                // settle need a user, and the order is theirs (the cookie
+                // comes with the origin's reply). The pass spends the
+                // address's entry budget; a failed order frees its slot at
+                // once (no one holds its token to retry with).
                 let visitor = self.identify(&req, true)?;
                 let token = fresh_token()?;
+                let address = guard::address(&req);
                 match redis
                     .run(&Pass {
                         keys: &keys,
                         user: &visitor.user,
                         token: &token,
+                        address: Some(&address),
                     })
                     .await?
                 {
                     PassReply::Passed => {}
+                    PassReply::TooManyEntries { retry_after_ms } => {
+                        return Err(EdgeError::TooManyEntries { retry_after_ms })
+                    }
                     PassReply::Queue(why) => {
                         return Err(EdgeError::QueueRequired {
                             page: page_url(&queue),
@@ -383,7 +390,8 @@ impl App {
         let forwarded = self.forward(req, Some((&queue, &visitor.user))).await;
         let latency_ms = Date::now().as_millis().saturating_sub(sent);
         // 2xx/3xx: the order is done. 4xx/5xx or no answer: the same token
-        // comes back for one retry window (see docs/edge.md).
+        // comes back for one retry window (see docs/edge.md); a passed
+        // request's slot is freed instead.
         let outcome = match &forwarded {
             Ok(resp) => Outcome::of_status(resp.status_code()),
             Err(_) => Outcome::NoAnswer,
