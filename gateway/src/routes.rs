@@ -82,9 +82,11 @@ impl AppState {
     /// Whether this command's reply is one to hold (spending one).
     fn held(&self, command: &Command) -> Option<std::time::Duration> {
         let (delay, left) = self.delay.as_deref()?;
-        let args = command.args();
-        let evalsha = args.first()?.eq_ignore_ascii_case(b"EVALSHA");
-        let matches = evalsha && args.get(1)?.eq_ignore_ascii_case(delay.sha1.as_bytes());
+        let matches = command.name() == "EVALSHA"
+            && command
+                .args()
+                .first()?
+                .eq_ignore_ascii_case(delay.sha1.as_bytes());
         (matches
             && left
                 .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| n.checked_sub(1))

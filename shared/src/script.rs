@@ -113,9 +113,11 @@ pub static DRAW_PLACE: Script =
     Script::new("draw_place", true, include_str!("../lua/draw_place.lua"));
 /// Sets or clears a queue's opening and closing.
 pub static SCHEDULE: Script = Script::new("schedule", false, include_str!("../lua/schedule.lua"));
+/// Gives back a token whose consume's reply was lost.
+pub static UNCONSUME: Script = Script::new("unconsume", true, include_str!("../lua/unconsume.lua"));
 
 /// Every script, for preloading (SCRIPT LOAD) and the pinned-hash test.
-pub fn all() -> [&'static Script; 16] {
+pub fn all() -> [&'static Script; 17] {
     [
         &ENTER,
         &POSITION,
@@ -133,6 +135,7 @@ pub fn all() -> [&'static Script; 16] {
         &DRAW_OPEN,
         &DRAW_PLACE,
         &SCHEDULE,
+        &UNCONSUME,
     ]
 }
 
@@ -337,5 +340,6 @@ mod tests {
         ("draw_open", "c252f3847dfbf0936c14ce1ae75251de673f39aa"),
         ("draw_place", "d800b46658cfa8c1a54cb99a034f15195520d418"),
         ("schedule", "21a081b0dab3004d63b1ea6556d565bf4a8c48c8"),
+        ("unconsume", "e6fd03f791da91c88528087135c5a0d9388229bc"),
     ];
 }

@@ -7,7 +7,7 @@ use queuegate_edge::{altcha, url, TOKEN_HEADER};
 use queuegate_shared::guard::{EntryGuard, GuardCheck};
 use queuegate_shared::ops::{
     ChallengeTerms, Consume, ConsumeReply, Enter, EnterReply, Observed, Outcome, Pass, PassReply,
-    Position, QueueNeeded, Refusal, Settle,
+    Position, QueueNeeded, Refusal, Settle, Unconsume,
 };
 use queuegate_shared::policy::retry_after_header_seconds;
 use queuegate_shared::state::{StateReply, UserState};
@@ -333,13 +333,15 @@ impl App {
             Some(presented) => {
                 let visitor = self.identify(&req, false)?;
                 let token = EntryToken::parse(presented.trim()).ok_or(EdgeError::TokenInvalid)?;
-                match redis
+                let consumed = redis
                     .run(&Consume {
                         keys: &keys,
                         user: &visitor.user,
                         token: &token,
                     })
-                    .await?
+                    .await;
+                match consumed
+                    .inspect_err(|_| give_back(ctx, &redis, &keys, &visitor.user, &token))?
                 {
                     ConsumeReply::Accepted => {}
                     ConsumeReply::Invalid => return Err(EdgeError::TokenInvalid),
@@ -360,14 +362,16 @@ impl App {
                 let visitor = self.identify(&req, true)?;
                 let token = fresh_token()?;
                 let address = guard::address(&req);
-                match redis
+                let passed = redis
                     .run(&Pass {
                         keys: &keys,
                         user: &visitor.user,
                         token: &token,
                         address: Some(&address),
                     })
-                    .await?
+                    .await;
+                match passed
+                    .inspect_err(|_| give_back(ctx, &redis, &keys, &visitor.user, &token))?
                 {
                     PassReply::Passed => {}
                     PassReply::TooManyEntries { retry_after_ms } => {
@@ -433,6 +437,33 @@ impl App {
         .await
         .map(Response::from)
     }
+}
+
+/// After a consume or pass whose reply was lost (no answer in time, a
+/// broken connection, a reply we cannot read), the script may still have
+/// run and left the visitor in flight for a request we never forward:
+/// `unconsume` gives the token back (a no-op unless it is in flight with
+/// exactly this token), after the reply, in `wait_until`. The visitor
+/// gets the error (503 `unavailable`, Retry-After) and retries with the
+/// same token. Nothing secret is logged: only the error's class.
+fn give_back(
+    ctx: &Context,
+    redis: &RestClient,
+    keys: &QueueKeys,
+    user: &UserId,
+    token: &EntryToken,
+) {
+    let (redis, keys, user, token) = (redis.clone(), keys.clone(), user.clone(), token.clone());
+    ctx.wait_until(async move {
+        let back = Unconsume {
+            keys: &keys,
+            user: &user,
+            token: &token,
+        };
+        if let Err(e) = redis.run(&back).await {
+            worker::console_error!("unconsume failed: {e}");
+        }
+    });
 }
 
 /// A fresh entry token from the runtime's CSPRNG.

@@ -1,0 +1,160 @@
+//! Lost outcomes (issue #22 §4) on the real stack: the gateway runs a
+//! script and holds its reply past the worker's REST deadline
+//! (`--fault-delay-reply`), as a slow or broken link to Upstash would.
+//! A consume whose reply is lost must not leave the visitor in flight,
+//! without a token, for minutes: the worker gives the token back
+//! (`unconsume`) and the visitor's retry with the same token goes through.
+
+use std::time::Duration;
+
+use queuegate_shared::fields::stats as sf;
+use queuegate_shared::script::{CONSUME, PASS};
+use queuegate_shared::token::EntryToken;
+use queuegate_shared::{Settings, UserId};
+use queuegate_system_tests::drop_day::eventually;
+use queuegate_system_tests::edge::{EdgeStack, Visitor};
+use queuegate_testkit::RedisServer;
+
+/// The worker's REST deadline here, and how long the gateway holds a
+/// faulted reply (well past it).
+const REST_TIMEOUT_MS: &str = "1000";
+const HELD_MS: u64 = 3_000;
+
+async fn stack_losing(script_sha1: &str, settings: Settings) -> EdgeStack {
+    let fault = format!("{script_sha1}:{HELD_MS}:1");
+    let stack = EdgeStack::start_behind(
+        Settings {
+            entry_budget_per_minute: 0,
+            ..settings
+        },
+        "anonymous",
+        RedisServer::start(),
+        &[
+            ("ENTRY_CHALLENGE", "off"),
+            ("REDIS_TIMEOUT_MS", REST_TIMEOUT_MS),
+        ],
+        &["--fault-delay-reply", &fault],
+    )
+    .await;
+    // Load every script into Redis's cache, so the worker's first call is
+    // the EVALSHA the fault names (not a NOSCRIPT and an EVAL).
+    let client = redis::Client::open(stack.redis.url()).expect("redis url");
+    let mut conn = client
+        .get_multiplexed_async_connection()
+        .await
+        .expect("connect");
+    for script in queuegate_shared::script::all() {
+        let sha: String = redis::cmd("SCRIPT")
+            .arg("LOAD")
+            .arg(script.source())
+            .query_async(&mut conn)
+            .await
+            .expect("SCRIPT LOAD");
+        assert_eq!(sha, script.sha1());
+    }
+    stack
+}
+
+fn user_of(v: &Visitor) -> UserId {
+    UserId::new(&v.id().expect("an identity cookie")).expect("user id")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_consume_whose_reply_is_lost_gives_the_token_back() {
+    let settings = Settings {
+        max_active: 10,
+        activation_jitter_ms: 0,
+        idle_passthrough: false,
+        ..Settings::default()
+    };
+    let stack = stack_losing(CONSUME.sha1(), settings).await;
+    let q = &stack.queue;
+    let mut ann = stack.visitor();
+    assert_eq!(ann.enter().await.state(), "waiting");
+    stack.admit(1, 0).await;
+    let admitted = ann.position().await;
+    let token = admitted.json["token"]
+        .as_str()
+        .expect("admitted")
+        .to_string();
+
+    // Redis spends the token; its reply never reaches the worker in time.
+    let lost = ann.order(Some(&token)).await;
+    assert_eq!(
+        (lost.status, lost.error()),
+        (503, "unavailable"),
+        "{:?}",
+        lost.json
+    );
+    assert!(lost.retry_after.is_some());
+    assert!(
+        stack.origin.hits().is_empty(),
+        "forwarded without a consume reply"
+    );
+
+    // What Ann's page then shows: her token, as it was — not `in_flight`
+    // until the slot lapses and the status expires minutes later.
+    assert!(
+        eventually(Duration::from_secs(5), || async {
+            let mut ann = ann.clone();
+            ann.position().await.json["token"] == token.as_str()
+        })
+        .await,
+        "the lost consume left Ann without her token: {:?}",
+        ann.position().await.json
+    );
+    let back = EntryToken::parse(&token).expect("token");
+    assert_eq!(q.token_of(&user_of(&ann)).await, Some(back));
+    // No restore was counted and no origin answer: the origin never saw it.
+    assert_eq!(q.stat(sf::RESTORED).await, 0);
+
+    // Her retry with the same token is the order.
+    let retried = ann.order(Some(&token)).await;
+    assert_eq!(retried.status, 200, "{:?}", retried.json);
+    assert_eq!(stack.origin.hits().len(), 1);
+    assert!(
+        eventually(Duration::from_secs(5), || async {
+            q.stat(sf::ORDERED).await == 1
+        })
+        .await
+    );
+    q.assert_conserved().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pass_whose_reply_is_lost_frees_its_slot() {
+    let settings = Settings {
+        max_active: 1,
+        in_flight_ms: 120_000,
+        ..Settings::default()
+    };
+    let stack = stack_losing(PASS.sha1(), settings).await;
+    let q = &stack.queue;
+    let mut junk = stack.visitor();
+    let lost = junk.order(None).await;
+    assert_eq!(
+        (lost.status, lost.error()),
+        (503, "unavailable"),
+        "{:?}",
+        lost.json
+    );
+    assert!(stack.origin.hits().is_empty());
+    // The one slot is free again at once, not after in_flight_ms.
+    assert!(
+        eventually(Duration::from_secs(5), || async {
+            q.zcard(&q.keys.active()).await == 0
+        })
+        .await,
+        "the lost pass kept its slot"
+    );
+    let mut next = stack.visitor();
+    let r = next.order(None).await;
+    assert_eq!(r.status, 200, "{:?}", r.json);
+    assert!(
+        eventually(Duration::from_secs(5), || async {
+            q.stat(sf::ORDERED).await == 1
+        })
+        .await
+    );
+    q.assert_conserved().await;
+}
