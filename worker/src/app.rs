@@ -58,15 +58,20 @@ impl App {
     /// plan's limit tells the health answer at once.
     pub async fn handle(&self, req: Request, ctx: &Context) -> Result<Response, EdgeError> {
         let result = self.route(req, ctx).await;
-        let seen = match &result {
-            Err(EdgeError::RedisUnavailable(_)) => Some(Health::Unreachable),
-            Err(EdgeError::RedisLimited(_)) => Some(Health::Limited),
-            _ => None,
-        };
-        if let Some(h) = seen {
-            self.health.saw(Date::now().as_millis(), h);
+        if let Err(e) = &result {
+            self.note_health(e);
         }
         result
+    }
+
+    /// An outage a request met is the health answer at once.
+    fn note_health(&self, e: &EdgeError) {
+        let seen = match e {
+            EdgeError::RedisUnavailable(_) => Health::Unreachable,
+            EdgeError::RedisLimited(_) => Health::Limited,
+            _ => return,
+        };
+        self.health.saw(Date::now().as_millis(), seen);
     }
 
     async fn route(&self, req: Request, ctx: &Context) -> Result<Response, EdgeError> {
@@ -190,7 +195,22 @@ impl App {
                 },
                 token: Some(&token),
             })
-            .await?;
+            .await;
+        let reply = match (reply, &visitor.new_cookie) {
+            (Ok(reply), _) => reply,
+            // The call failed, but the script may have run: a place taken,
+            // the address's budget and the solution spent. The new
+            // visitor's identity comes with the error, so the retry is a
+            // refresh that finds that place and pays nothing again.
+            (Err(e), Some(cookie)) => {
+                self.note_health(&e);
+                let resp =
+                    http::error_response(&e).map_err(|e| EdgeError::Internal(e.to_string()))?;
+                http::append(resp.headers(), "set-cookie", cookie)?;
+                return Ok(resp);
+            }
+            (Err(e), None) => return Err(e),
+        };
         match reply {
             EnterReply::Entered(observed) => self.state_reply(&queue, observed, visitor.new_cookie),
             EnterReply::Full { .. } => Err(EdgeError::QueueFull),

@@ -4,11 +4,15 @@
 //! A consume whose reply is lost must not leave the visitor in flight,
 //! without a token, for minutes: the worker gives the token back
 //! (`unconsume`) and the visitor's retry with the same token goes through.
+//! An enter whose reply is lost must not burn the new visitor's solution
+//! and budget: the identity cookie comes with the error, and the retry
+//! finds the place.
 
 use std::time::Duration;
 
+use queuegate_edge::altcha;
 use queuegate_shared::fields::stats as sf;
-use queuegate_shared::script::{CONSUME, PASS};
+use queuegate_shared::script::{CONSUME, ENTER, PASS};
 use queuegate_shared::token::EntryToken;
 use queuegate_shared::{Settings, UserId};
 use queuegate_system_tests::drop_day::eventually;
@@ -20,17 +24,23 @@ use queuegate_testkit::RedisServer;
 const REST_TIMEOUT_MS: &str = "1000";
 const HELD_MS: u64 = 3_000;
 
+/// The stack without the entry guard, losing one reply of the script.
 async fn stack_losing(script_sha1: &str, settings: Settings) -> EdgeStack {
+    let unguarded = Settings {
+        entry_budget_per_minute: 0,
+        ..settings
+    };
+    guarded_stack_losing(script_sha1, unguarded, "off").await
+}
+
+async fn guarded_stack_losing(script_sha1: &str, settings: Settings, challenge: &str) -> EdgeStack {
     let fault = format!("{script_sha1}:{HELD_MS}:1");
     let stack = EdgeStack::start_behind(
-        Settings {
-            entry_budget_per_minute: 0,
-            ..settings
-        },
+        settings,
         "anonymous",
         RedisServer::start(),
         &[
-            ("ENTRY_CHALLENGE", "off"),
+            ("ENTRY_CHALLENGE", challenge),
             ("REDIS_TIMEOUT_MS", REST_TIMEOUT_MS),
         ],
         &["--fault-delay-reply", &fault],
@@ -156,5 +166,63 @@ async fn a_pass_whose_reply_is_lost_frees_its_slot() {
         })
         .await
     );
+    q.assert_conserved().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_enter_whose_reply_is_lost_keeps_the_place_solution_and_budget() {
+    // One new place per address, and a proof of work for each.
+    let settings = Settings {
+        entry_budget_per_minute: 1,
+        entry_budget_burst: 1,
+        challenge_max_number: 1_000,
+        idle_passthrough: false,
+        ..Settings::default()
+    };
+    let stack = guarded_stack_losing(ENTER.sha1(), settings, "on").await;
+    let q = &stack.queue;
+    let ip = [("cf-connecting-ip", "203.0.113.7")];
+    let mut ann = stack.visitor();
+    let c = ann.send("GET", "/queue/challenge", None, None).await;
+    assert_eq!(c.status, 200, "{:?}", c.json);
+    let c: altcha::Challenge = serde_json::from_value(c.json).expect("challenge");
+    let solution = altcha::payload(&c, altcha::solve(&c).expect("solvable"));
+    let headers = [ip[0], ("x-altcha", solution.as_str())];
+
+    // Redis takes the place, spends the budget and the solution; the reply
+    // is lost. Ann sees 503 with Retry-After, and gets her identity.
+    let lost = ann
+        .send_with("POST", "/queue/enter", None, None, &headers)
+        .await;
+    assert_eq!(
+        (lost.status, lost.error()),
+        (503, "unavailable"),
+        "{:?}",
+        lost.json
+    );
+    assert!(lost.retry_after.is_some());
+    assert!(
+        ann.id().is_some(),
+        "no identity with the error: {:?}",
+        lost.set_cookies
+    );
+    assert_eq!(q.zcard(&q.keys.waiting()).await, 1);
+
+    // Her retry (the page sends what it has; the solution is not needed)
+    // finds her place: no new solution, no second share of the budget.
+    for headers in [&ip[..], &headers[..]] {
+        let again = ann
+            .send_with("POST", "/queue/enter", None, None, headers)
+            .await;
+        assert_eq!(
+            (again.status, again.state()),
+            (200, "waiting"),
+            "{:?}",
+            again.json
+        );
+        assert_eq!(again.json["position"], 1);
+    }
+    assert_eq!(q.zcard(&q.keys.waiting()).await, 1, "one place, not two");
+    assert_eq!(q.stat(sf::ENTERED).await, 1);
     q.assert_conserved().await;
 }
