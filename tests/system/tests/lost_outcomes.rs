@@ -11,13 +11,18 @@
 use std::time::Duration;
 
 use queuegate_edge::altcha;
+use queuegate_edge::identity;
 use queuegate_shared::fields::stats as sf;
 use queuegate_shared::script::{CONSUME, ENTER, PASS};
 use queuegate_shared::token::EntryToken;
 use queuegate_shared::{Settings, UserId};
 use queuegate_system_tests::drop_day::eventually;
-use queuegate_system_tests::edge::{EdgeStack, Visitor};
+use queuegate_system_tests::edge::{EdgeStack, Visitor, IDENTITY_SECRET};
+use queuegate_system_tests::origin::TestOrigin;
+use queuegate_system_tests::{grants, TestQueue};
+use queuegate_testkit::gateway::Gateway;
 use queuegate_testkit::RedisServer;
+use queuegate_testkit::Wrangler;
 
 /// The worker's REST deadline here, and how long the gateway holds a
 /// faulted reply (well past it).
@@ -224,5 +229,55 @@ async fn an_enter_whose_reply_is_lost_keeps_the_place_solution_and_budget() {
     }
     assert_eq!(q.zcard(&q.keys.waiting()).await, 1, "one place, not two");
     assert_eq!(q.stat(sf::ENTERED).await, 1);
+    q.assert_conserved().await;
+}
+
+/// Served by workerd itself: `wrangler dev`'s proxy in front keeps the
+/// worker's request open when the client hangs up, workerd (like the edge)
+/// cancels it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_visitor_who_disconnects_mid_order_is_settled() {
+    let settings = Settings {
+        max_active: 10,
+        activation_jitter_ms: 0,
+        in_flight_ms: 60_000,
+        ..Settings::default()
+    };
+    let redis = RedisServer::start();
+    let q = TestQueue::open(&redis.url(), "main", settings).await;
+    let gateway = Gateway::start(&redis.url());
+    let origin = TestOrigin::start().await;
+    let worker = Wrangler::local(&gateway, origin.url())
+        .var("ENTRY_CHALLENGE", "off")
+        .start_workerd();
+    let (ann, cookie) = identity::mint_visitor(IDENTITY_SECRET.as_bytes(), [7; 16]);
+    q.enter(&ann).await;
+    q.set_lock("test").await;
+    q.admit("test", 1, &grants(1, 0)).await;
+    let token = q.token_of(&ann).await.expect("admitted");
+    // The shop takes 2 s; Ann gives up after 0.5 s and closes the
+    // connection while her order is with the shop.
+    origin.set_delay(Duration::from_millis(2_000));
+    let gave_up = reqwest::Client::new()
+        .post(format!("{}/orders", worker.url()))
+        .header("cookie", format!("qg_visitor={cookie}"))
+        .header("x-entry-token", token.expose())
+        .body(r#"{"item":"ticket"}"#)
+        .timeout(Duration::from_millis(500))
+        .send()
+        .await;
+    assert!(gave_up.is_err(), "answered within 0.5 s: {gave_up:?}");
+    // The shop still took the order; its outcome is recorded, so Ann's
+    // page says `ordered`, not `in_flight` for minutes.
+    let settled = eventually(Duration::from_secs(10), || async {
+        q.stat(sf::ORDERED).await == 1
+    })
+    .await;
+    assert_eq!(origin.hits().len(), 1);
+    assert!(
+        settled,
+        "the order's outcome was lost: {:?}",
+        q.position(&ann).await
+    );
     q.assert_conserved().await;
 }
