@@ -13,13 +13,14 @@ use std::time::Duration;
 use queuegate_edge::altcha;
 use queuegate_edge::identity;
 use queuegate_shared::fields::stats as sf;
+use queuegate_shared::ops::{ConsumeReply, Pass, PassReply, SettleReply, Unconsume};
 use queuegate_shared::script::{CONSUME, ENTER, PASS};
 use queuegate_shared::token::EntryToken;
 use queuegate_shared::{Settings, UserId};
 use queuegate_system_tests::drop_day::eventually;
 use queuegate_system_tests::edge::{EdgeStack, Visitor, IDENTITY_SECRET};
 use queuegate_system_tests::origin::TestOrigin;
-use queuegate_system_tests::{grants, TestQueue};
+use queuegate_system_tests::{grants, user, TestQueue};
 use queuegate_testkit::gateway::Gateway;
 use queuegate_testkit::RedisServer;
 use queuegate_testkit::Wrangler;
@@ -280,4 +281,128 @@ async fn a_visitor_who_disconnects_mid_order_is_settled() {
         q.position(&ann).await
     );
     q.assert_conserved().await;
+}
+
+/// `unconsume` in the engine: a no-op unless in flight with exactly that
+/// token; the token back as it was; a passthrough record (no retry) and a
+/// slot the sweep took end `expired`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn unconsume_gives_back_only_what_a_lost_consume_took() {
+    let redis = RedisServer::start();
+    let settings = Settings {
+        max_active: 5,
+        activation_jitter_ms: 0,
+        idle_passthrough: false,
+        ..Settings::default()
+    };
+    let q = TestQueue::open(&redis.url(), "lost", settings).await;
+    let unconsume = |u: UserId, t: EntryToken| {
+        let q = &q;
+        async move {
+            q.run(&Unconsume {
+                keys: &q.keys,
+                user: &u,
+                token: &t,
+            })
+            .await
+            .expect("unconsume")
+        }
+    };
+    let ann = user(1);
+    q.enter(&ann).await;
+    q.set_lock("test").await;
+    q.admit("test", 1, &grants(1, 0)).await;
+    let token = q.token_of(&ann).await.expect("admitted");
+    let before_consume = q.snapshot().await;
+    // The consume never ran: nothing changes.
+    assert_eq!(
+        unconsume(ann.clone(), token.clone()).await,
+        SettleReply::Stale
+    );
+    assert_eq!(q.snapshot().await, before_consume, "a no-op wrote");
+    // It ran: the token comes back as it was.
+    let record_before = raw_get(&q, &q.keys.token(&ann)).await;
+    assert_eq!(q.consume(&ann, &token).await, ConsumeReply::Accepted);
+    let other = grants(1, 0).remove(0).token;
+    let in_flight = q.snapshot().await;
+    assert_eq!(unconsume(ann.clone(), other).await, SettleReply::Stale);
+    assert_eq!(q.snapshot().await, in_flight, "another token changed it");
+    assert!(matches!(
+        unconsume(ann.clone(), token.clone()).await,
+        SettleReply::Restored { .. }
+    ));
+    assert_eq!(raw_get(&q, &q.keys.token(&ann)).await, record_before);
+    assert_eq!(q.token_of(&ann).await, Some(token.clone()));
+    assert_eq!(q.stat(sf::RESTORED).await, 0);
+    // Twice is once.
+    assert_eq!(
+        unconsume(ann.clone(), token.clone()).await,
+        SettleReply::Stale
+    );
+    // A slot the sweep took (counted lapsed) ends expired.
+    assert_eq!(q.consume(&ann, &token).await, ConsumeReply::Accepted);
+    lapse(&q, &ann).await;
+    assert_eq!(unconsume(ann.clone(), token).await, SettleReply::Expired);
+    assert_eq!(
+        (q.stat(sf::LAPSED).await, q.stat(sf::EXPIRED).await),
+        (0, 1)
+    );
+    // A passthrough record holds no retry: expired, slot freed.
+    let open = TestQueue::open(
+        &redis.url(),
+        "open",
+        Settings {
+            idle_passthrough: true,
+            entry_budget_per_minute: 0,
+            ..Settings::default()
+        },
+    )
+    .await;
+    let passed = grants(1, 0).remove(0).token;
+    let reply = open
+        .run(&Pass {
+            keys: &open.keys,
+            user: &ann,
+            token: &passed,
+            address: None,
+        })
+        .await
+        .expect("pass");
+    assert_eq!(reply, PassReply::Passed);
+    let back = open
+        .run(&Unconsume {
+            keys: &open.keys,
+            user: &ann,
+            token: &passed,
+        })
+        .await
+        .expect("unconsume");
+    assert_eq!(back, SettleReply::Expired);
+    assert_eq!(open.zcard(&open.keys.active()).await, 0);
+    q.assert_conserved().await;
+    open.assert_conserved().await;
+}
+
+async fn raw_get(q: &TestQueue, key: &str) -> Option<String> {
+    let mut conn = q.conn.clone();
+    redis::cmd("GET")
+        .arg(key)
+        .query_async(&mut conn)
+        .await
+        .expect("GET")
+}
+
+/// The slot's time runs out and an admit tick sweeps it (as `lapsed`).
+async fn lapse(q: &TestQueue, u: &UserId) {
+    let mut conn = q.conn.clone();
+    let _: () = redis::cmd("ZADD")
+        .arg(q.keys.active())
+        .arg(1)
+        .arg(u.as_str())
+        .query_async(&mut conn)
+        .await
+        .expect("ZADD");
+    q.admit("test", 0, &[]).await;
+    assert_eq!(q.zcard(&q.keys.active()).await, 0, "not swept");
+    assert_eq!(q.stat(sf::LAPSED).await, 1);
 }
