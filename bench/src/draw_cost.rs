@@ -9,9 +9,9 @@ use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
 use queuegate_scheduler::{draw::Placement, engine};
+use queuegate_shared::guard::{ClientAddress, EntryGuard};
 use queuegate_shared::ops::{Change, DrawOpen, DrawSeed, DrawState, Enter, Placed, Schedule};
 use queuegate_shared::script::{DRAW_OPEN, DRAW_PLACE};
-use queuegate_shared::guard::{ClientAddress, EntryGuard};
 use queuegate_shared::{Operation, Prefix, QueueId, QueueKeys, Settings};
 use queuegate_testkit::{now_ms, RedisServer};
 use redis::aio::MultiplexedConnection;

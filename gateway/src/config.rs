@@ -51,6 +51,47 @@ pub struct Cli {
     /// when a database's quota runs out.
     #[arg(long, env = "REDIS_REST_MAX_REQUESTS", default_value_t = 0)]
     pub max_requests: u64,
+
+    /// Tests only: `<sha1>:<ms>:<count>` holds the reply of the next
+    /// `count` `EVALSHA <sha1>` calls for `ms` after Redis ran them, to
+    /// rehearse a reply lost after the script ran. Never for production.
+    #[arg(long, env = "REDIS_REST_FAULT_DELAY_REPLY", hide = true)]
+    pub fault_delay_reply: Option<String>,
+}
+
+/// A test-only fault: the reply of the next `count` runs of one script
+/// (by SHA1) is held `delay` after Redis ran it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ReplyDelay {
+    /// The script's SHA1, lowercase hex.
+    pub sha1: String,
+    /// How long each reply is held.
+    pub delay: Duration,
+    /// How many replies are held.
+    pub count: u64,
+}
+
+impl ReplyDelay {
+    /// Parses `<sha1>:<ms>:<count>`.
+    pub fn parse(text: &str) -> Result<ReplyDelay, StartError> {
+        let bad = || {
+            StartError::Config("--fault-delay-reply must be <sha1 (40 hex)>:<ms>:<count>".into())
+        };
+        let mut parts = text.split(':');
+        let (Some(sha1), Some(ms), Some(count), None) =
+            (parts.next(), parts.next(), parts.next(), parts.next())
+        else {
+            return Err(bad());
+        };
+        if sha1.len() != 40 || !sha1.chars().all(|c| c.is_ascii_hexdigit()) {
+            return Err(bad());
+        }
+        Ok(ReplyDelay {
+            sha1: sha1.to_ascii_lowercase(),
+            delay: Duration::from_millis(ms.parse().map_err(|_| bad())?),
+            count: count.parse().map_err(|_| bad())?,
+        })
+    }
 }
 
 /// The validated settings [`crate::run`] needs.
@@ -66,6 +107,8 @@ pub struct Config {
     pub redis_timeout: Duration,
     /// Requests served before the quota refuses (0: no quota).
     pub max_requests: u64,
+    /// Tests only: replies to hold back (see [`ReplyDelay`]).
+    pub fault_delay_reply: Option<ReplyDelay>,
 }
 
 impl std::fmt::Debug for Config {
@@ -77,6 +120,7 @@ impl std::fmt::Debug for Config {
             .field("max_body_bytes", &self.max_body_bytes)
             .field("redis_timeout", &self.redis_timeout)
             .field("max_requests", &self.max_requests)
+            .field("fault_delay_reply", &self.fault_delay_reply)
             .finish()
     }
 }
@@ -90,6 +134,7 @@ impl Config {
             max_body_bytes: DEFAULT_MAX_BODY_BYTES,
             redis_timeout: Duration::from_millis(DEFAULT_REDIS_TIMEOUT_MS),
             max_requests: 0,
+            fault_delay_reply: None,
         }
     }
 
@@ -123,6 +168,11 @@ impl Cli {
             max_body_bytes: self.max_body_bytes,
             redis_timeout: Duration::from_millis(self.redis_timeout_ms),
             max_requests: self.max_requests,
+            fault_delay_reply: self
+                .fault_delay_reply
+                .as_deref()
+                .map(ReplyDelay::parse)
+                .transpose()?,
         };
         config.validate()?;
         Ok((self.listen, config))
@@ -160,5 +210,37 @@ mod tests {
         assert_eq!(config.max_body_bytes, DEFAULT_MAX_BODY_BYTES);
         assert_eq!(config.max_requests, 0, "no quota unless asked");
         assert!(!format!("{config:?}").contains("s3cret"));
+        assert_eq!(config.fault_delay_reply, None, "no fault unless asked");
+    }
+
+    #[test]
+    fn the_test_fault_parses_or_refuses_to_start() {
+        let sha = "A".repeat(40);
+        let cli = Cli::try_parse_from([
+            "redis-rest",
+            "--token",
+            "t",
+            "--fault-delay-reply",
+            &format!("{sha}:1500:2"),
+        ])
+        .unwrap();
+        let (_, config) = cli.into_config().unwrap();
+        assert_eq!(
+            config.fault_delay_reply,
+            Some(ReplyDelay {
+                sha1: "a".repeat(40),
+                delay: Duration::from_millis(1500),
+                count: 2
+            })
+        );
+        for bad in [
+            "",
+            "abc:1:1",
+            &format!("{sha}:x:1"),
+            &format!("{sha}:1"),
+            &format!("{sha}:1:1:1"),
+        ] {
+            assert!(ReplyDelay::parse(bad).is_err(), "{bad}");
+        }
     }
 }

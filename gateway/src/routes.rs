@@ -18,6 +18,7 @@ use serde_json::Value as JsonValue;
 
 use crate::auth::Token;
 use crate::backend::{Backend, Transaction};
+use crate::config::ReplyDelay;
 use crate::error::GatewayError;
 use crate::protocol::{self, policy, Command, Encoding, Outcome};
 use crate::stats::{Stats, STATS_PATH};
@@ -37,6 +38,8 @@ pub struct AppState {
     stats: Stats,
     /// Requests the quota still allows (None: no quota).
     quota: Option<Arc<Quota>>,
+    /// Tests only: script replies to hold back, and how many are left.
+    delay: Option<Arc<(ReplyDelay, AtomicU64)>>,
 }
 
 /// An Upstash-like request quota: `limit` requests, then refusals.
@@ -63,7 +66,32 @@ impl AppState {
             sync_counter: Arc::new(AtomicU64::new(0)),
             stats: Stats::default(),
             quota: None,
+            delay: None,
         }
+    }
+
+    /// Tests only: holds the replies [`ReplyDelay`] names.
+    pub fn with_reply_delay(mut self, delay: Option<ReplyDelay>) -> AppState {
+        self.delay = delay.map(|d| {
+            let left = AtomicU64::new(d.count);
+            Arc::new((d, left))
+        });
+        self
+    }
+
+    /// Whether this command's reply is one to hold (spending one).
+    fn held(&self, command: &Command) -> Option<std::time::Duration> {
+        let (delay, left) = self.delay.as_deref()?;
+        let matches = command.name() == "EVALSHA"
+            && command
+                .args()
+                .first()?
+                .eq_ignore_ascii_case(delay.sha1.as_bytes());
+        (matches
+            && left
+                .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| n.checked_sub(1))
+                .is_ok())
+        .then_some(delay.delay)
     }
 
     /// Refuses every request after the first `max_requests` (0: never), as
@@ -170,7 +198,12 @@ async fn run_single(
         return Err(GatewayError::BadRequest(why));
     }
     state.stats.round_trip([command]);
-    match Outcome::from_reply(state.backend.command(command).await?, encoding) {
+    let reply = state.backend.command(command).await?;
+    if let Some(delay) = state.held(command) {
+        // Redis ran it; the client hears of it late, or never.
+        tokio::time::sleep(delay).await;
+    }
+    match Outcome::from_reply(reply, encoding) {
         Outcome::Error(text) => Err(GatewayError::Redis(text)),
         ok => Ok(Json(ok.into_json()).into_response()),
     }

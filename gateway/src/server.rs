@@ -22,7 +22,8 @@ pub async fn run(
     tokio::spawn(report_redis(backend.clone()));
     let app = routes::router(
         AppState::new(backend, &config.token, config.max_body_bytes)
-            .with_quota(config.max_requests),
+            .with_quota(config.max_requests)
+            .with_reply_delay(config.fault_delay_reply.clone()),
     );
     tracing::info!(addr = %listener.local_addr()?, ?config, "serving");
     axum::serve(listener, app)

@@ -2,22 +2,31 @@
 -- While nobody waits (no line, no pre-queue, no draw), a slot is free and
 -- the shared rate bucket holds a token, the request takes a slot and is in
 -- flight at once, exactly as if a token had been issued and consumed; the
--- edge forwards it and settles as usual.
+-- edge forwards it and settles as usual. It spends the client address's
+-- entry budget like a new place in `enter` does.
+-- No one holds the in-flight record's token (the visitor never saw it), so
+-- it is written with no retry left (expiresAt = now, one restore spent):
+-- a failed order's settle marks it expired and frees the slot at once,
+-- instead of holding it for a token_ttl nobody can use.
 -- KEYS[1] waiting  KEYS[2] pre  KEYS[3] active  KEYS[4] config  KEYS[5] stats
 -- KEYS[6] token:<uid>  KEYS[7] status:<uid>
+-- KEYS[8] guard (HASH: client address → its budget `tokens|at`)
 -- ARGV[1] uid  ARGV[2] a fresh entry token (the in-flight record's)
+-- ARGV[3] the client address group ('' no budget)
 -- Reply: {'ok'} · {'queue', why} ('holds' this visitor holds a token or
 --   a slot already: use it; or join the line: 'off' passthrough is off ·
 --   'closed' the queue takes no entries · 'waiting' someone waits or a
 --   pre-queue/draw exists · 'full' no free slot · 'rate' the rate allows
---   none now) · UNCONFIGURED. Nothing is written unless the reply is {'ok'}.
+--   none now) · {'too_many', retry_after_ms} (the address spent its entry
+--   budget; only the refused_budget counter is written) · UNCONFIGURED.
+--   Nothing else is written unless the reply is {'ok'}.
 local uid, token = ARGV[1], ARGV[2]
-local CFG_PASSTHROUGH, CFG_MAX_ACTIVE, CFG_TOKEN_TTL, CFG_RATE_NOW, CFG_TICK, CFG_IN_FLIGHT,
-  CFG_STATUS_TTL = CFG_MORE, CFG_MORE + 1, CFG_MORE + 2, CFG_MORE + 3, CFG_MORE + 4, CFG_MORE + 5,
-  CFG_MORE + 6
-local cfg = read_config(KEYS[4], CF_IDLE_PASSTHROUGH, CF_MAX_ACTIVE, CF_TOKEN_TTL_MS, CF_RATE_NOW,
-  CF_TICK_MS, CF_IN_FLIGHT_MS, CF_STATUS_TTL_MS)
-if not cfg[CFG_STATE] or not cfg[CFG_MAX_ACTIVE] or not cfg[CFG_TOKEN_TTL] or not cfg[CFG_TICK]
+local CFG_PASSTHROUGH, CFG_MAX_ACTIVE, CFG_RATE_NOW, CFG_TICK, CFG_IN_FLIGHT, CFG_STATUS_TTL,
+  CFG_BUDGET_PER_MINUTE, CFG_BUDGET_BURST = CFG_MORE, CFG_MORE + 1, CFG_MORE + 2, CFG_MORE + 3,
+  CFG_MORE + 4, CFG_MORE + 5, CFG_MORE + 6, CFG_MORE + 7
+local cfg = read_config(KEYS[4], CF_IDLE_PASSTHROUGH, CF_MAX_ACTIVE, CF_RATE_NOW, CF_TICK_MS,
+  CF_IN_FLIGHT_MS, CF_STATUS_TTL_MS, CF_ENTRY_BUDGET_PER_MINUTE, CF_ENTRY_BUDGET_BURST)
+if not cfg[CFG_STATE] or not cfg[CFG_MAX_ACTIVE] or not cfg[CFG_TICK]
   or not cfg[CFG_IN_FLIGHT] or not cfg[CFG_STATUS_TTL] then
   return UNCONFIGURED
 end
@@ -34,10 +43,26 @@ if before_opening(cfg, now) or drawing_left(cfg) > 0 or redis.call('ZCARD', KEYS
   or redis.call('EXISTS', KEYS[2]) == 1 then
   return {'queue', 'waiting'}
 end
+-- The address's entry budget, as in enter: checked before the slot and
+-- the rate, spent only if the request passes.
+local per_minute = tonumber(cfg[CFG_BUDGET_PER_MINUTE] or '0')
+local address = ARGV[3] ~= '' and per_minute > 0 and ARGV[3] or nil
+local bucket
+if address then
+  local per_ms = per_minute / 60000
+  local tokens = budget_tokens(redis.call('HGET', KEYS[8], address), now, per_ms,
+    tonumber(cfg[CFG_BUDGET_BURST] or '0'))
+  if tokens < 1 then
+    redis.call('HINCRBY', KEYS[5], SF_REFUSED_BUDGET, 1)
+    return {'too_many', math.ceil((1 - tokens) / per_ms)}
+  end
+  bucket = (tokens - 1) .. SEP .. now
+end
 local refused = pass_admit(KEYS[3], KEYS[5], now, cfg[CFG_MAX_ACTIVE], cfg[CFG_RATE_NOW], cfg[CFG_RATE],
   cfg[CFG_TICK])
 if refused then return {'queue', refused} end
-local expires = now + tonumber(cfg[CFG_TOKEN_TTL])
-redis.call('SET', KEYS[7], record(ST_IN_FLIGHT, now, token, now, expires, 0), 'PX', tonumber(cfg[CFG_STATUS_TTL]))
+if address then redis.call('HSET', KEYS[8], address, bucket) end
+-- activateAt = expiresAt = now, restores = 1: settle finds no retry left.
+redis.call('SET', KEYS[7], record(ST_IN_FLIGHT, now, token, now, now, 1), 'PX', tonumber(cfg[CFG_STATUS_TTL]))
 redis.call('ZADD', KEYS[3], now + tonumber(cfg[CFG_IN_FLIGHT]), uid)
 return {'ok'}

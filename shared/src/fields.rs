@@ -120,7 +120,8 @@ names!(
         SCAN_CURSOR = "scan_cursor",
         /// Where the rolling scan of address budgets goes on (HSCAN cursor).
         ADDR_CURSOR = "addr_cursor",
-        /// New places refused: the address spent its budget.
+        /// New places (and idle passthroughs) refused: the address spent its
+        /// budget.
         REFUSED_BUDGET = "refused_budget",
         /// New places refused: no proof-of-work solution.
         REFUSED_CHALLENGE = "refused_challenge",

@@ -113,9 +113,11 @@ pub static DRAW_PLACE: Script =
     Script::new("draw_place", true, include_str!("../lua/draw_place.lua"));
 /// Sets or clears a queue's opening and closing.
 pub static SCHEDULE: Script = Script::new("schedule", false, include_str!("../lua/schedule.lua"));
+/// Gives back a token whose consume's reply was lost.
+pub static UNCONSUME: Script = Script::new("unconsume", true, include_str!("../lua/unconsume.lua"));
 
 /// Every script, for preloading (SCRIPT LOAD) and the pinned-hash test.
-pub fn all() -> [&'static Script; 16] {
+pub fn all() -> [&'static Script; 17] {
     [
         &ENTER,
         &POSITION,
@@ -133,6 +135,7 @@ pub fn all() -> [&'static Script; 16] {
         &DRAW_OPEN,
         &DRAW_PLACE,
         &SCHEDULE,
+        &UNCONSUME,
     ]
 }
 
@@ -333,9 +336,10 @@ mod tests {
         ("status", "ad9e99bb0fd0e55027c706afebaa60cb3faaf0a1"),
         ("challenge", "76afcfb7a96ce039cad25e55648f2b4e0d6f205b"),
         ("origin_window", "9e828169567d54cc02bd288ae706767cdab8d2cd"),
-        ("pass", "247876970225bee82522c1cc312adb8deaf90862"),
+        ("pass", "1dfabe8e039b5aed776ad53a8d5bb87fbbcbc558"),
         ("draw_open", "e8e3728ce8196d174057d8edce24bb39bf7d75cc"),
         ("draw_place", "bb97afb5eec56beab00198590b032992140b6968"),
         ("schedule", "21a081b0dab3004d63b1ea6556d565bf4a8c48c8"),
+        ("unconsume", "4bcd33dbe638d537ae3ac4cf512752d1de46d614"),
     ];
 }

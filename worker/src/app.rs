@@ -7,7 +7,7 @@ use queuegate_edge::{altcha, url, TOKEN_HEADER};
 use queuegate_shared::guard::{EntryGuard, GuardCheck};
 use queuegate_shared::ops::{
     ChallengeTerms, Consume, ConsumeReply, Enter, EnterReply, Observed, Outcome, Pass, PassReply,
-    Position, QueueNeeded, Refusal, Settle,
+    Position, QueueNeeded, Refusal, Settle, Unconsume,
 };
 use queuegate_shared::policy::retry_after_header_seconds;
 use queuegate_shared::state::{StateReply, UserState};
@@ -58,15 +58,20 @@ impl App {
     /// plan's limit tells the health answer at once.
     pub async fn handle(&self, req: Request, ctx: &Context) -> Result<Response, EdgeError> {
         let result = self.route(req, ctx).await;
-        let seen = match &result {
-            Err(EdgeError::RedisUnavailable(_)) => Some(Health::Unreachable),
-            Err(EdgeError::RedisLimited(_)) => Some(Health::Limited),
-            _ => None,
-        };
-        if let Some(h) = seen {
-            self.health.saw(Date::now().as_millis(), h);
+        if let Err(e) = &result {
+            self.note_health(e);
         }
         result
+    }
+
+    /// An outage a request met is the health answer at once.
+    fn note_health(&self, e: &EdgeError) {
+        let seen = match e {
+            EdgeError::RedisUnavailable(_) => Health::Unreachable,
+            EdgeError::RedisLimited(_) => Health::Limited,
+            _ => return,
+        };
+        self.health.saw(Date::now().as_millis(), seen);
     }
 
     async fn route(&self, req: Request, ctx: &Context) -> Result<Response, EdgeError> {
@@ -190,7 +195,22 @@ impl App {
                 },
                 token: Some(&token),
             })
-            .await?;
+            .await;
+        let reply = match (reply, &visitor.new_cookie) {
+            (Ok(reply), _) => reply,
+            // The call failed, but the script may have run: a place taken,
+            // the address's budget and the solution spent. The new
+            // visitor's identity comes with the error, so the retry is a
+            // refresh that finds that place and pays nothing again.
+            (Err(e), Some(cookie)) => {
+                self.note_health(&e);
+                let resp =
+                    http::error_response(&e).map_err(|e| EdgeError::Internal(e.to_string()))?;
+                http::append(resp.headers(), "set-cookie", cookie)?;
+                return Ok(resp);
+            }
+            (Err(e), None) => return Err(e),
+        };
         match reply {
             EnterReply::Entered(observed) => self.state_reply(&queue, observed, visitor.new_cookie),
             EnterReply::Full { .. } => Err(EdgeError::QueueFull),
@@ -336,13 +356,15 @@ impl App {
             Some(presented) => {
                 let visitor = self.identify(&req, false)?;
                 let token = EntryToken::parse(presented.trim()).ok_or(EdgeError::TokenInvalid)?;
-                match redis
+                let consumed = redis
                     .run(&Consume {
                         keys: &keys,
                         user: &visitor.user,
                         token: &token,
                     })
-                    .await?
+                    .await;
+                match consumed
+                    .inspect_err(|_| give_back(ctx, &redis, &keys, &visitor.user, &token))?
                 {
                     ConsumeReply::Accepted => {}
                     ConsumeReply::Invalid => return Err(EdgeError::TokenInvalid),
@@ -356,19 +378,28 @@ impl App {
             }
             None => {
                 // A visitor without an identity gets one: the slot and the
-                // settle need a user, and if the order fails the restored
-                // token is theirs (the cookie comes with the origin's reply).
+                // settle need a user, and the order is theirs (the cookie
+                // comes with the origin's reply). The pass spends the
+                // address's entry budget; a failed order frees its slot at
+                // once (no one holds its token to retry with).
                 let visitor = self.identify(&req, true)?;
                 let token = fresh_token()?;
-                match redis
+                let address = guard::address(&req);
+                let passed = redis
                     .run(&Pass {
                         keys: &keys,
                         user: &visitor.user,
                         token: &token,
+                        address: Some(&address),
                     })
-                    .await?
+                    .await;
+                match passed
+                    .inspect_err(|_| give_back(ctx, &redis, &keys, &visitor.user, &token))?
                 {
                     PassReply::Passed => {}
+                    PassReply::TooManyEntries { retry_after_ms } => {
+                        return Err(EdgeError::TooManyEntries { retry_after_ms })
+                    }
                     PassReply::Queue(why) => {
                         return Err(EdgeError::QueueRequired {
                             page: page_url(&queue),
@@ -386,7 +417,8 @@ impl App {
         let forwarded = self.forward(req, Some((&queue, &visitor.user))).await;
         let latency_ms = Date::now().as_millis().saturating_sub(sent);
         // 2xx/3xx: the order is done. 4xx/5xx or no answer: the same token
-        // comes back for one retry window (see docs/edge.md).
+        // comes back for one retry window (see docs/edge.md); a passed
+        // request's slot is freed instead.
         let outcome = match &forwarded {
             Ok(resp) => Outcome::of_status(resp.status_code()),
             Err(_) => Outcome::NoAnswer,
@@ -428,6 +460,33 @@ impl App {
         .await
         .map(Response::from)
     }
+}
+
+/// After a consume or pass whose reply was lost (no answer in time, a
+/// broken connection, a reply we cannot read), the script may still have
+/// run and left the visitor in flight for a request we never forward:
+/// `unconsume` gives the token back (a no-op unless it is in flight with
+/// exactly this token), after the reply, in `wait_until`. The visitor
+/// gets the error (503 `unavailable`, Retry-After) and retries with the
+/// same token. Nothing secret is logged: only the error's class.
+fn give_back(
+    ctx: &Context,
+    redis: &RestClient,
+    keys: &QueueKeys,
+    user: &UserId,
+    token: &EntryToken,
+) {
+    let (redis, keys, user, token) = (redis.clone(), keys.clone(), user.clone(), token.clone());
+    ctx.wait_until(async move {
+        let back = Unconsume {
+            keys: &keys,
+            user: &user,
+            token: &token,
+        };
+        if let Err(e) = redis.run(&back).await {
+            worker::console_error!("unconsume failed: {e}");
+        }
+    });
 }
 
 /// A fresh entry token from the runtime's CSPRNG.

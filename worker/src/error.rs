@@ -227,7 +227,7 @@ impl EdgeError {
                 "This challenge solution was already used; solve a new one.".into()
             }
             EdgeError::TooManyEntries { retry_after_ms } => format!(
-                "Too many new places from your network; try again in {} s.",
+                "Too many new visitors from your network; try again in {} s.",
                 retry_after_header_seconds(*retry_after_ms)
             ),
             EdgeError::AddressFull { cap } => format!(

@@ -14,6 +14,7 @@ mod pass;
 mod schedule;
 mod settle;
 mod status;
+mod unconsume;
 
 pub use admit::{Admit, AdmitCounts, AdmitReply, Refused};
 pub use challenge::{ChallengeTerms, Terms};
@@ -28,3 +29,4 @@ pub use pass::{Pass, PassReply, QueueNeeded};
 pub use schedule::{Change, Schedule, Scheduled};
 pub use settle::{Outcome, Settle, SettleReply};
 pub use status::{QueueStatus, Status};
+pub use unconsume::Unconsume;

@@ -1,5 +1,10 @@
 //! `pass`: idle passthrough of a protected request that brings no token.
+//!
+//! A pass spends the client address's entry budget like a new place, and
+//! its slot holds no retry: nobody holds the in-flight token, so a failed
+//! order frees the slot at once (its settle answers `expired`).
 
+use crate::guard::ClientAddress;
 use crate::keys::{QueueKeys, UserId};
 use crate::script::{Invocation, Operation, PASS};
 use crate::token::EntryToken;
@@ -14,6 +19,9 @@ pub struct Pass<'a> {
     pub user: &'a UserId,
     /// A fresh token: the in-flight record's, for the settle.
     pub token: &'a EntryToken,
+    /// The client's address group: its entry budget pays for the pass
+    /// (`None`: no budget).
+    pub address: Option<&'a ClientAddress>,
 }
 
 /// Why a token-less request must go through the line.
@@ -55,6 +63,12 @@ pub enum PassReply {
     Passed,
     /// Not now; nothing changed.
     Queue(QueueNeeded),
+    /// The client address spent its entry budget; only the
+    /// `refused_budget` counter was written. It may try again after this.
+    TooManyEntries {
+        /// Milliseconds until the budget holds a pass again.
+        retry_after_ms: u64,
+    },
     /// No settings are published for the queue; nothing changed.
     Unconfigured,
 }
@@ -74,10 +88,14 @@ impl Operation for Pass<'_> {
                 k.stats(),
                 k.token(self.user),
                 k.status(self.user),
+                k.guard(),
             ],
             args: vec![
                 self.user.as_str().to_string(),
                 self.token.expose().to_string(),
+                self.address
+                    .map(|a| a.as_str().to_string())
+                    .unwrap_or_default(),
             ],
         }
     }
@@ -87,6 +105,9 @@ impl Operation for Pass<'_> {
         match f.text(0)? {
             "ok" => Ok(PassReply::Passed),
             "unconfigured" => Ok(PassReply::Unconfigured),
+            "too_many" => Ok(PassReply::TooManyEntries {
+                retry_after_ms: f.uint(1)?,
+            }),
             "queue" => {
                 let why = f.text(1)?;
                 QueueNeeded::parse(why)

@@ -52,13 +52,28 @@ impl EdgeStack {
         redis: RedisServer,
         vars: &[(&str, &str)],
     ) -> EdgeStack {
+        Self::start_behind(settings, mode, redis, vars, &[]).await
+    }
+
+    /// Like [`EdgeStack::start_with`], the gateway started with extra
+    /// flags (its test-only faults).
+    pub async fn start_behind(
+        settings: Settings,
+        mode: &str,
+        redis: RedisServer,
+        vars: &[(&str, &str)],
+        gateway_args: &[&str],
+    ) -> EdgeStack {
         let vars: Vec<(String, String)> = vars
             .iter()
             .map(|(k, v)| (k.to_string(), v.to_string()))
             .collect();
         let queue = TestQueue::open(&redis.url(), "main", settings.clone()).await;
         TestQueue::open(&redis.url(), "other", settings).await;
-        let gateway = Gateway::start(&redis.url());
+        let gateway = gateway_args
+            .iter()
+            .fold(Gateway::builder(&redis.url()), |g, a| g.arg(a))
+            .start();
         let origin = TestOrigin::start().await;
         let mut worker = Wrangler::local(&gateway, origin.url())
             .var("QUEUES", "main,other")

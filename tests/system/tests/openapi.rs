@@ -379,6 +379,17 @@ async fn guarded_routes(ck: &mut Checker) {
     let fresh = solve(ck).await;
     let over = ck.expect(enter(&visitor(34), &fresh), 429).await;
     assert_eq!(over.json()["error"], "too_many_entries");
+    // Idle passthrough spends the same budget: a token-less order from
+    // that address is refused too.
+    let pass = ck
+        .expect(
+            call("POST", "/orders")
+                .header("cf-connecting-ip", ip)
+                .body(ORDER),
+            429,
+        )
+        .await;
+    assert_eq!(pass.json()["error"], "too_many_entries");
     stack.redis.stop();
     let down = ck.expect(call("GET", "/queue/challenge"), 503).await;
     assert_eq!(down.json()["error"], "unavailable");

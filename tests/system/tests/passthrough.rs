@@ -1,21 +1,25 @@
 //! Idle passthrough (issue #13) against real processes: in the engine,
 //! and through the worker under workerd — while nobody waits a visitor is
-//! admitted at once, within the free slots and the shared rate.
+//! admitted at once, within the free slots, the shared rate and the
+//! address's entry budget; a failed passed order frees its slot at once,
+//! so junk orders cannot freeze the room (issue #22 §3).
 
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
 use queuegate_shared::fields::stats as sf;
-use queuegate_shared::guard::EntryGuard;
+use queuegate_shared::guard::{ClientAddress, EntryGuard};
 use queuegate_shared::ops::{
     Change, ConsumeReply, Enter, EnterReply, Observed, Outcome, Pass, PassReply, QueueNeeded,
+    SettleReply,
 };
 use queuegate_shared::state::UserState;
 use queuegate_shared::token::EntryToken;
 use queuegate_shared::{Settings, UserId};
 use queuegate_system_tests::drop_day::{entered_position, eventually, in_ms, schedule};
-use queuegate_system_tests::edge::EdgeStack;
+use queuegate_system_tests::edge::{EdgeStack, Visitor};
 use queuegate_system_tests::{fast_settings, grants, user, TestQueue};
+use queuegate_testkit::scheduler::Scheduler;
 use queuegate_testkit::{now_ms, RedisServer};
 
 async fn enter_with_token(q: &TestQueue, u: &UserId) -> (EnterReply, EntryToken) {
@@ -33,14 +37,26 @@ async fn enter_with_token(q: &TestQueue, u: &UserId) -> (EnterReply, EntryToken)
 }
 
 async fn pass(q: &TestQueue, u: &UserId) -> PassReply {
+    pass_from(q, u, None).await.0
+}
+
+/// A pass from `address`, and the in-flight token it was given.
+async fn pass_from(
+    q: &TestQueue,
+    u: &UserId,
+    address: Option<&ClientAddress>,
+) -> (PassReply, EntryToken) {
     let token = grants(1, 0).remove(0).token;
-    q.run(&Pass {
-        keys: &q.keys,
-        user: u,
-        token: &token,
-    })
-    .await
-    .expect("pass")
+    let reply = q
+        .run(&Pass {
+            keys: &q.keys,
+            user: u,
+            token: &token,
+            address,
+        })
+        .await
+        .expect("pass");
+    (reply, token)
 }
 
 /// A pass that must not pass, and must change nothing.
@@ -254,4 +270,320 @@ async fn exactly_the_free_slots_pass_through_the_edge_and_the_rest_must_queue() 
     assert_eq!(early.position().await.state(), "pre_queue");
     assert_eq!(q.zcard(&q.keys.pre()).await, 1);
     q.assert_conserved().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failed_passed_order_frees_its_slot_and_passes_spend_the_address_budget() {
+    let redis = RedisServer::start();
+    // Long tokens and a long retry window: a restored passthrough token
+    // would hold its slot for minutes.
+    let settings = Settings {
+        max_active: 1,
+        admit_rate_per_second: 1_000.0,
+        token_ttl_ms: 300_000,
+        retry_window_ms: 120_000,
+        entry_budget_per_minute: 0,
+        ..Settings::default()
+    };
+    let q = TestQueue::open(&redis.url(), "failing", settings.clone()).await;
+
+    // Every failure class frees the one slot at once, and the status says
+    // `expired`: nobody holds the token a retry would need.
+    for outcome in [
+        Outcome::ServerError,
+        Outcome::NoAnswer,
+        Outcome::ClientError,
+    ] {
+        let (reply, token) = pass_from(&q, &user(0), None).await;
+        assert_eq!(reply, PassReply::Passed, "{outcome:?}");
+        assert_eq!(q.zcard(&q.keys.active()).await, 1);
+        assert_eq!(
+            q.settle(&user(0), &token, outcome).await,
+            SettleReply::Expired
+        );
+        assert_eq!(
+            q.zcard(&q.keys.active()).await,
+            0,
+            "{outcome:?} kept the slot"
+        );
+        assert_eq!(
+            q.position(&user(0)).await,
+            Observed::Settled(UserState::Expired)
+        );
+        // A duplicate settle changes nothing.
+        assert_eq!(
+            q.settle(&user(0), &token, outcome).await,
+            SettleReply::Stale
+        );
+    }
+    assert_eq!(
+        (q.stat(sf::EXPIRED).await, q.stat(sf::RESTORED).await),
+        (3, 0)
+    );
+    // A successful passed order still ends `ordered`.
+    let (reply, token) = pass_from(&q, &user(0), None).await;
+    assert_eq!(reply, PassReply::Passed);
+    assert_eq!(
+        q.settle(&user(0), &token, Outcome::Success).await,
+        SettleReply::Ordered
+    );
+    assert_eq!(q.zcard(&q.keys.active()).await, 0);
+    assert_eq!(q.stat(sf::ORDERED).await, 1);
+    q.assert_conserved().await;
+
+    // The address budget: 2 passes, then 429 with the wait, and only the
+    // refusal counter is written; another address has its own budget.
+    let budgeted = TestQueue::open(
+        &redis.url(),
+        "budget",
+        Settings {
+            max_active: 10,
+            entry_budget_per_minute: 2,
+            entry_budget_burst: 2,
+            ..settings
+        },
+    )
+    .await;
+    let home = ClientAddress::parse("203.0.113.7").expect("address");
+    let other = ClientAddress::parse("198.51.100.9").expect("address");
+    for n in 0..2 {
+        let (reply, token) = pass_from(&budgeted, &user(n), Some(&home)).await;
+        assert_eq!(reply, PassReply::Passed);
+        budgeted.settle(&user(n), &token, Outcome::Success).await;
+    }
+    let before = budgeted.snapshot().await;
+    let (reply, _) = pass_from(&budgeted, &user(2), Some(&home)).await;
+    let PassReply::TooManyEntries { retry_after_ms } = reply else {
+        panic!("over the budget: {reply:?}");
+    };
+    // 2 a minute: the next pass is at most 30 s away.
+    assert!((1..=30_000).contains(&retry_after_ms), "{retry_after_ms}");
+    let after = budgeted.snapshot().await;
+    let changed: Vec<&String> = after
+        .keys()
+        .filter(|k| before.get(*k) != after.get(*k))
+        .collect();
+    assert_eq!(changed, [&budgeted.keys.stats()], "only the counter moved");
+    assert_eq!(budgeted.stat(sf::REFUSED_BUDGET).await, 1);
+    // The budget is the one new places spend: enter is refused too.
+    let refused = budgeted
+        .run(&Enter {
+            keys: &budgeted.keys,
+            user: &user(3),
+            guard: EntryGuard {
+                address: Some(&home),
+                ..EntryGuard::default()
+            },
+            token: None,
+        })
+        .await
+        .expect("enter");
+    assert!(
+        matches!(
+            refused,
+            EnterReply::Refused(queuegate_shared::ops::Refusal::TooManyEntries { .. })
+        ),
+        "{refused:?}"
+    );
+    let (reply, _) = pass_from(&budgeted, &user(4), Some(&other)).await;
+    assert_eq!(reply, PassReply::Passed);
+    // A pass refused for another reason spends no budget.
+    let full = TestQueue::open(
+        &redis.url(),
+        "full",
+        Settings {
+            max_active: 1,
+            entry_budget_per_minute: 1,
+            entry_budget_burst: 1,
+            ..Settings::default()
+        },
+    )
+    .await;
+    let (reply, token) = pass_from(&full, &user(0), Some(&home)).await;
+    assert_eq!(reply, PassReply::Passed);
+    for _ in 0..3 {
+        assert_eq!(refused_pass(&full, &user(1)).await, QueueNeeded::Full);
+        let (reply, _) = pass_from(&full, &user(1), Some(&other)).await;
+        assert_eq!(reply, PassReply::Queue(QueueNeeded::Full));
+    }
+    full.settle(&user(0), &token, Outcome::Success).await;
+    let (reply, _) = pass_from(&full, &user(1), Some(&other)).await;
+    assert_eq!(reply, PassReply::Passed, "its one pass was kept");
+    budgeted.assert_conserved().await;
+    full.assert_conserved().await;
+}
+
+/// Polls the page's `position` until the visitor is admitted, or `None`
+/// after `within`; the admitted reply's token.
+async fn admitted_within(v: &mut Visitor, within: Duration) -> Option<String> {
+    let deadline = Instant::now() + within;
+    loop {
+        let r = v.position().await;
+        if r.state() == "admitted" {
+            return r.json["token"].as_str().map(String::from);
+        }
+        assert_eq!(r.state(), "waiting", "{:?}", r.json);
+        if Instant::now() >= deadline {
+            return None;
+        }
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+}
+
+/// Issue #22 §3: junk token-less orders against a failing shop, just
+/// before a drop, took every slot and held each for a token nobody holds
+/// (token_ttl, 5 min): no one was admitted until then. A failed passed
+/// order now frees its slot at once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn junk_orders_against_a_failing_shop_do_not_freeze_the_slots() {
+    const K: usize = 5;
+    let settings = Settings {
+        max_active: K as u64,
+        activation_jitter_ms: 500,
+        in_flight_ms: 30_000,
+        entry_budget_per_minute: 0,
+        ..Settings::default()
+    };
+    assert_eq!(settings.token_ttl_ms, 300_000, "the 5 minutes at stake");
+    let stack = EdgeStack::start(settings.clone(), "anonymous", RedisServer::start()).await;
+    let url = stack.redis.url();
+    let _scheduler = tokio::task::spawn_blocking(move || {
+        Scheduler::builder(&url)
+            .queue_settings("main", &settings)
+            .start()
+    })
+    .await
+    .expect("start the scheduler");
+    let q = &stack.queue;
+
+    // The shop fails; K token-less junk orders pass the idle room, one per
+    // slot, and get the shop's 503.
+    stack.origin.set_status(503);
+    let mut junk = Vec::new();
+    for _ in 0..K {
+        let mut v = stack.visitor();
+        let r = v.order(None).await;
+        assert_eq!(r.status, 503, "{:?}", r.json);
+        junk.push(v);
+    }
+    assert_eq!(stack.origin.hits().len(), K);
+    assert!(
+        eventually(Duration::from_secs(10), || async {
+            q.stat(sf::EXPIRED).await + q.stat(sf::RESTORED).await == K as i64
+        })
+        .await,
+        "the junk orders were not settled"
+    );
+
+    // The shop recovers and the drop's first visitors arrive: each is
+    // admitted within the normal admission time (here: a few ticks), not
+    // when the junk's tokens lapse minutes later.
+    stack.origin.set_status(200);
+    let mut visitors: Vec<Visitor> = (0..3).map(|_| stack.visitor()).collect();
+    for v in &mut visitors {
+        let r = v.enter().await;
+        assert_eq!(r.status, 200, "{:?}", r.json);
+    }
+    for v in &mut visitors {
+        let token = admitted_within(v, Duration::from_secs(10))
+            .await
+            .expect("not admitted within 10 s: the junk orders froze the slots");
+        // Its token activates within the jitter window.
+        let mut ordered = v.order(Some(&token)).await;
+        for _ in 0..10 {
+            if ordered.status != 429 {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(200)).await;
+            ordered = v.order(Some(&token)).await;
+        }
+        assert_eq!(ordered.status, 200, "{:?}", ordered.json);
+    }
+    assert_eq!(stack.origin.hits().len(), K + 3);
+
+    // The junk's slots went at their settle; each junk visitor's page says
+    // `expired`: there was never a token to give back.
+    assert_eq!(q.stat(sf::RESTORED).await, 0);
+    assert_eq!(q.stat(sf::EXPIRED).await, K as i64);
+    assert_eq!(junk[0].position().await.state(), "expired");
+}
+
+/// A token-less protected request spends the address's entry budget like
+/// a new place: over it, 429 `too_many_entries` with Retry-After, nothing
+/// forwarded and only the refusal counted.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn passthrough_is_refused_once_the_address_budget_is_spent() {
+    const BUDGET: u64 = 3;
+    let settings = Settings {
+        max_active: 50,
+        entry_budget_per_minute: BUDGET,
+        entry_budget_burst: BUDGET,
+        ..Settings::default()
+    };
+    let stack = EdgeStack::start_with(
+        settings,
+        "anonymous",
+        RedisServer::start(),
+        &[("ENTRY_CHALLENGE", "off")],
+    )
+    .await;
+    let q = &stack.queue;
+    let from = |ip: &'static str| [("cf-connecting-ip", ip)];
+    let order = |mut v: Visitor, ip: &'static str| async move {
+        v.send_with(
+            "POST",
+            "/orders",
+            None,
+            Some(r#"{"item":"ticket"}"#),
+            &from(ip),
+        )
+        .await
+    };
+    for _ in 0..BUDGET {
+        let r = order(stack.visitor(), "203.0.113.7").await;
+        assert_eq!(r.status, 200, "{:?}", r.json);
+    }
+    assert!(
+        eventually(Duration::from_secs(5), || async {
+            q.stat(sf::ORDERED).await == BUDGET as i64
+        })
+        .await,
+        "the passed orders were not settled"
+    );
+    let before = stack.snapshot().await;
+    let over = order(stack.visitor(), "203.0.113.7").await;
+    assert_eq!(
+        (over.status, over.error()),
+        (429, "too_many_entries"),
+        "{:?}",
+        over.json
+    );
+    // 3 a minute: the next pass is at most 20 s away.
+    assert!(
+        matches!(over.retry_after, Some(1..=20)),
+        "{:?}",
+        over.retry_after
+    );
+    assert_eq!(
+        stack.origin.hits().len(),
+        BUDGET as usize,
+        "forwarded over the budget"
+    );
+    let after = stack.snapshot().await;
+    let changed: Vec<&String> = after
+        .keys()
+        .filter(|k| before.get(*k) != after.get(*k))
+        .collect();
+    assert_eq!(changed, [&q.keys.stats()], "only the counter moved");
+    assert_eq!(q.stat(sf::REFUSED_BUDGET).await, 1);
+    // A new place from that address is refused from the same budget.
+    let mut v = stack.visitor();
+    let enter = v
+        .send_with("POST", "/queue/enter", None, None, &from("203.0.113.7"))
+        .await;
+    assert_eq!((enter.status, enter.error()), (429, "too_many_entries"));
+    // Another address has its own.
+    let r = order(stack.visitor(), "198.51.100.9").await;
+    assert_eq!(r.status, 200, "{:?}", r.json);
+    assert_eq!(stack.origin.hits().len(), BUDGET as usize + 1);
 }
