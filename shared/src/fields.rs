@@ -119,6 +119,9 @@ names!(
         REFUSED_REUSED = "refused_reused",
         /// New places refused: no valid Turnstile token.
         REFUSED_TURNSTILE = "refused_turnstile",
+        /// New places refused: a solution of a lower difficulty level than
+        /// the one in force (the line grew while it was solved).
+        REFUSED_STALE = "refused_stale",
         /// Where the rolling leaver scan of the pre-queue goes on.
         PRE_CURSOR = "pre_cursor",
         /// The admission rate bucket the ticks and idle passthrough share:

@@ -321,7 +321,7 @@ mod tests {
     }
 
     const PINNED: &[(&str, &str)] = &[
-        ("enter", "8999e8a0e2c39497fde86916b5b5e598be858489"),
+        ("enter", "2cb648d8ef8e32081ab9460b1da864312477fac1"),
         ("position", "727056394a91ead3fae82d80e55b60e9a8be32da"),
         ("admit", "556b0ed8a58ef54bbc3ac12ff7d080a7c1e2b20b"),
         ("consume", "dddbe32e15f01d95fa9b1a3f2890ed8e0a54dceb"),
@@ -331,7 +331,7 @@ mod tests {
         ("configure", "1d52985d53a6c04b90e28d5a62f889228d80d953"),
         ("set_state", "ae9c182fa0a45b938998d992eae146e34fe08ffe"),
         ("status", "ad9e99bb0fd0e55027c706afebaa60cb3faaf0a1"),
-        ("challenge", "0960e7f2503f2de20af802ef4277893a79928e56"),
+        ("challenge", "a0d3c43a8838580393be4686f42f0a3b56435c73"),
         ("origin_window", "0357d97e2f59788ef89ce5eccb51ac2f12589318"),
         ("pass", "9059931b658660662168cb2c611b69912923d653"),
         ("draw_open", "c252f3847dfbf0936c14ce1ae75251de673f39aa"),

@@ -72,6 +72,9 @@ pub enum EdgeError {
     /// The solution was used for a place before.
     #[error("challenge reused")]
     ChallengeReused,
+    /// The solution's difficulty level is below the one now in force.
+    #[error("challenge stale")]
+    ChallengeStale,
     /// The client address took its budget of new places.
     #[error("too many entries; retry in {retry_after_ms} ms")]
     TooManyEntries {
@@ -137,6 +140,7 @@ impl EdgeError {
             EdgeError::QueueRequired { .. } | EdgeError::TokenInvalid => 403,
             EdgeError::ChallengeRequired
             | EdgeError::ChallengeInvalid(_)
+            | EdgeError::ChallengeStale
             | EdgeError::TurnstileRequired
             | EdgeError::TurnstileFailed(_) => 403,
             EdgeError::ChallengeReused => 409,
@@ -174,6 +178,7 @@ impl EdgeError {
             EdgeError::ChallengeInvalid(AltchaError::Expired) => "challenge_expired",
             EdgeError::ChallengeInvalid(_) => "challenge_invalid",
             EdgeError::ChallengeReused => "challenge_reused",
+            EdgeError::ChallengeStale => "challenge_stale",
             EdgeError::TooManyEntries { .. } => "too_many_entries",
             EdgeError::TurnstileRequired => "turnstile_required",
             EdgeError::TurnstileFailed(_) => "turnstile_failed",
@@ -217,6 +222,9 @@ impl EdgeError {
             EdgeError::ChallengeInvalid(e) => format!("The challenge solution was refused: {e}."),
             EdgeError::ChallengeReused => {
                 "This challenge solution was already used; solve a new one.".into()
+            }
+            EdgeError::ChallengeStale => {
+                "The queue grew while the challenge was solved, so it now needs a harder one: GET /queue/challenge and solve it again.".into()
             }
             EdgeError::TooManyEntries { retry_after_ms } => format!(
                 "Too many new places from your network; try again in {} s.",

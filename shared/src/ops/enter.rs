@@ -55,6 +55,9 @@ pub enum Refusal {
     },
     /// The proof-of-work solution was used before.
     SolutionReused,
+    /// The solution's difficulty level is below the one now in force (the
+    /// line grew while it was solved): solve a new challenge.
+    SolutionStale,
 }
 
 impl Operation for Enter<'_> {
@@ -99,6 +102,10 @@ impl Operation for Enter<'_> {
                 self.token
                     .map(|t| t.expose().to_string())
                     .unwrap_or_default(),
+                self.guard
+                    .solution
+                    .map(|v| v.level.to_string())
+                    .unwrap_or_default(),
             ],
         }
     }
@@ -125,6 +132,7 @@ impl Operation for Enter<'_> {
                 retry_after_ms: f.uint(1)?,
             })),
             "reused" => Ok(EnterReply::Refused(Refusal::SolutionReused)),
+            "stale" => Ok(EnterReply::Refused(Refusal::SolutionStale)),
             other => Err(f.error(format!("unknown reply kind {other:?}"))),
         }
     }

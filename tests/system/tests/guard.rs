@@ -177,7 +177,17 @@ async fn solutions_are_single_use_and_forgeries_change_nothing() {
     let secret =
         queuegate_edge::signing::derive_key(ORIGIN_SECRET.as_bytes(), "queuegate challenge v1");
     let main = QueueId::new("main").unwrap();
-    let expired = altcha::create(&secret, &main, 1_000, 1_000, [1; 12], 7);
+    let expired = altcha::create(
+        &secret,
+        &main,
+        altcha::Issue {
+            level: 0,
+            max_number: 1_000,
+            expires_at_ms: 1_000,
+        },
+        [1; 12],
+        7,
+    );
     let other = {
         let o = challenge(&mut w, "other").await;
         altcha::payload(&o, altcha::solve(&o).unwrap())
