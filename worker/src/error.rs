@@ -335,6 +335,11 @@ mod tests {
         };
         assert_eq!((join.status(), join.code()), (403, "queue_required"));
         assert_eq!(join.body()["queueUrl"], "/queue?queue=main");
+        let stale = EdgeError::ChallengeStale;
+        assert_eq!(
+            (stale.status(), stale.code(), stale.retry_after_s()),
+            (403, "challenge_stale", None)
+        );
         let slow = EdgeError::OriginTimeout(10_000);
         assert_eq!(
             (slow.status(), slow.code(), slow.retry_after_s()),
