@@ -576,3 +576,26 @@ pub fn visitor_cookie(resp: &reqwest::Response) -> Option<String> {
         .find(|(name, _)| *name == "qg_visitor")
         .map(|(name, value)| format!("{name}={value}"))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_stale_solution_asks_for_a_fresh_challenge() {
+        let refusal = |code: &str| serde_json::json!({ "error": code, "message": "…" });
+        for code in [
+            "challenge_required",
+            "challenge_expired",
+            "challenge_invalid",
+            "challenge_reused",
+            "challenge_stale",
+        ] {
+            assert!(wants_challenge(&refusal(code)), "{code}");
+        }
+        assert!(is_stale(&refusal("challenge_stale")));
+        assert!(!is_stale(&refusal("challenge_reused")));
+        assert!(!wants_challenge(&refusal("too_many_entries")));
+        assert!(!wants_challenge(&serde_json::json!({ "state": "waiting" })));
+    }
+}
