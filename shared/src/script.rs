@@ -323,7 +323,7 @@ mod tests {
     const PINNED: &[(&str, &str)] = &[
         ("enter", "2cb648d8ef8e32081ab9460b1da864312477fac1"),
         ("position", "727056394a91ead3fae82d80e55b60e9a8be32da"),
-        ("admit", "556b0ed8a58ef54bbc3ac12ff7d080a7c1e2b20b"),
+        ("admit", "c52820b3d91ca0fe0904ce67f628fd3d3ab793a4"),
         ("consume", "dddbe32e15f01d95fa9b1a3f2890ed8e0a54dceb"),
         ("settle", "2a0619160d816ed930b126f6d7840d3b57de22f4"),
         ("lease_acquire", "4417c0c8463d1512b8a962680ec405744d0ecf6b"),

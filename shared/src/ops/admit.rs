@@ -67,15 +67,18 @@ pub struct Refused {
     pub reused: u64,
     /// No valid Turnstile token.
     pub turnstile: u64,
+    /// A solution of a lower difficulty level than the one in force.
+    pub stale: u64,
 }
 
 impl Refused {
     /// Each reason with its total, named as in the metrics.
-    pub fn by_reason(&self) -> [(&'static str, u64); 4] {
+    pub fn by_reason(&self) -> [(&'static str, u64); 5] {
         [
             ("budget", self.budget),
             ("challenge", self.challenge),
             ("reused", self.reused),
+            ("stale", self.stale),
             ("turnstile", self.turnstile),
         ]
     }
@@ -152,8 +155,8 @@ impl Operation for Admit<'_> {
 
     fn decode(&self, value: Value) -> Result<AdmitReply, DecodeError> {
         let f = Fields::new("admit", value)?;
-        if f.len() != 12 {
-            return Err(f.error(format!("expected 12 fields, got {}", f.len())));
+        if f.len() != 13 {
+            return Err(f.error(format!("expected 13 fields, got {}", f.len())));
         }
         let counts = AdmitCounts {
             admitting: f.int(0)? == 1,
@@ -168,6 +171,7 @@ impl Operation for Admit<'_> {
                 challenge: f.uint(8)?,
                 reused: f.uint(9)?,
                 turnstile: f.uint(10)?,
+                stale: f.uint(12)?,
             },
             pre_queued: f.uint(11)?,
             drawing: f.int(0)? == 3,
