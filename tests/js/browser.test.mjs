@@ -319,6 +319,30 @@ test("a challenge gone stale while solving is solved again without an error", { 
     assert.equal(await page.textContent("#heading"), "You are in the queue");
     assert.deepEqual(problems.filter((p) => /Content Security Policy/.test(p)), [], "no CSP violations");
     await page.screenshot({ path: join(artifacts, "browser-stale.png") });
+
+    // Stale three times in a row (as if the line rose again each time): a
+    // stale solution is no failed try, so the page still gets its place
+    // where three refusals of another kind end in "could not check".
+    const again = await browser.newContext();
+    await again.addInitScript(spies);
+    const second = await again.newPage();
+    let stubbed = 0;
+    await second.route("**/queue/enter*", (route) => {
+      if (route.request().headers()["x-altcha"] && stubbed < 3) {
+        stubbed += 1;
+        return route.fulfill({ status: 403, contentType: "application/json",
+          body: '{"error":"challenge_stale","message":"solve a new one"}' });
+      }
+      return route.continue();
+    });
+    await second.goto(base + "/queue");
+    await second.waitForSelector("#figures:not([hidden])", { timeout: 60_000 });
+    assert.equal(stubbed, 3);
+    assert.equal(await number(second, "#position"), 6);
+    assert.ok(await second.isHidden("#rejoin"));
+    const secondSaid = (await second.evaluate(() => window.__qg.said)).map(([, t]) => t);
+    assert.ok(!secondSaid.some((t) => /could not|trouble/i.test(t)), secondSaid.join(" | "));
+    await again.close();
   } catch (e) {
     throw new Error(`${e.message}\n--- stack log ---\n${stack.log().slice(-4000)}`);
   } finally {
