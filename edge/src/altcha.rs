@@ -1,8 +1,11 @@
 //! The classic ALTCHA proof of work (SHA-256), so its widget and server
 //! libraries interoperate: `challenge = hex(SHA-256(salt + number))`,
 //! `signature = hex(HMAC-SHA256(secret, challenge))`, and the salt carries
-//! `expires` (unix seconds) and our `queue` as URL parameters. Checking a
-//! solution needs no Redis; its single use is the `enter` script's job.
+//! `expires` (unix seconds), our `queue` and the difficulty `level` it was
+//! issued at as URL parameters. The salt is hashed into the signed
+//! challenge, so none of them can be edited. Checking a solution needs no
+//! Redis; its single use, and its level against the one in force, are the
+//! `enter` script's job.
 
 use base64::Engine;
 use hmac::Mac;
@@ -11,6 +14,7 @@ use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
 pub use queuegate_shared::guard::Verified;
+use queuegate_shared::guard::MAX_LEVEL;
 
 use crate::mac::keyed;
 
@@ -30,7 +34,7 @@ pub struct Challenge {
     pub challenge: String,
     /// The number lies in `0..=maxnumber`.
     pub maxnumber: u64,
-    /// Random hex, then `?expires=<unix s>&queue=<id>&`.
+    /// Random hex, then `?expires=<unix s>&queue=<id>&level=<0..=2>&`.
     pub salt: String,
     /// Hex HMAC-SHA256 of `challenge` with the edge's secret.
     pub signature: String,
@@ -72,6 +76,10 @@ pub enum AltchaError {
     /// Issued for another queue (or without one).
     #[error("the challenge was issued for another queue")]
     OtherQueue,
+    /// The salt names no difficulty level we issue (a challenge from
+    /// before levels existed).
+    #[error("the challenge carries no difficulty level; fetch a new one")]
+    Level,
 }
 
 fn sha256_hex(salt: &str, number: u64) -> String {
@@ -81,21 +89,37 @@ fn sha256_hex(salt: &str, number: u64) -> String {
     hex::encode(h.finalize())
 }
 
+/// The terms of a new challenge: its difficulty and when it expires.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Issue {
+    /// The difficulty level in force (`queuegate_shared::guard::challenge_level`).
+    pub level: u8,
+    /// ALTCHA `maxnumber` of that level.
+    pub max_number: u64,
+    /// Epoch ms after which a solution is worthless.
+    pub expires_at_ms: u64,
+}
+
 /// A new challenge for `queue`. `random` makes the salt unique, `number`
 /// (in `0..=max_number`, from a CSPRNG) is the secret the client must find.
 pub fn create(
     secret: &[u8],
     queue: &QueueId,
-    max_number: u64,
-    expires_at_ms: u64,
+    issue: Issue,
     random: [u8; 12],
     number: u64,
 ) -> Challenge {
+    let Issue {
+        level,
+        max_number,
+        expires_at_ms,
+    } = issue;
     let salt = format!(
-        "{}?expires={}&queue={}&",
+        "{}?expires={}&queue={}&level={}&",
         hex::encode(random),
         expires_at_ms / 1000,
-        queue.as_str()
+        queue.as_str(),
+        level.min(MAX_LEVEL)
     );
     let challenge = sha256_hex(&salt, number % (max_number + 1));
     let mut m = keyed(secret);
@@ -148,9 +172,14 @@ pub fn verify(
     if now_ms >= expires_at_ms {
         return Err(AltchaError::Expired);
     }
+    let level = param("level")
+        .and_then(|l| l.parse::<u8>().ok())
+        .filter(|l| *l <= MAX_LEVEL)
+        .ok_or(AltchaError::Level)?;
     Ok(Verified {
         challenge: s.challenge,
         expires_at_ms,
+        level,
     })
 }
 
@@ -191,19 +220,91 @@ mod tests {
         QueueId::new(id).unwrap()
     }
 
+    fn issue(level: u8) -> Issue {
+        Issue {
+            level,
+            max_number: 5_000,
+            expires_at_ms: NOW + 60_000,
+        }
+    }
+
     fn challenge(number: u64) -> Challenge {
-        create(SECRET, &queue("main"), 5_000, NOW + 60_000, [7; 12], number)
+        create(SECRET, &queue("main"), issue(0), [7; 12], number)
     }
 
     #[test]
     fn a_solved_challenge_verifies_once_solved() {
         let c = challenge(1234);
-        assert!(c.salt.ends_with("&queue=main&"), "{}", c.salt);
+        assert!(c.salt.ends_with("&queue=main&level=0&"), "{}", c.salt);
         let n = solve(&c).unwrap();
         assert_eq!(n, 1234);
         let v = verify(SECRET, &payload(&c, n), &queue("main"), NOW).unwrap();
         assert_eq!(v.challenge, c.challenge);
         assert_eq!(v.expires_at_ms, (NOW + 60_000) / 1000 * 1000);
+        assert_eq!(v.level, 0);
+    }
+
+    /// The level is signed with the rest of the salt: a solver cannot
+    /// raise a cheap challenge's level (nor drop it), and a salt without
+    /// one is refused.
+    #[test]
+    fn a_challenge_carries_its_level_signed() {
+        let main = queue("main");
+        for level in 0..=MAX_LEVEL {
+            let c = create(SECRET, &main, issue(level), [9; 12], 77);
+            assert!(c.salt.contains(&format!("&level={level}&")), "{}", c.salt);
+            let v = verify(SECRET, &payload(&c, 77), &main, NOW).unwrap();
+            assert_eq!(v.level, level);
+        }
+        // Out of range is issued at the highest level, never above it.
+        let c = create(SECRET, &main, issue(7), [9; 12], 77);
+        assert_eq!(
+            verify(SECRET, &payload(&c, 77), &main, NOW).unwrap().level,
+            MAX_LEVEL
+        );
+
+        // Edited levels: the salt no longer hashes to the signed challenge,
+        // and a re-hashed challenge no longer matches the signature.
+        let cheap = create(SECRET, &main, issue(0), [9; 12], 77);
+        for edit in ["&level=2&", "&level=1&", "&level=0&level=2&", "&"] {
+            let mut forged = cheap.clone();
+            forged.salt = forged.salt.replace("&level=0&", edit);
+            assert_eq!(
+                verify(SECRET, &payload(&forged, 77), &main, NOW),
+                Err(AltchaError::Wrong),
+                "{edit}"
+            );
+            forged.challenge = sha256_hex(&forged.salt, 77);
+            assert_eq!(
+                verify(SECRET, &payload(&forged, 77), &main, NOW),
+                Err(AltchaError::Signature),
+                "{edit}"
+            );
+        }
+
+        // Signed by us but without a level we issue (from before levels, or
+        // garbage): refused, never read as level 0.
+        for salt in [
+            "ab?expires=9999999999&queue=main&",
+            "ab?expires=9999999999&queue=main&level=3&",
+            "ab?expires=9999999999&queue=main&level=x&",
+        ] {
+            let challenge = sha256_hex(salt, 5);
+            let mut m = keyed(SECRET);
+            m.update(challenge.as_bytes());
+            let old = Challenge {
+                algorithm: ALGORITHM.into(),
+                signature: hex::encode(m.finalize().into_bytes()),
+                challenge,
+                maxnumber: 10,
+                salt: salt.into(),
+            };
+            assert_eq!(
+                verify(SECRET, &payload(&old, 5), &main, NOW),
+                Err(AltchaError::Level),
+                "{salt}"
+            );
+        }
     }
 
     #[test]

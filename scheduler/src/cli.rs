@@ -427,7 +427,7 @@ fn render(s: &QueueStatus) -> String {
     };
     let none = || "none".to_string();
     format!(
-        "queue {}\n  state       {}\n  schedule    opens {} · closes {}\n  pre-queue   {} (drawing: {} left)\n  waiting     {}\n  active      {} / {max}\n  admitted/s  {rate}\n  lease       {lease}\n  origin      {}\n  totals      entered {} · admitted {} (passed at once {}) · abandoned {} · expired {} · ordered {} · lapsed {}\n  refused     budget {} · no challenge {} · reused {} · turnstile {}\n",
+        "queue {}\n  state       {}\n  schedule    opens {} · closes {}\n  pre-queue   {} (drawing: {} left)\n  waiting     {}\n  active      {} / {max}\n  admitted/s  {rate}\n  lease       {lease}\n  origin      {}\n  totals      entered {} · admitted {} (passed at once {}) · abandoned {} · expired {} · ordered {} · lapsed {}\n  refused     budget {} · no challenge {} · reused {} · stale {} · turnstile {}\n",
         s.queue,
         s.state.as_deref().unwrap_or("unconfigured (no scheduler has published settings)"),
         s.opens_at.clone().unwrap_or_else(none),
@@ -447,6 +447,7 @@ fn render(s: &QueueStatus) -> String {
         stat(sf::REFUSED_BUDGET),
         stat(sf::REFUSED_CHALLENGE),
         stat(sf::REFUSED_REUSED),
+        stat(sf::REFUSED_STALE),
         stat(sf::REFUSED_TURNSTILE),
     )
 }

@@ -140,6 +140,7 @@ mod tests {
             refused: Refused {
                 budget,
                 challenge,
+                stale: challenge / 100,
                 ..Refused::default()
             },
             ..AdmitCounts::default()
@@ -156,6 +157,7 @@ mod tests {
             "queuegate_entries_refused_total{queue=\"main\",reason=\"budget\"} 4",
             "queuegate_entries_refused_total{queue=\"main\",reason=\"challenge\"} 12",
             "queuegate_entries_refused_total{queue=\"main\",reason=\"turnstile\"} 0",
+            "queuegate_entries_refused_total{queue=\"main\",reason=\"stale\"} 0",
         ] {
             assert!(body.contains(want), "{want} missing from:\n{body}");
         }

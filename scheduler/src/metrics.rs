@@ -28,7 +28,7 @@ pub struct QueueLabel {
 pub struct RefusalLabel {
     /// The queue id.
     pub queue: String,
-    /// budget, challenge, reused or turnstile.
+    /// budget, challenge, reused, stale or turnstile.
     pub reason: String,
 }
 

@@ -16,7 +16,8 @@
 -- ARGV[16..] pairs: token, activation jitter ms (one pair per possible admission)
 -- Reply: {code, admitted, expired, lapsed, abandoned, waiting, active,
 --   then the totals of refused entries: budget, challenge, reused, turnstile,
---   then the pre-queued, then refused entries: address full}
+--   then the pre-queued, then the total of stale solutions refused, then
+--   refused entries: address full}
 --   code 1 admitted (maybe 0 users) · 2 queue not admitting (paused/closed;
 --   sweeps still ran) · 3 a draw runs (no admission until it is over) · 0
 --   caller does not own the lease: nothing changed.
@@ -24,7 +25,7 @@
 -- two schedulers running at once cannot over-admit, and a stale owner is
 -- fenced off by the owner check.
 if redis.call('GET', KEYS[3]) ~= ARGV[1] then
-  return {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0}
+  return {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0}
 end
 redis.call('PEXPIRE', KEYS[3], ARGV[11])
 
@@ -166,7 +167,8 @@ end
 -- 6. The edge's refusals, for the operator's metrics (totals; read here so
 --    the tick stays one round trip).
 local refused = redis.call('HMGET', KEYS[5], SF_REFUSED_BUDGET, SF_REFUSED_CHALLENGE,
-  SF_REFUSED_REUSED, SF_REFUSED_TURNSTILE, SF_REFUSED_ADDRESS_FULL)
+  SF_REFUSED_REUSED, SF_REFUSED_TURNSTILE, SF_REFUSED_STALE, SF_REFUSED_ADDRESS_FULL)
 return {code, admitted, expired, lapsed, abandoned, redis.call('ZCARD', KEYS[1]), redis.call('ZCARD', KEYS[2]),
   tonumber(refused[1] or '0'), tonumber(refused[2] or '0'), tonumber(refused[3] or '0'),
-  tonumber(refused[4] or '0'), redis.call('ZCARD', KEYS[7]), tonumber(refused[5] or '0')}
+  tonumber(refused[4] or '0'), redis.call('ZCARD', KEYS[7]), tonumber(refused[5] or '0'),
+  tonumber(refused[6] or '0')}

@@ -15,7 +15,8 @@
 --   (SF_REFUSED_CHALLENGE or SF_REFUSED_TURNSTILE; '' none): the edge
 --   verified what it was sent, the script knows whether it is needed
 -- ARGV[7] a fresh entry token, used only if idle passthrough admits at once
--- ARGV[8] (reserved: the solution's challenge level)
+-- ARGV[8] the verified solution's difficulty level ('' none): below the
+--   level in force for this size, it is stale
 -- ARGV[9] ARGV[10] an IPv6 address group's /56 and /48 ('' for IPv4): a
 --   pre-queued identity's draw round counts them too (see draw_round)
 -- Reply: a waiting_reply, pre_queue_reply or settled_state reply (see
@@ -23,9 +24,10 @@
 --   or {'full', waiting, max_waiting} · {'closed', state} (also after
 --   closes_at) · UNCONFIGURED (no scheduler has published settings yet;
 --   nothing written) · {'guard', missing} · {'too_many', retry_after_ms} ·
---   {'reused'} (a solution used before) · {'address_full', cap} (the
---   address group holds entry_places_per_address live places). A refusal
---   of a new place writes only its stats counter.
+--   {'reused'} (a solution used before) · {'stale'} (a solution of a lower
+--   difficulty level than the one now in force) · {'address_full', cap}
+--   (the address group holds entry_places_per_address live places). A
+--   refusal of a new place writes only its stats counter.
 -- A refresh never moves anyone: a waiting user keeps their ticket, a
 -- pre-queued one their draw, and a visitor who holds a place passes no
 -- guard and spends no budget. The size check and the ZADD run in one
@@ -91,6 +93,15 @@ if size >= max then return {'full', size, max} end
 if ARGV[6] ~= '' then
   redis.call('HINCRBY', KEYS[7], ARGV[6], 1)
   return {'guard', ARGV[6]}
+end
+-- The level in force, as shared/src/guard challenge_level computes it from
+-- the same size: 2 from three quarters full, 1 from half full, else 0.
+if ARGV[8] ~= '' then
+  local level = (size * 4 >= max * 3 and 2) or (size * 2 >= max and 1) or 0
+  if tonumber(ARGV[8]) < level then
+    redis.call('HINCRBY', KEYS[7], SF_REFUSED_STALE, 1)
+    return {'stale'}
+  end
 end
 -- The address's bucket and the solution's single-use mark share one hash:
 -- one read and one write for both. Plain branches, no tables: this path

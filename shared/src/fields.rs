@@ -129,6 +129,9 @@ names!(
         REFUSED_REUSED = "refused_reused",
         /// New places refused: no valid Turnstile token.
         REFUSED_TURNSTILE = "refused_turnstile",
+        /// New places refused: a solution of a lower difficulty level than
+        /// the one in force (the line grew while it was solved).
+        REFUSED_STALE = "refused_stale",
         /// New places refused: the address group holds
         /// `entry_places_per_address` live places already.
         REFUSED_ADDRESS_FULL = "refused_address_full",

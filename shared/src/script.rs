@@ -324,9 +324,9 @@ mod tests {
     }
 
     const PINNED: &[(&str, &str)] = &[
-        ("enter", "9767f287c7bd041c160977be8a5b920c1b139797"),
+        ("enter", "afa7746e77b887a88a9e4f54df20892ec5fb6971"),
         ("position", "eb3139f6786fb732648b24283a0a5e5ae7c562ab"),
-        ("admit", "31e16ce9f48323cbd2565f867e0be1755d21c955"),
+        ("admit", "4c8981385a8d82dda7477c5def8979b6c16b480d"),
         ("consume", "08240718327b2e82c903e533a1c5a61f6f55642e"),
         ("settle", "194f299fcfa70acbb42f53911c3af44036a0b411"),
         ("lease_acquire", "4417c0c8463d1512b8a962680ec405744d0ecf6b"),
@@ -334,7 +334,7 @@ mod tests {
         ("configure", "1d52985d53a6c04b90e28d5a62f889228d80d953"),
         ("set_state", "ae9c182fa0a45b938998d992eae146e34fe08ffe"),
         ("status", "ad9e99bb0fd0e55027c706afebaa60cb3faaf0a1"),
-        ("challenge", "76afcfb7a96ce039cad25e55648f2b4e0d6f205b"),
+        ("challenge", "015230dd10bb72d6c247a70c2bd8a02cf36f87c9"),
         ("origin_window", "9e828169567d54cc02bd288ae706767cdab8d2cd"),
         ("pass", "1dfabe8e039b5aed776ad53a8d5bb87fbbcbc558"),
         ("draw_open", "e8e3728ce8196d174057d8edce24bb39bf7d75cc"),

@@ -59,7 +59,9 @@ pub struct Settings {
     /// Proof-of-work difficulty: the ALTCHA `maxnumber` (a solver tries
     /// half of it on average); doubled as the line fills up.
     pub challenge_max_number: u64,
-    /// How long a challenge may be solved and used.
+    /// How long a challenge may be solved and used (at most 2 min: a
+    /// solution is a stock of places taken at once, and a short life keeps
+    /// that stock from being gathered in advance).
     pub challenge_ttl_ms: u64,
     /// Origin control: admit at `admit_rate_per_second` only while the
     /// origin copes; cut the rate when orders fail or slow down, and raise
@@ -126,7 +128,7 @@ impl Default for Settings {
             entry_budget_burst: 40,
             entry_places_per_address: 0,
             challenge_max_number: 100_000,
-            challenge_ttl_ms: 600_000,
+            challenge_ttl_ms: 120_000,
             origin_control: true,
             min_admit_rate_per_second: 1.0,
             origin_window_ms: 10_000,
@@ -273,11 +275,11 @@ impl Settings {
                 "must be 1000 to 100000000",
             ));
         }
-        if !(10_000..=3_600_000).contains(&self.challenge_ttl_ms) {
+        if !(10_000..=120_000).contains(&self.challenge_ttl_ms) {
             return Err(invalid(
                 "challenge_ttl_ms",
                 self.challenge_ttl_ms,
-                "must be 10000 to 3600000",
+                "must be 10000 to 120000 (a challenge lives at most 2 minutes)",
             ));
         }
         if self.opening_spread_ms > 600_000 {
@@ -594,6 +596,13 @@ mod tests {
             (
                 Settings {
                     challenge_ttl_ms: 0,
+                    ..Default::default()
+                },
+                "challenge_ttl_ms",
+            ),
+            (
+                Settings {
+                    challenge_ttl_ms: 120_001,
                     ..Default::default()
                 },
                 "challenge_ttl_ms",

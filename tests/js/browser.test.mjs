@@ -4,7 +4,9 @@
 // completes an order through the protected route; and on drop day a
 // visitor who comes before the opening sees the countdown, gets a drawn
 // place and is notified of their turn, and a newcomer to the empty line
-// is admitted on entry. Screenshots land in artifacts/.
+// is admitted on entry; a challenge gone stale while it was solved (the
+// line grew past a difficulty level) is solved again without an error.
+// Screenshots land in artifacts/.
 import { test } from "node:test";
 import assert from "node:assert/strict";
 import { execFileSync, spawn } from "node:child_process";
@@ -264,6 +266,91 @@ function spies() {
       .observe(status, { childList: true, characterData: true, subtree: true });
   });
 }
+
+// The line grows while the page solves: the solution's level is below the
+// one in force when it arrives (403 challenge_stale), and the page fetches a
+// harder challenge and solves it again, showing no error.
+test("a challenge gone stale while solving is solved again without an error", { timeout: 120_000 }, async () => {
+  mkdirSync(artifacts, { recursive: true });
+  // A line of 8: from 4 the level is 1 (maxnumber x2).
+  const stack = startStack(["--max-waiting", "8", "--challenge-difficulty", "5000", "--exit-after", "110"]);
+  const dir = mkdtempSync(join(tmpdir(), "qg-browser-"));
+  let browser;
+  try {
+    const base = await stack.url;
+    // Paused: nobody is admitted or passes straight through, so the crowd
+    // below stays in line.
+    assert.match(operator(stack.redis(), dir)("pause", "main"), /paused/);
+    browser = await launch();
+    const context = await browser.newContext();
+    await context.addInitScript(spies);
+    const page = await context.newPage();
+    const problems = [], issued = [];
+    page.on("console", (m) => { if (m.type() === "error") problems.push(m.text()); });
+    page.on("response", async (r) => {
+      if (/\/queue\/challenge/.test(r.url())) issued.push(await r.json());
+    });
+    // The page's solution (fetched at level 0, the line empty) is held
+    // while four others take places: the line is half full when it lands.
+    let held = false;
+    await page.route("**/queue/enter*", async (route) => {
+      if (!held && route.request().headers()["x-altcha"]) {
+        held = true;
+        await crowd(base, 4);
+      }
+      return route.continue();
+    });
+    await page.goto(base + "/queue");
+    await page.waitForSelector("#figures:not([hidden])", { timeout: 60_000 });
+    assert.equal(await number(page, "#position"), 5);
+    assert.ok(held, "the first solution was held back");
+
+    // Two challenges: level 0, then level 1 at twice the work.
+    assert.deepEqual(issued.map((c) => [/&level=(\d)&/.exec(c.salt)?.[1], c.maxnumber]), [["0", 5000], ["1", 10000]]);
+    const { calls, said } = await page.evaluate(() => window.__qg);
+    const refusals = calls.filter((c) => c.error).map((c) => c.error);
+    assert.deepEqual(refusals, ["challenge_required", "challenge_stale"]);
+    // Nothing but the check and the wait was said: no error, no retry button.
+    const texts = said.map(([, t]) => t);
+    for (const t of texts) {
+      assert.ok(!/could not|trouble|try again|full|not taking/i.test(t), `said ${JSON.stringify(t)}: ${texts.join(" | ")}`);
+    }
+    assert.ok(await page.isHidden("#rejoin"));
+    assert.equal(await page.textContent("#heading"), "You are in the queue");
+    assert.deepEqual(problems.filter((p) => /Content Security Policy/.test(p)), [], "no CSP violations");
+    await page.screenshot({ path: join(artifacts, "browser-stale.png") });
+
+    // Stale three times in a row (as if the line rose again each time): a
+    // stale solution is no failed try, so the page still gets its place
+    // where three refusals of another kind end in "could not check".
+    const again = await browser.newContext();
+    await again.addInitScript(spies);
+    const second = await again.newPage();
+    let stubbed = 0;
+    await second.route("**/queue/enter*", (route) => {
+      if (route.request().headers()["x-altcha"] && stubbed < 3) {
+        stubbed += 1;
+        return route.fulfill({ status: 403, contentType: "application/json",
+          body: '{"error":"challenge_stale","message":"solve a new one"}' });
+      }
+      return route.continue();
+    });
+    await second.goto(base + "/queue");
+    await second.waitForSelector("#figures:not([hidden])", { timeout: 60_000 });
+    assert.equal(stubbed, 3);
+    assert.equal(await number(second, "#position"), 6);
+    assert.ok(await second.isHidden("#rejoin"));
+    const secondSaid = (await second.evaluate(() => window.__qg.said)).map(([, t]) => t);
+    assert.ok(!secondSaid.some((t) => /could not|trouble/i.test(t)), secondSaid.join(" | "));
+    await again.close();
+  } catch (e) {
+    throw new Error(`${e.message}\n--- stack log ---\n${stack.log().slice(-4000)}`);
+  } finally {
+    if (browser) await browser.close();
+    stop(stack.child);
+    rmSync(dir, { recursive: true, force: true });
+  }
+});
 
 const OPENS_IN = 50;
 const CROWD = 12;

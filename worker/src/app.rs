@@ -225,14 +225,16 @@ impl App {
                 Err(EdgeError::TooManyEntries { retry_after_ms })
             }
             EnterReply::Refused(Refusal::SolutionReused) => Err(EdgeError::ChallengeReused),
+            EnterReply::Refused(Refusal::SolutionStale) => Err(EdgeError::ChallengeStale),
             EnterReply::Refused(Refusal::AddressFull { cap }) => {
                 Err(EdgeError::AddressFull { cap })
             }
         }
     }
 
-    /// A fresh ALTCHA challenge for this queue, at the queue's difficulty
-    /// (raised as the line fills).
+    /// A fresh ALTCHA challenge for this queue, at the difficulty level in
+    /// force (raised as the line, pre-queue and draw fill), which it
+    /// carries signed.
     async fn challenge(&self, req: &Request) -> Result<Response, EdgeError> {
         let (queue, keys) = self.queue(req)?;
         let terms = self
@@ -251,8 +253,11 @@ impl App {
         let challenge = altcha::create(
             &self.config.guard.challenge_secret,
             &queue,
-            terms.max_number,
-            Date::now().as_millis() + terms.ttl_ms,
+            altcha::Issue {
+                level: terms.level,
+                max_number: terms.max_number,
+                expires_at_ms: Date::now().as_millis() + terms.ttl_ms,
+            },
             salt_bytes,
             u64::from_le_bytes(n),
         );

@@ -72,6 +72,9 @@ pub enum EdgeError {
     /// The solution was used for a place before.
     #[error("challenge reused")]
     ChallengeReused,
+    /// The solution's difficulty level is below the one now in force.
+    #[error("challenge stale")]
+    ChallengeStale,
     /// The client address took its budget of new places.
     #[error("too many entries; retry in {retry_after_ms} ms")]
     TooManyEntries {
@@ -144,6 +147,7 @@ impl EdgeError {
             EdgeError::QueueRequired { .. } | EdgeError::TokenInvalid => 403,
             EdgeError::ChallengeRequired
             | EdgeError::ChallengeInvalid(_)
+            | EdgeError::ChallengeStale
             | EdgeError::TurnstileRequired
             | EdgeError::TurnstileFailed(_) => 403,
             EdgeError::ChallengeReused => 409,
@@ -181,6 +185,7 @@ impl EdgeError {
             EdgeError::ChallengeInvalid(AltchaError::Expired) => "challenge_expired",
             EdgeError::ChallengeInvalid(_) => "challenge_invalid",
             EdgeError::ChallengeReused => "challenge_reused",
+            EdgeError::ChallengeStale => "challenge_stale",
             EdgeError::TooManyEntries { .. } => "too_many_entries",
             EdgeError::AddressFull { .. } => "address_full",
             EdgeError::TurnstileRequired => "turnstile_required",
@@ -225,6 +230,9 @@ impl EdgeError {
             EdgeError::ChallengeInvalid(e) => format!("The challenge solution was refused: {e}."),
             EdgeError::ChallengeReused => {
                 "This challenge solution was already used; solve a new one.".into()
+            }
+            EdgeError::ChallengeStale => {
+                "The queue grew while the challenge was solved, so it now needs a harder one: GET /queue/challenge and solve it again.".into()
             }
             EdgeError::TooManyEntries { retry_after_ms } => format!(
                 "Too many new visitors from your network; try again in {} s.",
@@ -338,6 +346,11 @@ mod tests {
         };
         assert_eq!((join.status(), join.code()), (403, "queue_required"));
         assert_eq!(join.body()["queueUrl"], "/queue?queue=main");
+        let stale = EdgeError::ChallengeStale;
+        assert_eq!(
+            (stale.status(), stale.code(), stale.retry_after_s()),
+            (403, "challenge_stale", None)
+        );
         let slow = EdgeError::OriginTimeout(10_000);
         assert_eq!(
             (slow.status(), slow.code(), slow.retry_after_s()),

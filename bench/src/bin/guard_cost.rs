@@ -253,14 +253,12 @@ impl Bench {
         (0..n)
             .map(|_| {
                 let number = self.rng.up_to(EASY_MAX_NUMBER);
-                let c = altcha::create(
-                    SECRET,
-                    &self.queue,
-                    EASY_MAX_NUMBER,
-                    expires,
-                    self.rng.bytes12(),
-                    number,
-                );
+                let issue = altcha::Issue {
+                    level: 0,
+                    max_number: EASY_MAX_NUMBER,
+                    expires_at_ms: expires,
+                };
+                let c = altcha::create(SECRET, &self.queue, issue, self.rng.bytes12(), number);
                 let found = altcha::solve(&c).context("unsolvable challenge")?;
                 Ok(altcha::verify(
                     SECRET,

@@ -57,6 +57,8 @@ fn main() -> Result<()> {
         )?);
         eprintln!("maxnumber {max_number}: done");
     }
+    // A fresh expiry: the solves above may outlast a challenge's life.
+    let expires_at_ms = now_ms() + Settings::default().challenge_ttl_ms;
     let verify_us = verify_cost(&queue, expires_at_ms, &mut rng)?;
     print_solves(&batches, count);
     println!();
@@ -82,8 +84,11 @@ fn solve_batch(
             let c = altcha::create(
                 SECRET,
                 queue,
-                max_number,
-                expires_at_ms,
+                altcha::Issue {
+                    level: 0,
+                    max_number,
+                    expires_at_ms,
+                },
                 rng.bytes12(),
                 number,
             );
@@ -118,7 +123,12 @@ fn solve_batch(
 
 /// Microseconds per `verify` of one valid solution.
 fn verify_cost(queue: &QueueId, expires_at_ms: u64, rng: &mut SplitMix64) -> Result<f64> {
-    let c = altcha::create(SECRET, queue, 1_000, expires_at_ms, rng.bytes12(), 500);
+    let issue = altcha::Issue {
+        level: 0,
+        max_number: 1_000,
+        expires_at_ms,
+    };
+    let c = altcha::create(SECRET, queue, issue, rng.bytes12(), 500);
     let payload = altcha::payload(&c, 500);
     let now = now_ms();
     let t = Instant::now();

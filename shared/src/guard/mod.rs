@@ -43,6 +43,9 @@ pub struct Verified {
     pub challenge: String,
     /// Epoch ms after which it is worthless.
     pub expires_at_ms: u64,
+    /// The difficulty level it was issued at (signed inside its salt):
+    /// `enter` refuses it as stale below the level in force.
+    pub level: u8,
 }
 
 /// What a new place must pass, as the edge found it. The script applies it
@@ -57,19 +60,31 @@ pub struct EntryGuard<'a> {
     pub missing: Option<GuardCheck>,
 }
 
-/// The difficulty handed out: the queue's `challenge_max_number`, doubled
-/// once the line is half full and again at three quarters, so a crowd that
-/// fills the line pays more per place as it does.
-pub fn challenge_max_number(base: u64, waiting: u64, max_waiting: u64) -> u64 {
+/// The highest difficulty level.
+pub const MAX_LEVEL: u8 = 2;
+
+/// The difficulty level in force for a line of `size` places out of
+/// `max_waiting`: 0 below half full, 1 from half full, 2 from three
+/// quarters. `size` counts everyone a new place would queue behind: the
+/// waiting line, the pre-queue and the places a running draw has still to
+/// give out. The `enter` script computes the same levels from the same size
+/// (shared/lua/enter.lua) and refuses a solution of a lower level.
+pub fn challenge_level(size: u64, max_waiting: u64) -> u8 {
     let max = max_waiting.max(1);
-    let factor = if waiting * 4 >= max * 3 {
-        4
-    } else if waiting * 2 >= max {
+    if size.saturating_mul(4) >= max.saturating_mul(3) {
         2
-    } else {
+    } else if size.saturating_mul(2) >= max {
         1
-    };
-    base.saturating_mul(factor)
+    } else {
+        0
+    }
+}
+
+/// The difficulty of a level: the queue's `challenge_max_number`, doubled
+/// per level (x1, x2, x4), so a crowd that fills the line pays more per
+/// place as it does.
+pub fn challenge_max_number(base: u64, level: u8) -> u64 {
+    base.saturating_mul(1 << level.min(MAX_LEVEL))
 }
 
 #[cfg(test)]
@@ -78,11 +93,18 @@ mod tests {
 
     #[test]
     fn difficulty_rises_with_the_line() {
-        assert_eq!(challenge_max_number(100_000, 0, 1000), 100_000);
-        assert_eq!(challenge_max_number(100_000, 499, 1000), 100_000);
-        assert_eq!(challenge_max_number(100_000, 500, 1000), 200_000);
-        assert_eq!(challenge_max_number(100_000, 750, 1000), 400_000);
-        assert_eq!(challenge_max_number(100_000, 5, 0), 400_000);
+        assert_eq!(challenge_level(0, 1000), 0);
+        assert_eq!(challenge_level(499, 1000), 0);
+        assert_eq!(challenge_level(500, 1000), 1);
+        assert_eq!(challenge_level(749, 1000), 1);
+        assert_eq!(challenge_level(750, 1000), 2);
+        assert_eq!(challenge_level(5, 0), 2);
+        assert_eq!(challenge_level(u64::MAX, u64::MAX), 2);
+        assert_eq!(challenge_max_number(100_000, 0), 100_000);
+        assert_eq!(challenge_max_number(100_000, 1), 200_000);
+        assert_eq!(challenge_max_number(100_000, 2), 400_000);
+        assert_eq!(challenge_max_number(100_000, 9), 400_000);
+        assert_eq!(challenge_max_number(u64::MAX, 2), u64::MAX);
     }
 
     #[test]

@@ -67,17 +67,20 @@ pub struct Refused {
     pub reused: u64,
     /// No valid Turnstile token.
     pub turnstile: u64,
+    /// A solution of a lower difficulty level than the one in force.
+    pub stale: u64,
     /// The address group held `entry_places_per_address` live places.
     pub address_full: u64,
 }
 
 impl Refused {
     /// Each reason with its total, named as in the metrics.
-    pub fn by_reason(&self) -> [(&'static str, u64); 5] {
+    pub fn by_reason(&self) -> [(&'static str, u64); 6] {
         [
             ("budget", self.budget),
             ("challenge", self.challenge),
             ("reused", self.reused),
+            ("stale", self.stale),
             ("turnstile", self.turnstile),
             ("address_full", self.address_full),
         ]
@@ -155,8 +158,8 @@ impl Operation for Admit<'_> {
 
     fn decode(&self, value: Value) -> Result<AdmitReply, DecodeError> {
         let f = Fields::new("admit", value)?;
-        if f.len() != 13 {
-            return Err(f.error(format!("expected 13 fields, got {}", f.len())));
+        if f.len() != 14 {
+            return Err(f.error(format!("expected 14 fields, got {}", f.len())));
         }
         let counts = AdmitCounts {
             admitting: f.int(0)? == 1,
@@ -171,7 +174,8 @@ impl Operation for Admit<'_> {
                 challenge: f.uint(8)?,
                 reused: f.uint(9)?,
                 turnstile: f.uint(10)?,
-                address_full: f.uint(12)?,
+                stale: f.uint(12)?,
+                address_full: f.uint(13)?,
             },
             pre_queued: f.uint(11)?,
             drawing: f.int(0)? == 3,

@@ -1,7 +1,10 @@
 //! `challenge`: the queue's difficulty and challenge lifetime, and how full
-//! the line is, for `GET /queue/challenge` (one read).
+//! the line is, for `GET /queue/challenge` (one read). The fill counts the
+//! waiting line, the pre-queue and a running draw's places still to give
+//! out (as `enter` does), so a crowd gathering before an opening raises the
+//! difficulty before the opening.
 
-use crate::guard::challenge_max_number;
+use crate::guard::{challenge_level, challenge_max_number};
 use crate::keys::QueueKeys;
 use crate::script::{Invocation, Operation, CHALLENGE};
 use crate::value::{DecodeError, Fields, Value};
@@ -16,7 +19,10 @@ pub struct ChallengeTerms<'a> {
 /// What a new challenge must carry.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Terms {
-    /// ALTCHA `maxnumber`, raised with the line's fill.
+    /// The difficulty level in force ([`challenge_level`]); the challenge
+    /// carries it, signed, and `enter` refuses it once a higher one is.
+    pub level: u8,
+    /// ALTCHA `maxnumber` of that level.
     pub max_number: u64,
     /// How long it may be solved and used.
     pub ttl_ms: u64,
@@ -29,7 +35,7 @@ impl Operation for ChallengeTerms<'_> {
     fn invocation(&self) -> Invocation {
         Invocation {
             script: &CHALLENGE,
-            keys: vec![self.keys.config(), self.keys.waiting()],
+            keys: vec![self.keys.config(), self.keys.waiting(), self.keys.pre()],
             args: Vec::new(),
         }
     }
@@ -39,8 +45,10 @@ impl Operation for ChallengeTerms<'_> {
         if f.len() == 1 && f.text(0)? == "unconfigured" {
             return Ok(None);
         }
+        let level = challenge_level(f.uint(3)?, f.uint(2)?);
         Ok(Some(Terms {
-            max_number: challenge_max_number(f.uint(0)?, f.uint(3)?, f.uint(2)?),
+            level,
+            max_number: challenge_max_number(f.uint(0)?, level),
             ttl_ms: f.uint(1)?,
         }))
     }

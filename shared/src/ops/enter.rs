@@ -55,6 +55,9 @@ pub enum Refusal {
     },
     /// The proof-of-work solution was used before.
     SolutionReused,
+    /// The solution's difficulty level is below the one now in force (the
+    /// line grew while it was solved): solve a new challenge.
+    SolutionStale,
     /// The client's address group holds `entry_places_per_address` live
     /// places already (pre-queued, being drawn or waiting).
     AddressFull {
@@ -111,8 +114,10 @@ impl Operation for Enter<'_> {
                 self.token
                     .map(|t| t.expose().to_string())
                     .unwrap_or_default(),
-                // ARGV[8]: reserved for the solution's challenge level.
-                String::new(),
+                self.guard
+                    .solution
+                    .map(|v| v.level.to_string())
+                    .unwrap_or_default(),
                 wider.0,
                 wider.1,
             ],
@@ -141,6 +146,7 @@ impl Operation for Enter<'_> {
                 retry_after_ms: f.uint(1)?,
             })),
             "reused" => Ok(EnterReply::Refused(Refusal::SolutionReused)),
+            "stale" => Ok(EnterReply::Refused(Refusal::SolutionStale)),
             "address_full" => Ok(EnterReply::Refused(Refusal::AddressFull {
                 cap: f.uint(1)?,
             })),

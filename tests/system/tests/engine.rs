@@ -884,6 +884,7 @@ async fn the_admit_tick_sweeps_full_budgets_and_expired_solutions() {
     let solved = |tag: char, ms: u64| Verified {
         challenge: tag.to_string().repeat(64),
         expires_at_ms: now_ms + ms,
+        level: 0,
     };
     assert!(matches!(
         enter(1, Some(solved('a', 300))).await,
@@ -925,4 +926,87 @@ async fn the_admit_tick_sweeps_full_budgets_and_expired_solutions() {
         enter(4, Some(solved('b', 60_000))).await,
         EnterReply::Refused(Refusal::SolutionReused)
     ));
+}
+
+/// A solution carries the difficulty level it was issued at; `enter`
+/// computes the level in force from the line it counts (the same
+/// thresholds as `challenge_level`) and refuses a lower one as stale,
+/// writing nothing but the refusal counter.
+#[tokio::test]
+async fn a_solution_below_the_level_in_force_is_stale_and_changes_nothing() {
+    use queuegate_edge::altcha::Verified;
+    use queuegate_shared::fields::stats as sf;
+    use queuegate_shared::guard::{challenge_level, EntryGuard, MAX_LEVEL};
+    use queuegate_shared::ops::{Enter, Refusal};
+
+    let redis = RedisServer::start();
+    let max_waiting = 8;
+    let settings = Settings {
+        max_waiting,
+        entry_budget_per_minute: 0,
+        ..fast_settings()
+    };
+    let q = TestQueue::open(&redis.url(), "levels", settings).await;
+    let now_ms = queuegate_testkit::now_ms();
+    let mut serial = 0u64;
+    let mut enter = |i: usize, level: u8| {
+        serial += 1;
+        let q = q.clone();
+        let solution = Verified {
+            challenge: format!("{serial:064x}"),
+            expires_at_ms: now_ms + 60_000,
+            level,
+        };
+        async move {
+            q.run(&Enter {
+                keys: &q.keys,
+                user: &user(i),
+                guard: EntryGuard {
+                    solution: Some(&solution),
+                    ..EntryGuard::default()
+                },
+                token: None,
+            })
+            .await
+            .unwrap()
+        }
+    };
+
+    // At every size of the line, each level below the one in force is
+    // refused and the level in force takes the place (the line grows by one).
+    let mut stale = 0;
+    for size in 0..max_waiting {
+        let in_force = challenge_level(size, max_waiting);
+        for level in 0..=MAX_LEVEL {
+            let before = q.snapshot().await;
+            let reply = enter(size as usize, level).await;
+            if level < in_force {
+                assert_eq!(
+                    reply,
+                    EnterReply::Refused(Refusal::SolutionStale),
+                    "size {size}, level {level}"
+                );
+                stale += 1;
+                let after = q.snapshot().await;
+                let moved: Vec<&String> = after
+                    .keys()
+                    .filter(|k| before.get(*k) != after.get(*k))
+                    .collect();
+                assert_eq!(moved, [&q.keys.stats()], "only the counter moved");
+                assert_eq!(q.stat(sf::REFUSED_STALE).await, stale);
+            } else {
+                assert_eq!(
+                    entered_position(&reply),
+                    Some(size + 1),
+                    "size {size}, level {level}: {reply:?}"
+                );
+                break;
+            }
+        }
+    }
+    // Half full from 4, three quarters from 6: sizes 4 and 5 refuse level
+    // 0, sizes 6 and 7 levels 0 and 1.
+    assert_eq!(stale, 6);
+    assert_eq!(q.zcard(&q.keys.waiting()).await, max_waiting);
+    assert_eq!(q.stat(sf::ENTERED).await, max_waiting as i64);
 }

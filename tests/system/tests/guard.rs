@@ -1,7 +1,9 @@
 //! The entry guard end to end (redis-server → gateway → the wasm worker
 //! under workerd): a new place costs a proof of work and a share of the
-//! address's budget; forgeries and reuse are refused with nothing written;
-//! Turnstile against a local stand-in of its documented `siteverify`.
+//! address's budget; forgeries, reuse and stale levels are refused with
+//! nothing written; the difficulty counts the line, the pre-queue and a
+//! running draw; Turnstile against a local stand-in of its documented
+//! `siteverify`.
 
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
@@ -10,7 +12,9 @@ use std::time::{Duration, Instant};
 use axum::extract::State;
 use axum::Form;
 use queuegate_edge::altcha::{self, Challenge};
+use queuegate_shared::ops::Change;
 use queuegate_shared::{QueueId, Settings};
+use queuegate_system_tests::drop_day::{in_ms, open_now, schedule};
 use queuegate_system_tests::edge::{EdgeStack, Visitor, ORIGIN_SECRET};
 use queuegate_testkit::RedisServer;
 
@@ -177,7 +181,17 @@ async fn solutions_are_single_use_and_forgeries_change_nothing() {
     let secret =
         queuegate_edge::signing::derive_key(ORIGIN_SECRET.as_bytes(), "queuegate challenge v1");
     let main = QueueId::new("main").unwrap();
-    let expired = altcha::create(&secret, &main, 1_000, 1_000, [1; 12], 7);
+    let expired = altcha::create(
+        &secret,
+        &main,
+        altcha::Issue {
+            level: 0,
+            max_number: 1_000,
+            expires_at_ms: 1_000,
+        },
+        [1; 12],
+        7,
+    );
     let other = {
         let o = challenge(&mut w, "other").await;
         altcha::payload(&o, altcha::solve(&o).unwrap())
@@ -319,4 +333,145 @@ async fn turnstile_against_a_local_siteverify() {
         assert_eq!(get("idempotency_key").map(str::len), Some(36));
     }
     server.abort();
+}
+
+/// The ALTCHA level a challenge's salt carries, and its `maxnumber`.
+fn level_of(c: &Challenge) -> (String, u64) {
+    let level = c
+        .salt
+        .split('&')
+        .find_map(|kv| kv.strip_prefix("level="))
+        .unwrap_or("none")
+        .to_string();
+    (level, c.maxnumber)
+}
+
+async fn enter_at(
+    v: &mut Visitor,
+    queue: &str,
+    ip: &str,
+    altcha: &str,
+) -> queuegate_system_tests::edge::Reply {
+    let headers = [("cf-connecting-ip", ip), ("x-altcha", altcha)];
+    v.send_with(
+        "POST",
+        &format!("/queue/enter?queue={queue}"),
+        None,
+        None,
+        &headers,
+    )
+    .await
+}
+
+/// A place taken in `queue` through a fresh challenge.
+async fn take_place(stack: &EdgeStack, queue: &str, ip: &str) -> String {
+    let mut v = stack.visitor();
+    let a = solution(&mut v, queue).await;
+    let r = enter_at(&mut v, queue, ip, &a).await;
+    assert_eq!(r.status, 200, "{:?}", r.json);
+    r.state().to_string()
+}
+
+/// A challenge fetched while the line was short is refused once the line
+/// has grown past a level (403 `challenge_stale`, only the counter
+/// written); a fresh one, harder and carrying the new level, takes the
+/// place. The difficulty counts the pre-queue and a running draw: a crowd
+/// gathering before the opening raises it before the opening.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_challenge_carries_its_level_and_a_stale_one_is_refused() {
+    let settings = Settings {
+        max_waiting: 8,
+        ..guarded(40)
+    };
+    let stack =
+        EdgeStack::start_with(settings, "anonymous", RedisServer::start(), CHALLENGE_ON).await;
+    let ip = "203.0.113.30";
+
+    // Fetched and solved at level 0, while the line is empty.
+    let mut late = stack.visitor();
+    let early = challenge(&mut late, "main").await;
+    assert_eq!(level_of(&early), ("0".to_string(), 1_000));
+    let early = altcha::payload(&early, altcha::solve(&early).unwrap());
+
+    // The line fills to half: level 1, twice the work.
+    for _ in 0..4 {
+        assert_eq!(take_place(&stack, "main", ip).await, "waiting");
+    }
+    let mut probe = stack.visitor();
+    assert_eq!(
+        level_of(&challenge(&mut probe, "main").await),
+        ("1".to_string(), 2_000)
+    );
+
+    let before = stack.snapshot().await;
+    let r = enter_at(&mut late, "main", ip, &early).await;
+    assert_eq!(
+        (r.status, r.error()),
+        (403, "challenge_stale"),
+        "{:?}",
+        r.json
+    );
+    assert!(r.json["message"]
+        .as_str()
+        .unwrap()
+        .contains("/queue/challenge"));
+    assert_eq!(stack.queue.stat("refused_stale").await, 1);
+    let after = stack.snapshot().await;
+    let moved: Vec<&String> = after
+        .keys()
+        .filter(|k| before.get(*k) != after.get(*k))
+        .collect();
+    assert_eq!(moved, [&stack.queue.keys.stats()], "only the counter moved");
+
+    // A fresh challenge (level 1) takes the place, behind the four.
+    let fresh = solution(&mut late, "main").await;
+    let r = enter_at(&mut late, "main", ip, &fresh).await;
+    assert_eq!((r.status, r.state()), (200, "waiting"), "{:?}", r.json);
+    assert_eq!(r.json["position"], 5);
+
+    // Drop day on the other queue: the pre-queue counts before the opening.
+    let other = queuegate_system_tests::TestQueue::open(
+        &stack.redis.url(),
+        "other",
+        Settings {
+            max_waiting: 8,
+            ..guarded(40)
+        },
+    )
+    .await;
+    schedule(&other, Change::Set(in_ms(3_600_000)), Change::Keep).await;
+    let mut probe = stack.visitor();
+    assert_eq!(
+        level_of(&challenge(&mut probe, "other").await),
+        ("0".to_string(), 1_000)
+    );
+    for _ in 0..4 {
+        assert_eq!(take_place(&stack, "other", ip).await, "pre_queue");
+    }
+    assert_eq!(other.zcard(&other.keys.waiting()).await, 0);
+    assert_eq!(
+        level_of(&challenge(&mut probe, "other").await),
+        ("1".to_string(), 2_000),
+        "four pre-queued of eight: half full before the opening"
+    );
+    for _ in 0..2 {
+        assert_eq!(take_place(&stack, "other", ip).await, "pre_queue");
+    }
+    assert_eq!(
+        level_of(&challenge(&mut probe, "other").await),
+        ("2".to_string(), 4_000)
+    );
+
+    // The opening passes; the next entry seals the pre-queue into a draw
+    // that no scheduler runs here, so its six places stay to be given out
+    // and still count: the newcomer is one in line, the difficulty stays.
+    open_now(&other).await;
+    assert_eq!(take_place(&stack, "other", ip).await, "waiting");
+    assert_eq!(other.zcard(&other.keys.pre()).await, 0);
+    assert_eq!(other.zcard(&other.keys.waiting()).await, 1);
+    assert_eq!(
+        level_of(&challenge(&mut probe, "other").await),
+        ("2".to_string(), 4_000),
+        "one in line and six still to draw"
+    );
 }

@@ -328,12 +328,15 @@ impl Checker {
 }
 
 /// The entry guard's route and refusals, on a stack of their own with the
-/// challenge on and a budget of two new places per address.
+/// challenge on, a budget of two new places per address and a line of four
+/// (half full, the difficulty level rises: a stale solution is refused).
 async fn guarded_routes(ck: &mut Checker) {
     let settings = Settings {
         entry_budget_per_minute: 2,
         entry_budget_burst: 2,
         challenge_max_number: 1_000,
+        max_waiting: 4,
+        idle_passthrough: false,
         ..Settings::default()
     };
     let mut stack = EdgeStack::start_with(
@@ -363,6 +366,8 @@ async fn guarded_routes(ck: &mut Checker) {
         )
         .await;
     assert_eq!(need.json()["error"], "challenge_required");
+    // Solved at level 0, while the line is empty; used once it is half full.
+    let early = solve(ck).await;
     let solution = solve(ck).await;
     let enter = |v: &Visitor, s: &str| {
         call("POST", "/queue/enter")
@@ -390,6 +395,12 @@ async fn guarded_routes(ck: &mut Checker) {
         )
         .await;
     assert_eq!(pass.json()["error"], "too_many_entries");
+    let stale = call("POST", "/queue/enter")
+        .visitor(&visitor(35))
+        .header("cf-connecting-ip", "203.0.113.51")
+        .header("x-altcha", &early);
+    let stale = ck.expect(stale, 403).await;
+    assert_eq!(stale.json()["error"], "challenge_stale");
     stack.redis.stop();
     let down = ck.expect(call("GET", "/queue/challenge"), 503).await;
     assert_eq!(down.json()["error"], "unavailable");

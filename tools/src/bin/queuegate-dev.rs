@@ -42,6 +42,12 @@ struct Args {
     /// (100000) when not given.
     #[arg(long)]
     challenge_difficulty: Option<u64>,
+    /// Longest line (waiting, pre-queue and draw together); the product
+    /// default (52500) when not given. The challenge gets harder from half
+    /// of it and again from three quarters, so a small value shows the
+    /// difficulty levels with a small crowd.
+    #[arg(long)]
+    max_waiting: Option<u64>,
     /// Share of orders the demo shop answers with 503 at the start (0 to 1);
     /// change it while running with `POST /_demo/conditions`.
     #[arg(long, default_value_t = 0.0)]
@@ -82,6 +88,9 @@ async fn main() -> anyhow::Result<()> {
         let at = queuegate_scheduler::config::format_time(opens_at);
         eprintln!("the queue opens at {at}: visitors before then join the pre-queue");
         settings.push(("opens_at".to_string(), format!("\"{at}\"")));
+    }
+    if let Some(n) = args.max_waiting {
+        settings.push(("max_waiting".to_string(), n.to_string()));
     }
     let stack = Stack::start(&StackOptions {
         settings,

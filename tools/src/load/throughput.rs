@@ -152,7 +152,9 @@ async fn enter_one(
     use queuegate_edge::{altcha, CLIENT_IP_HEADER};
     let ip = visitor::synthetic_address(seed ^ 0x7468_726f_7567_6870);
     let mut solution = None;
-    for _ in 0..3 {
+    // Three tries, and one more per level the line may rise by meanwhile
+    // (a `challenge_stale` refusal).
+    for _ in 0..3 + queuegate_shared::guard::MAX_LEVEL {
         let mut req = http.post(url).header(CLIENT_IP_HEADER, &ip);
         if let Some(s) = solution.take() {
             req = req.header(altcha::HEADER, s);
@@ -168,7 +170,10 @@ async fn enter_one(
         anyhow::ensure!(state["state"] == "waiting", "enter answered {state}");
         return cookie.context("enter set no visitor cookie");
     }
-    anyhow::bail!("no place after three challenges")
+    anyhow::bail!(
+        "no place after {} challenges",
+        3 + queuegate_shared::guard::MAX_LEVEL
+    )
 }
 
 async fn worker_side(

@@ -9,6 +9,7 @@ use std::time::{Duration, Instant};
 
 use queuegate_edge::altcha;
 use queuegate_edge::{CLIENT_IP_HEADER, TOKEN_HEADER};
+use queuegate_shared::guard::MAX_LEVEL;
 use queuegate_shared::{QueueKeys, UserId};
 use queuegate_testkit::{now_ms, set_cookie_pair};
 use redis::aio::MultiplexedConnection;
@@ -273,7 +274,7 @@ impl Visitor<'_> {
     }
 
     async fn wait_and_order(&mut self, plan: &Plan) -> Outcome {
-        let mut solved = 0;
+        let (mut solved, mut stale) = (0, 0);
         let mut reply = loop {
             match self.send(Route::Enter, None).await {
                 Some(r) if r.status.is_success() => break r,
@@ -282,7 +283,14 @@ impl Visitor<'_> {
                 Some(r) if wants_challenge(&r.body) && solved < 3 => {
                     // An enter request all the same (one script call).
                     self.record.enters += 1;
-                    solved += 1;
+                    // A stale solution is no failed try: the line grew
+                    // while it was solved, and the level can rise only so
+                    // often.
+                    if is_stale(&r.body) && stale < MAX_LEVEL {
+                        stale += 1;
+                    } else {
+                        solved += 1;
+                    }
                     if self.solve().await {
                         continue;
                     }
@@ -531,12 +539,26 @@ pub async fn solve_challenge(reply: Json) -> Option<String> {
     .flatten()
 }
 
-/// True when an enter was refused for want of a (fresh) proof of work.
+/// True when an enter was refused for want of a (fresh) proof of work:
+/// none, a bad or used one, or a stale one (the line grew while it was
+/// solved, so a harder challenge is in force).
 pub fn wants_challenge(body: &Json) -> bool {
     matches!(
         body["error"].as_str(),
-        Some("challenge_required" | "challenge_expired" | "challenge_invalid" | "challenge_reused")
+        Some(
+            "challenge_required"
+                | "challenge_expired"
+                | "challenge_invalid"
+                | "challenge_reused"
+                | "challenge_stale"
+        )
     )
+}
+
+/// True when an enter was refused for a solution of a lower difficulty
+/// level than the one now in force: solve a fresh challenge, no failure.
+pub fn is_stale(body: &Json) -> bool {
+    body["error"].as_str() == Some("challenge_stale")
 }
 
 /// A private IPv4 address from a visitor's seed.
@@ -553,4 +575,27 @@ pub fn visitor_cookie(resp: &reqwest::Response) -> Option<String> {
         .filter_map(|v| set_cookie_pair(v.to_str().ok()?))
         .find(|(name, _)| *name == "qg_visitor")
         .map(|(name, value)| format!("{name}={value}"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_stale_solution_asks_for_a_fresh_challenge() {
+        let refusal = |code: &str| serde_json::json!({ "error": code, "message": "…" });
+        for code in [
+            "challenge_required",
+            "challenge_expired",
+            "challenge_invalid",
+            "challenge_reused",
+            "challenge_stale",
+        ] {
+            assert!(wants_challenge(&refusal(code)), "{code}");
+        }
+        assert!(is_stale(&refusal("challenge_stale")));
+        assert!(!is_stale(&refusal("challenge_reused")));
+        assert!(!wants_challenge(&refusal("too_many_entries")));
+        assert!(!wants_challenge(&serde_json::json!({ "state": "waiting" })));
+    }
 }
