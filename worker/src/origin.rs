@@ -20,6 +20,17 @@ pub fn forwards_header(lower_name: &str) -> bool {
         && !lower_name.starts_with(signing::HEADER_PREFIX)
 }
 
+/// A forwarded request's answer, and when the origin had all of the
+/// request, to tell the origin's latency from the visitor's upload.
+#[derive(Debug)]
+pub struct Forwarded {
+    /// The origin's answer (or why there is none).
+    pub reply: Result<Response, EdgeError>,
+    /// When the request left with its body in hand (epoch ms). `None`: the
+    /// visitor's body never arrived whole, so a failure is the visitor's.
+    pub in_hand: Option<u64>,
+}
+
 /// The origin's answer to `req`. `base` is `ORIGIN_URL` (None: the request's
 /// own URL); `passed` the queue and user of a request that passed the gate,
 /// signed with `secret`. After `timeout_ms` the runtime aborts the
@@ -30,13 +41,26 @@ pub async fn forward(
     timeout_ms: u64,
     mut req: Request,
     passed: Option<(&QueueId, &UserId)>,
+) -> Forwarded {
+    let mut in_hand = None;
+    let reply = send(base, secret, timeout_ms, &mut req, passed, &mut in_hand).await;
+    Forwarded { reply, in_hand }
+}
+
+async fn send(
+    base: Option<&str>,
+    secret: &[u8],
+    timeout_ms: u64,
+    req: &mut Request,
+    passed: Option<(&QueueId, &UserId)>,
+    in_hand: &mut Option<u64>,
 ) -> Result<Response, EdgeError> {
     let own_url = req.inner().url();
     let target = match base {
         Some(base) => format!("{base}{}", url::path_and_query(&own_url)),
         None => own_url.clone(),
     };
-    let headers = scrubbed(&req)?;
+    let headers = scrubbed(req)?;
     let method = req.method();
     if let Some((queue, user)) = passed {
         sign(&headers, secret, queue, user, &method, &req.path())?;
@@ -52,6 +76,8 @@ pub async fn forward(
             init.with_body(Some(array.into()));
         }
     }
+    // The clock moves across I/O in Workers: this is after the upload.
+    *in_hand = Some(Date::now().as_millis());
     let outbound = Request::new_with_init(&target, &init).map_err(js_err)?;
     let signal = AbortSignal::from(worker::web_sys::AbortSignal::timeout_with_u32(
         u32::try_from(timeout_ms).unwrap_or(u32::MAX),
