@@ -377,13 +377,18 @@ impl App {
                 (visitor, token)
             }
         };
-        let Forwarded { reply, in_hand } = self.send(req, Some((&queue, &visitor.user))).await;
+        let Forwarded {
+            reply,
+            in_hand,
+            sent,
+        } = self.send(req, Some((&queue, &visitor.user))).await;
         // The clock moves across I/O in Workers, so this is the origin's
-        // latency from the moment it had the whole request (settle counts
-        // it for the scheduler's origin control; a slow upload is the
-        // visitor's, not the origin's).
+        // latency from the moment it could have the whole request (settle
+        // counts it for the scheduler's origin control; a slow upload is
+        // the visitor's, not the origin's). An origin that answered before
+        // the body was read whole is timed from sending.
         let answered = Date::now().as_millis();
-        let latency_ms = in_hand.map_or(0, |at| answered.saturating_sub(at));
+        let latency_ms = in_hand.or(sent).map_or(0, |at| answered.saturating_sub(at));
         // 2xx/3xx: the order is done. 4xx/5xx or no answer: the same token
         // comes back for one retry window (see docs/edge.md). No answer to
         // a body that never arrived whole is the visitor's failure (a 4xx
