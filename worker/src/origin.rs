@@ -39,11 +39,11 @@ pub struct Forwarded {
     pub sent: Option<u64>,
 }
 
-/// Chunks of the visitor's body the pass-through stream holds ahead of
-/// the origin reading them: small bodies are read whole at once, so their
-/// end is known even if the origin never reads them (it is down); a large
-/// body streams and is held to this many chunks, never whole.
-const READ_AHEAD_CHUNKS: u32 = 16;
+/// Bytes of the visitor's body the pass-through stream holds ahead of
+/// the origin reading them: a small body is read whole at once, so its end
+/// is known even if the origin never reads it (it is down); a large body
+/// streams, at most this much of it held at a time.
+const READ_AHEAD_BYTES: u32 = 256 * 1024;
 
 /// The origin's answer to `req`. `base` is `ORIGIN_URL` (None: the request's
 /// own URL); `passed` the queue and user of a request that passed the gate,
@@ -143,12 +143,14 @@ async fn send(
         })
 }
 
-/// `body` piped through a pass-through `TransformStream` (holding up to
-/// [`READ_AHEAD_CHUNKS`] chunks; `length`, the visitor's Content-Length,
-/// keeps the origin's request framed by it rather than chunked), and a
-/// promise of when the visitor's body was read to its end: the pipe's
-/// promise, mapped by the runtime's own `Date.now` (fulfilled) and
-/// `Number` (rejected, giving NaN) — no Rust callback to keep alive.
+/// `body` piped into the runtime's native pass-through stream (bytes move
+/// inside the runtime, never through JS or wasm; up to [`READ_AHEAD_BYTES`]
+/// held): a `FixedLengthStream` of the visitor's Content-Length `length`
+/// (the origin's request keeps it), an `IdentityTransformStream` without
+/// one (chunked). Also a promise of when the visitor's body was read to its
+/// end: the pipe's promise, mapped by the runtime's own `Date.now`
+/// (fulfilled) and `Number` (rejected, giving NaN), so there is no Rust
+/// callback to keep alive or leak.
 fn timed_body(
     body: &worker::web_sys::ReadableStream,
     length: Option<u64>,
@@ -163,31 +165,22 @@ fn timed_body(
             .dyn_into::<Function>()
             .map_err(|_| EdgeError::Internal(format!("{name} is not a function")))
     };
-    let set = |target: &Object, name: &str, value: &JsValue| {
-        Reflect::set(target, &JsValue::from_str(name), value)
-            .map(|_| ())
-            .map_err(|e| EdgeError::Internal(format!("{name}: {e:?}")))
-    };
-    let transformer = Object::new();
-    if let Some(length) = length {
-        set(
-            &transformer,
-            "expectedLength",
-            &JsValue::from_f64(length as f64),
-        )?;
-    }
-    let read_ahead = Object::new();
-    set(
-        &read_ahead,
-        "highWaterMark",
-        &JsValue::from(READ_AHEAD_CHUNKS),
-    )?;
-    let constructor = function(&global, "TransformStream")?;
-    let pass = Reflect::construct(
-        &constructor,
-        &Array::of3(&transformer, &Object::new(), &read_ahead),
+    let strategy = Object::new();
+    Reflect::set(
+        &strategy,
+        &JsValue::from_str("highWaterMark"),
+        &JsValue::from(READ_AHEAD_BYTES),
     )
-    .map_err(|e| EdgeError::Internal(format!("TransformStream: {e:?}")))?;
+    .map_err(|e| EdgeError::Internal(format!("highWaterMark: {e:?}")))?;
+    let (name, args) = match length {
+        Some(length) => (
+            "FixedLengthStream",
+            Array::of2(&JsValue::from_f64(length as f64), &strategy),
+        ),
+        None => ("IdentityTransformStream", Array::of1(&strategy)),
+    };
+    let pass = Reflect::construct(&function(&global, name)?, &args)
+        .map_err(|e| EdgeError::Internal(format!("{name}: {e:?}")))?;
     let piped = function(body, "pipeTo")?
         .call1(body, &get(&pass, "writable")?)
         .map_err(|e| EdgeError::Internal(format!("pipeTo: {e:?}")))?;
