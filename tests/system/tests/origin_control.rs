@@ -454,7 +454,8 @@ async fn slow_uploads_the_shop_refuses_leave_the_rate_uncut() {
     let refused = Arc::new(AtomicU64::new(0));
     let attack = Duration::from_secs(10);
     let mut attackers = Vec::new();
-    for (u, cookie) in room.users[..ATTACKERS].iter().cloned() {
+    for (u, cookie) in &room.users[..ATTACKERS] {
+        let (u, cookie) = (u.clone(), cookie.clone());
         let (q, base, refused) = (room.queue.clone(), room.worker.url(), refused.clone());
         attackers.push(tokio::spawn(async move {
             let start = Instant::now();
