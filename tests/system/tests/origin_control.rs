@@ -65,12 +65,20 @@ struct Room {
 
 impl Room {
     async fn start(users: usize) -> Room {
+        Room::start_with(users, &[]).await
+    }
+
+    /// [`Room::start`] with more worker vars.
+    async fn start_with(users: usize, vars: &[(&str, &str)]) -> Room {
         let redis = RedisServer::start();
         let gateway = Gateway::start(&redis.url());
         let shop = demo_origin::start_with(ORIGIN_SECRET, Conditions::default())
             .await
             .expect("demo shop");
-        let worker = Wrangler::local(&gateway, &shop).var("ENTRY_CHALLENGE", "off");
+        let mut worker = Wrangler::local(&gateway, &shop).var("ENTRY_CHALLENGE", "off");
+        for (k, v) in vars {
+            worker = worker.var(k, v);
+        }
         let worker = tokio::task::spawn_blocking(move || worker.start())
             .await
             .expect("start the worker");
@@ -513,6 +521,110 @@ async fn slow_uploads_the_shop_refuses_leave_the_rate_uncut() {
         room.orders.load(Ordering::Relaxed) > 100,
         "healthy orders went on"
     );
+}
+
+/// Every answer counted in the origin's window over the last minute.
+async fn counted(room: &Room) -> std::collections::BTreeMap<String, u64> {
+    let mut conn = room.queue.conn.clone();
+    let (now, _): (u64, u64) = redis::cmd("TIME")
+        .query_async(&mut conn)
+        .await
+        .expect("time");
+    let mut all = std::collections::BTreeMap::new();
+    for second in now - 60..=now + 1 {
+        let h: std::collections::HashMap<String, u64> = conn
+            .hgetall(room.queue.keys.origin(second))
+            .await
+            .expect("hgetall");
+        for (k, v) in h {
+            *all.entry(k).or_default() += v;
+        }
+    }
+    all
+}
+
+/// Waits until `u`'s order is settled (no longer in flight).
+async fn settled(room: &Room, u: &UserId) -> String {
+    let mut conn = room.queue.conn.clone();
+    for _ in 0..100 {
+        let st: Option<String> = conn.get(room.queue.keys.status(u)).await.expect("get");
+        let st = st.unwrap_or_default();
+        if !st.starts_with("IN_FLIGHT") {
+            return st;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    panic!("{u:?} stayed in flight");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_broken_upload_is_the_visitors_and_a_timeout_is_the_origins() {
+    let _one = SERIAL.lock().await;
+    let room = Room::start_with(2, &[("ORIGIN_TIMEOUT_MS", "1000")]).await;
+    room.queue.set_lock("test").await;
+    room.queue
+        .admit("test", 2, &queuegate_system_tests::grants(2, 0))
+        .await;
+    let token = |u: &UserId| {
+        let (q, u) = (room.queue.clone(), u.clone());
+        async move {
+            let mut conn = q.conn.clone();
+            let record: String = conn.get(q.keys.token(&u)).await.expect("token");
+            record.split('|').next().unwrap_or_default().to_string()
+        }
+    };
+
+    // The first visitor announces 1000 bytes, sends 10 and hangs up.
+    let (u, cookie) = room.users[0].clone();
+    let t = token(&u).await;
+    let base = room.worker.url();
+    tokio::task::spawn_blocking(move || {
+        use std::io::Write;
+        let addr = base.trim_start_matches("http://");
+        let mut conn = std::net::TcpStream::connect(addr).expect("connect");
+        let head = format!(
+            "POST /orders HTTP/1.1\r\nhost: {addr}\r\nx-entry-token: {t}\r\n\
+             cookie: qg_visitor={cookie}\r\ncontent-length: 1000\r\n\r\n{{\"item\": \"t"
+        );
+        conn.write_all(head.as_bytes()).expect("write");
+        std::thread::sleep(Duration::from_millis(500));
+    })
+    .await
+    .expect("broken upload");
+    let st = settled(&room, &u).await;
+    assert!(st.starts_with("ISSUED"), "the token comes back: {st}");
+    assert_eq!(
+        counted(&room).await,
+        Default::default(),
+        "a broken upload counts nothing"
+    );
+
+    // The second visitor's order reaches an origin that takes longer than
+    // the worker waits: no answer, counted with its latency.
+    assert_eq!(
+        room.conditions(serde_json::json!({"latencyMs": 3000}))
+            .await
+            .0,
+        200
+    );
+    let (u, cookie) = room.users[1].clone();
+    let t = token(&u).await;
+    let resp = room
+        .http
+        .post(format!("{}/orders", room.worker.url()))
+        .header("x-entry-token", &t)
+        .header("cookie", format!("qg_visitor={cookie}"))
+        .json(&serde_json::json!({"item": "ticket"}))
+        .send()
+        .await
+        .expect("order");
+    assert_eq!(resp.status().as_u16(), 504);
+    settled(&room, &u).await;
+    let seen = counted(&room).await;
+    assert_eq!(seen.get("none"), Some(&1), "{seen:?}");
+    // Timed out after 1 s: the (500, 1000] ms bucket or the next.
+    let slow: u64 = ["lat:5", "lat:6"].iter().filter_map(|k| seen.get(*k)).sum();
+    assert_eq!(slow, 1, "{seen:?}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
