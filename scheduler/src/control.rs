@@ -297,13 +297,6 @@ mod tests {
         assert_eq!(c.step(&empty, STEP), Change::Raised);
         assert_eq!(c.target(), 50.0);
         assert_eq!(c.error_share(), None);
-        // 4xx are the visitors' business.
-        let mut refused = window(12, 10, 20, 0, 0);
-        for s in &mut refused.seconds {
-            s.ok = 0;
-            s.client_errors = 20;
-        }
-        assert_eq!(c.step(&refused, STEP), Change::Raised);
     }
 
     #[test]

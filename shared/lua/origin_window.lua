@@ -7,15 +7,15 @@
 --   (target_rate, origin_cut_at, origin_error_share, origin_p95_ms),
 --   recorded so a new holder carries on from it
 -- Reply: {1, now second, target_rate or '', origin_cut_at or '', then per
---   second, newest first: ok, c4, c5, none, lat:1 .. lat:n} (counts, 0
---   when the second saw nothing) · {0} the caller does not own the lease:
+--   second, newest first: ok, c5, none, lat:1 .. lat:n} (counts, 0 when
+--   the second saw nothing; 4xx are the visitors' and never counted) · {0} the caller does not own the lease:
 --   nothing written.
 if redis.call('GET', KEYS[1]) ~= ARGV[1] then return {0} end
 if #ARGV > 4 then redis.call('HSET', KEYS[2], unpack(ARGV, 4)) end
 local state = redis.call('HMGET', KEYS[2], CF_TARGET_RATE, CF_ORIGIN_CUT_AT)
 local now = math.floor(now_ms() / ORIGIN_BUCKET_MS)
 local reply = {1, now, state[1] or '', state[2] or ''}
-local fields = {OF_OK, OF_CLIENT_ERROR, OF_SERVER_ERROR, OF_NO_ANSWER}
+local fields = {OF_OK, OF_SERVER_ERROR, OF_NO_ANSWER}
 for i = 1, #ORIGIN_LATENCY_EDGES + 1 do fields[#fields + 1] = OF_LATENCY .. i end
 for second = now, now - tonumber(ARGV[3]) + 1, -1 do
   local counts = redis.call('HMGET', ARGV[2] .. K_ORIGIN .. second, unpack(fields))

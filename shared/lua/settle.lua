@@ -1,18 +1,23 @@
 -- settle: the origin's answer after a consume.
 -- KEYS[1] status:<uid>  KEYS[2] token:<uid>  KEYS[3] active  KEYS[4] stats
--- KEYS[5] config (retry_window_ms, status_ttl_ms)
+-- KEYS[5] config (retry_window_ms, status_ttl_ms)  KEYS[6] sampled:<uid>
 -- ARGV[1] uid  ARGV[2] token
--- ARGV[3] the origin's answer: OF_OK (2xx/3xx) | OF_CLIENT_ERROR (4xx) |
+-- ARGV[3] the origin's answer: OF_OK (2xx/3xx) | OF_CLIENT_ERROR (4xx, or
+--   the visitor's own request failed: its body never arrived whole) |
 --   OF_SERVER_ERROR (5xx) | OF_NO_ANSWER; only OF_OK is a success
--- ARGV[4] the origin's latency in ms  ARGV[5] key base '<prefix>:{<queue>}:'
+-- ARGV[4] the origin's latency in ms (from the request leaving the edge
+--   with its body in hand to the response headers)
+-- ARGV[5] key base '<prefix>:{<queue>}:'
 -- Reply: {'ordered'} · {'restored', expiresAt} (the same token is valid
 --   again) · {'expired'} (failure, but no retry window is left) · {'stale'}
 --   (not in flight with this token: a duplicate settle changes nothing)
 --   · UNCONFIGURED (no published settings; nothing changed, the slot lapses).
 -- A failed order gets one retry window: the first restore extends the
 -- token to at least now + retry_window, later ones keep that expiry.
--- Every real settle also counts the answer in origin:<second> for the
--- scheduler's origin control (docs/engine.md).
+-- A real settle also counts the answer in origin:<second> for the
+-- scheduler's origin control (docs/engine.md): not a 4xx (the visitor's
+-- doing, not the origin's), and at most one a second per user (KEYS[6]),
+-- so a few admitted visitors cannot fill the window.
 local uid, token, answer = ARGV[1], ARGV[2], ARGV[3]
 if answer ~= OF_OK and answer ~= OF_CLIENT_ERROR and answer ~= OF_SERVER_ERROR and answer ~= OF_NO_ANSWER then
   return redis.error_reply('settle: unknown answer class')
@@ -31,11 +36,13 @@ local now = now_ms()
 
 -- Origin health: one hash per Redis second, counts by answer class and
 -- latency bucket, expiring by itself (no extra round trip for the edge).
-local seen = ARGV[5] .. K_ORIGIN .. math.floor(now / ORIGIN_BUCKET_MS)
-if redis.call('HINCRBY', seen, answer, 1) == 1 then redis.call('PEXPIRE', seen, ORIGIN_KEEP_MS) end
-local slot = 1
-while slot <= #ORIGIN_LATENCY_EDGES and latency > ORIGIN_LATENCY_EDGES[slot] do slot = slot + 1 end
-redis.call('HINCRBY', seen, OF_LATENCY .. slot, 1)
+if answer ~= OF_CLIENT_ERROR and redis.call('SET', KEYS[6], '1', 'NX', 'PX', ORIGIN_BUCKET_MS) then
+  local seen = ARGV[5] .. K_ORIGIN .. math.floor(now / ORIGIN_BUCKET_MS)
+  if redis.call('HINCRBY', seen, answer, 1) == 1 then redis.call('PEXPIRE', seen, ORIGIN_KEEP_MS) end
+  local slot = 1
+  while slot <= #ORIGIN_LATENCY_EDGES and latency > ORIGIN_LATENCY_EDGES[slot] do slot = slot + 1 end
+  redis.call('HINCRBY', seen, OF_LATENCY .. slot, 1)
+end
 
 -- A slot swept while in flight was counted as lapsed; this settle moves
 -- the entry out of 'lapsed' into its final state.

@@ -191,6 +191,11 @@ impl QueueKeys {
     pub fn status(&self, user: &UserId) -> String {
         format!("{}{}{}", self.base, name::STATUS, user.0)
     }
+    /// STRING: marks (for one origin bucket) that a settle of this user
+    /// was counted in the origin's answers: one sample a second per user.
+    pub fn sampled(&self, user: &UserId) -> String {
+        format!("{}{}{}", self.base, name::SAMPLED, user.0)
+    }
     /// HASH: the entry guard's state: client address → its budget
     /// (`tokens|at`), and `pow:<challenge>` → a used solution's expiry (ms).
     pub fn guard(&self) -> String {
@@ -248,6 +253,8 @@ names!(
         TOKEN = "token:",
         /// Prefix of a user's status record key.
         STATUS = "status:",
+        /// Prefix of a user's origin sample mark (see `sampled`).
+        SAMPLED = "sampled:",
         /// Prefix of the seen bitmaps, `seen:<bucket>:<block>`.
         SEEN = "seen:",
         /// HASH: entry budgets by address and used solutions.
@@ -283,6 +290,7 @@ mod tests {
             keys.stats(),
             keys.token(&user),
             keys.status(&user),
+            keys.sampled(&user),
         ] {
             assert!(k.starts_with("qg:{main}:"), "{k}");
         }

@@ -172,6 +172,7 @@ document.getElementById("order").addEventListener("click", async () => {
 async fn order(
     State(shop): State<Arc<Shop>>,
     headers: HeaderMap,
+    body: axum::body::Bytes,
 ) -> (StatusCode, Json<serde_json::Value>) {
     let h = |name: &str| {
         headers
@@ -193,6 +194,18 @@ async fn order(
             StatusCode::UNAUTHORIZED,
             Json(
                 serde_json::json!({ "error": "unsigned", "message": "not sent through the waiting room" }),
+            ),
+        );
+    }
+    // An order is empty or a JSON object; anything else is the visitor's
+    // mistake (a 4xx, which the origin control leaves to the visitor).
+    if !body.is_empty()
+        && !serde_json::from_slice::<serde_json::Value>(&body).is_ok_and(|v| v.is_object())
+    {
+        return (
+            StatusCode::UNPROCESSABLE_ENTITY,
+            Json(
+                serde_json::json!({ "error": "bad_order", "message": "an order is a JSON object" }),
             ),
         );
     }

@@ -20,7 +20,7 @@ use crate::error::EdgeError;
 use crate::guard;
 use crate::health::{Health, HealthCache};
 use crate::http::{self, js_err, Request, Response};
-use crate::origin;
+use crate::origin::{self, Forwarded};
 use crate::rest::{RestClient, RestError};
 use crate::routes::{self, Handler, Target};
 use crate::visitor::{self, Visitor};
@@ -90,7 +90,7 @@ impl App {
             Target::Queue(Handler::Position) => self.position(&req).await,
             Target::Queue(Handler::Page) => self.page(&req),
             Target::Gate => self.gate(req, ctx).await,
-            Target::Forward => self.forward(req, None).await,
+            Target::Forward => self.forward(req).await,
         }
     }
 
@@ -416,18 +416,29 @@ impl App {
                 (visitor, token)
             }
         };
+        let Forwarded {
+            reply,
+            in_hand,
+            sent,
+        } = self.send(req, Some((&queue, &visitor.user))).await;
         // The clock moves across I/O in Workers, so this is the origin's
-        // latency (settle counts it for the scheduler's origin control).
-        let sent = Date::now().as_millis();
-        let forwarded = self.forward(req, Some((&queue, &visitor.user))).await;
-        let latency_ms = Date::now().as_millis().saturating_sub(sent);
+        // latency from the moment it could have the whole request (settle
+        // counts it for the scheduler's origin control; a slow upload is
+        // the visitor's, not the origin's). An origin that answered before
+        // the body was read whole is timed from sending.
+        let answered = Date::now().as_millis();
+        let latency_ms = in_hand.or(sent).map_or(0, |at| answered.saturating_sub(at));
         // 2xx/3xx: the order is done. 4xx/5xx or no answer: the same token
         // comes back for one retry window (see docs/edge.md); a passed
-        // request's slot is freed instead.
-        let outcome = match &forwarded {
-            Ok(resp) => Outcome::of_status(resp.status_code()),
-            Err(_) => Outcome::NoAnswer,
+        // request's slot is freed instead. No answer to
+        // a body that never arrived whole is the visitor's failure (a 4xx
+        // for the origin control: not counted).
+        let outcome = match (&reply, in_hand) {
+            (Ok(resp), _) => Outcome::of_status(resp.status_code()),
+            (Err(_), Some(_)) => Outcome::NoAnswer,
+            (Err(_), None) => Outcome::ClientError,
         };
+        let forwarded = reply.map(Response::from);
         let forwarded = match (forwarded, &visitor.new_cookie) {
             (Ok(resp), Some(c)) => http::append(resp.headers(), "set-cookie", c).map(|()| resp),
             (other, _) => other,
@@ -448,22 +459,20 @@ impl App {
         forwarded
     }
 
-    async fn forward(
-        &self,
-        req: Request,
-        passed: Option<(&QueueId, &UserId)>,
-    ) -> Result<Response, EdgeError> {
+    async fn forward(&self, req: Request) -> Result<Response, EdgeError> {
+        self.send(req, None).await.reply.map(Response::from)
+    }
+
+    async fn send(&self, req: Request, passed: Option<(&QueueId, &UserId)>) -> Forwarded {
         let config = &self.config;
-        let req = req.into_worker();
         origin::forward(
             config.origin.as_deref(),
             &config.origin_secret,
             config.origin_timeout_ms,
-            req,
+            req.into_worker(),
             passed,
         )
         .await
-        .map(Response::from)
     }
 }
 

@@ -5,6 +5,9 @@
 use queuegate_edge::cookie::without_ours;
 use queuegate_edge::{signing, url, TOKEN_HEADER};
 use queuegate_shared::{QueueId, UserId};
+use worker::js_sys::{self, Array, Function, Object, Promise, Reflect};
+use worker::wasm_bindgen::{JsCast, JsValue};
+use worker::wasm_bindgen_futures::JsFuture;
 use worker::{
     AbortSignal, Date, Fetch, Headers, Method, Request, RequestInit, RequestRedirect, Response,
 };
@@ -20,23 +23,82 @@ pub fn forwards_header(lower_name: &str) -> bool {
         && !lower_name.starts_with(signing::HEADER_PREFIX)
 }
 
+/// A forwarded request's answer, and when the origin had all of the
+/// request, to tell the origin's latency from the visitor's upload.
+#[derive(Debug)]
+pub struct Forwarded {
+    /// The origin's answer (or why there is none).
+    pub reply: Result<Response, EdgeError>,
+    /// When the request was out with its body in hand (epoch ms): the later
+    /// of sending it and reading the visitor's body to its end. `None`:
+    /// the body had not been read whole (the visitor was still uploading,
+    /// or broke off) when the origin answered or the forward failed, so a
+    /// failure is the visitor's.
+    pub in_hand: Option<u64>,
+    /// When it was sent (epoch ms); `None`: it never was.
+    pub sent: Option<u64>,
+}
+
+/// Bytes of the visitor's body the pass-through stream holds ahead of
+/// the origin reading them: a small body is read whole at once, so its end
+/// is known even if the origin never reads it (it is down); a large body
+/// streams, at most this much of it held at a time.
+const READ_AHEAD_BYTES: u32 = 256 * 1024;
+
 /// The origin's answer to `req`. `base` is `ORIGIN_URL` (None: the request's
 /// own URL); `passed` the queue and user of a request that passed the gate,
-/// signed with `secret`. After `timeout_ms` the runtime aborts the
-/// subrequest (its reply's body too, if that is still arriving).
+/// signed with `secret`. The body streams to the origin as it arrives
+/// (never whole in the isolate). After `timeout_ms` (from sending, upload
+/// included) the runtime aborts the subrequest (its reply's body too, if
+/// that is still arriving).
 pub async fn forward(
     base: Option<&str>,
     secret: &[u8],
     timeout_ms: u64,
-    mut req: Request,
+    req: Request,
     passed: Option<(&QueueId, &UserId)>,
+) -> Forwarded {
+    let mut ended = None;
+    let reply = send(base, secret, timeout_ms, &req, passed, &mut ended).await;
+    // `send` sets `ended` only once it sends; a failure before that is
+    // ours, never the origin's, and never counted: `in_hand` stays None.
+    let (sent, in_hand) = match ended {
+        None => (None, None),
+        Some(BodyEnd::NoBody(at)) => (Some(at), Some(at)),
+        Some(BodyEnd::Stream { sent, ended }) => {
+            (Some(sent), body_end(&ended).await.map(|end| end.max(sent)))
+        }
+    };
+    Forwarded {
+        reply,
+        in_hand,
+        sent,
+    }
+}
+
+/// The forwarded request's body, as far as timing goes.
+enum BodyEnd {
+    /// No body: in hand when sent (epoch ms).
+    NoBody(u64),
+    /// A streamed body: sent at `sent`; `ended` resolves to the epoch ms its
+    /// last chunk was read from the visitor, or NaN if it broke off.
+    Stream { sent: u64, ended: Promise },
+}
+
+async fn send(
+    base: Option<&str>,
+    secret: &[u8],
+    timeout_ms: u64,
+    req: &Request,
+    passed: Option<(&QueueId, &UserId)>,
+    ended: &mut Option<BodyEnd>,
 ) -> Result<Response, EdgeError> {
     let own_url = req.inner().url();
     let target = match base {
         Some(base) => format!("{base}{}", url::path_and_query(&own_url)),
         None => own_url.clone(),
     };
-    let headers = scrubbed(&req)?;
+    let headers = scrubbed(req)?;
     let method = req.method();
     if let Some((queue, user)) = passed {
         sign(&headers, secret, queue, user, &method, &req.path())?;
@@ -45,17 +107,33 @@ pub async fn forward(
     init.with_method(method.clone())
         .with_headers(headers)
         .with_redirect(RequestRedirect::Manual);
-    if !matches!(method, Method::Get | Method::Head) {
-        let body = req.bytes().await.map_err(js_err)?;
-        if !body.is_empty() {
-            let array = worker::js_sys::Uint8Array::from(body.as_slice());
-            init.with_body(Some(array.into()));
+    let body = match method {
+        Method::Get | Method::Head => None,
+        _ => req.inner().body(),
+    };
+    let timed = match body {
+        Some(body) => {
+            let length = req
+                .headers()
+                .get("content-length")
+                .ok()
+                .flatten()
+                .and_then(|l| l.trim().parse::<u64>().ok());
+            let (readable, ended) = timed_body(&body, length)?;
+            init.with_body(Some(readable));
+            Some(ended)
         }
-    }
+        None => None,
+    };
     let outbound = Request::new_with_init(&target, &init).map_err(js_err)?;
     let signal = AbortSignal::from(worker::web_sys::AbortSignal::timeout_with_u32(
         u32::try_from(timeout_ms).unwrap_or(u32::MAX),
     ));
+    let now = Date::now().as_millis();
+    *ended = Some(match timed {
+        Some(ended) => BodyEnd::Stream { sent: now, ended },
+        None => BodyEnd::NoBody(now),
+    });
     Fetch::Request(outbound)
         .send_with_signal(&signal)
         .await
@@ -63,6 +141,64 @@ pub async fn forward(
             true => EdgeError::OriginTimeout(timeout_ms),
             false => EdgeError::OriginUnreachable(e.to_string()),
         })
+}
+
+/// `body` piped into the runtime's native pass-through stream (bytes move
+/// inside the runtime, never through JS or wasm; up to [`READ_AHEAD_BYTES`]
+/// held): a `FixedLengthStream` of the visitor's Content-Length `length`
+/// (the origin's request keeps it), an `IdentityTransformStream` without
+/// one (chunked). Also a promise of when the visitor's body was read to its
+/// end: the pipe's promise, mapped by the runtime's own `Date.now`
+/// (fulfilled) and `Number` (rejected, giving NaN), so there is no Rust
+/// callback to keep alive or leak.
+fn timed_body(
+    body: &worker::web_sys::ReadableStream,
+    length: Option<u64>,
+) -> Result<(JsValue, Promise), EdgeError> {
+    let global = js_sys::global();
+    let get = |target: &JsValue, name: &str| {
+        Reflect::get(target, &JsValue::from_str(name))
+            .map_err(|e| EdgeError::Internal(format!("{name}: {e:?}")))
+    };
+    let function = |target: &JsValue, name: &str| -> Result<Function, EdgeError> {
+        get(target, name)?
+            .dyn_into::<Function>()
+            .map_err(|_| EdgeError::Internal(format!("{name} is not a function")))
+    };
+    let strategy = Object::new();
+    Reflect::set(
+        &strategy,
+        &JsValue::from_str("highWaterMark"),
+        &JsValue::from(READ_AHEAD_BYTES),
+    )
+    .map_err(|e| EdgeError::Internal(format!("highWaterMark: {e:?}")))?;
+    let (name, args) = match length {
+        Some(length) => (
+            "FixedLengthStream",
+            Array::of2(&JsValue::from_f64(length as f64), &strategy),
+        ),
+        None => ("IdentityTransformStream", Array::of1(&strategy)),
+    };
+    let pass = Reflect::construct(&function(&global, name)?, &args)
+        .map_err(|e| EdgeError::Internal(format!("{name}: {e:?}")))?;
+    let piped = function(body, "pipeTo")?
+        .call1(body, &get(&pass, "writable")?)
+        .map_err(|e| EdgeError::Internal(format!("pipeTo: {e:?}")))?;
+    let date = get(&global, "Date")?;
+    let ended = function(&piped, "then")?
+        .call2(&piped, &get(&date, "now")?, &get(&global, "Number")?)
+        .map_err(|e| EdgeError::Internal(format!("then: {e:?}")))?
+        .dyn_into::<Promise>()
+        .map_err(|_| EdgeError::Internal("then gave no promise".into()))?;
+    Ok((get(&pass, "readable")?, ended))
+}
+
+/// When the body was read to its end, if it was by now (a settled promise
+/// wins a race against an already resolved one; a pending one does not).
+async fn body_end(ended: &Promise) -> Option<u64> {
+    let race = Promise::race(&Array::of2(ended, &Promise::resolve(&JsValue::NULL)));
+    let at = JsFuture::from(race).await.ok()?.as_f64()?;
+    (at.is_finite() && at > 0.0).then_some(at as u64)
 }
 
 /// The request's headers without ours (see [`forwards_header`]) and without

@@ -8,16 +8,16 @@ use crate::value::{DecodeError, Fields, Value};
 
 /// Latency buckets: one per edge, and one for slower answers.
 pub const LATENCY_BUCKETS: usize = ORIGIN_LATENCY_EDGES_MS.len() + 1;
-/// Counts per second in the reply: four classes, then the latency buckets.
-const PER_SECOND: usize = 4 + LATENCY_BUCKETS;
+/// Counts per second in the reply: three classes, then the latency buckets.
+const PER_SECOND: usize = 3 + LATENCY_BUCKETS;
 
-/// What the origin answered over some seconds.
+/// What the origin answered over some seconds: at most one answer a
+/// second per visitor, and never a 4xx (the visitor's doing, not the
+/// origin's: settle does not count them).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct Answers {
     /// 2xx/3xx.
     pub ok: u64,
-    /// 4xx.
-    pub client_errors: u64,
     /// 5xx.
     pub server_errors: u64,
     /// No answer.
@@ -29,7 +29,7 @@ pub struct Answers {
 impl Answers {
     /// Every answer counted (and every missing one).
     pub fn total(&self) -> u64 {
-        self.ok + self.client_errors + self.server_errors + self.no_answer
+        self.ok + self.server_errors + self.no_answer
     }
 
     /// The share of 5xx and missing answers, if there were any answers.
@@ -68,7 +68,6 @@ impl Answers {
     /// These answers and `other`'s.
     pub fn add(&mut self, other: &Answers) {
         self.ok += other.ok;
-        self.client_errors += other.client_errors;
         self.server_errors += other.server_errors;
         self.no_answer += other.no_answer;
         for (a, b) in self.latency.iter_mut().zip(other.latency) {
@@ -175,13 +174,12 @@ impl Operation for OriginWindow<'_> {
             let at = 4 + s * PER_SECOND;
             let mut a = Answers {
                 ok: f.uint(at)?,
-                client_errors: f.uint(at + 1)?,
-                server_errors: f.uint(at + 2)?,
-                no_answer: f.uint(at + 3)?,
+                server_errors: f.uint(at + 1)?,
+                no_answer: f.uint(at + 2)?,
                 latency: [0; LATENCY_BUCKETS],
             };
             for (i, slot) in a.latency.iter_mut().enumerate() {
-                *slot = f.uint(at + 4 + i)?;
+                *slot = f.uint(at + 3 + i)?;
             }
             seconds.push(a);
         }
@@ -218,10 +216,9 @@ mod tests {
     }
 
     #[test]
-    fn the_error_share_counts_5xx_and_silence_not_4xx() {
+    fn the_error_share_counts_5xx_and_silence() {
         let a = Answers {
-            ok: 6,
-            client_errors: 2,
+            ok: 8,
             server_errors: 1,
             no_answer: 1,
             ..Answers::default()
@@ -252,7 +249,7 @@ mod tests {
             Value::Data(Vec::new()),
         ];
         for s in 0..2 {
-            items.extend((0..PER_SECOND).map(|i| Value::Int(if i == 2 { s + 1 } else { 0 })));
+            items.extend((0..PER_SECOND).map(|i| Value::Int(if i == 1 { s + 1 } else { 0 })));
         }
         let OriginReply::Read(r) = op.decode(Value::Array(items)).unwrap() else {
             panic!("not read");

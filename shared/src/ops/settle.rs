@@ -7,13 +7,16 @@ use crate::token::EntryToken;
 use crate::value::{DecodeError, Fields, Value};
 
 /// How the origin answered. Anything but a success gives the same token
-/// back (one retry window); the class is also counted for the scheduler's
-/// origin control, which reacts to 5xx and no answer, not to 4xx.
+/// back (one retry window). Success, 5xx and no answer are also counted
+/// (one a second per user) for the scheduler's origin control; a 4xx is
+/// the visitor's and counts nowhere.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Outcome {
     /// 2xx or 3xx: the order is done, free the slot.
     Success,
-    /// 4xx: the request was refused (the visitor may fix it and retry).
+    /// 4xx: the request was refused (the visitor may fix it and retry);
+    /// also the visitor's own failure, a request body that never arrived
+    /// whole (the origin is not to blame).
     ClientError,
     /// 5xx: the origin failed.
     ServerError,
@@ -53,7 +56,9 @@ pub struct Settle<'a> {
     pub token: &'a EntryToken,
     /// The origin's outcome.
     pub outcome: Outcome,
-    /// How long the origin took to answer (or to fail), in ms.
+    /// How long the origin took to answer (or to fail), in ms: from the
+    /// request leaving the edge with its body in hand to the response
+    /// headers (the visitor's upload is not the origin's latency).
     pub latency_ms: u64,
 }
 
@@ -88,6 +93,7 @@ impl Operation for Settle<'_> {
                 k.active(),
                 k.stats(),
                 k.config(),
+                k.sampled(self.user),
             ],
             args: vec![
                 self.user.as_str().to_string(),

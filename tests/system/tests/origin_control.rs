@@ -65,12 +65,20 @@ struct Room {
 
 impl Room {
     async fn start(users: usize) -> Room {
+        Room::start_with(users, &[]).await
+    }
+
+    /// [`Room::start`] with more worker vars.
+    async fn start_with(users: usize, vars: &[(&str, &str)]) -> Room {
         let redis = RedisServer::start();
         let gateway = Gateway::start(&redis.url());
         let shop = demo_origin::start_with(ORIGIN_SECRET, Conditions::default())
             .await
             .expect("demo shop");
-        let worker = Wrangler::local(&gateway, &shop).var("ENTRY_CHALLENGE", "off");
+        let mut worker = Wrangler::local(&gateway, &shop).var("ENTRY_CHALLENGE", "off");
+        for (k, v) in vars {
+            worker = worker.var(k, v);
+        }
         let worker = tokio::task::spawn_blocking(move || worker.start())
             .await
             .expect("start the worker");
@@ -130,6 +138,12 @@ impl Room {
 
     /// Orders for every admitted visitor, until the returned guard drops.
     fn start_ordering(&self) -> Orderer {
+        self.start_ordering_from(0)
+    }
+
+    /// Orders for every admitted visitor from place `first` on (those
+    /// before are left to the test), until the returned guard drops.
+    fn start_ordering_from(&self, first: usize) -> Orderer {
         let (queue, users, http) = (self.queue.clone(), self.users.clone(), self.http.clone());
         let (base, orders, failed) = (
             self.worker.url(),
@@ -137,7 +151,7 @@ impl Room {
             self.failed_orders.clone(),
         );
         Orderer(tokio::spawn(async move {
-            let mut next = 0usize;
+            let mut next = first;
             let mut conn = queue.conn.clone();
             loop {
                 // Err once the test is over and Redis is gone: stop.
@@ -224,6 +238,53 @@ async fn order(
         }
         tokio::time::sleep(Duration::from_secs(1)).await;
     }
+}
+
+/// Posts `/orders` to the worker at `base` with `token` as `cookie`'s
+/// visitor, uploading `body` in `chunks` pieces spread over `over`
+/// (chunked encoding): a slow client. Blocking; the status, or None when
+/// the exchange failed.
+fn slow_order(
+    base: &str,
+    token: &str,
+    cookie: &str,
+    body: &[u8],
+    chunks: usize,
+    over: Duration,
+) -> Option<u16> {
+    use std::io::{Read, Write};
+    let addr = base.trim_start_matches("http://");
+    let mut conn = std::net::TcpStream::connect(addr).ok()?;
+    conn.set_read_timeout(Some(Duration::from_secs(20))).ok()?;
+    let head = format!(
+        "POST /orders HTTP/1.1\r\nhost: {addr}\r\nx-entry-token: {token}\r\n\
+         cookie: qg_visitor={cookie}\r\ncontent-type: application/json\r\n\
+         transfer-encoding: chunked\r\nconnection: close\r\n\r\n"
+    );
+    conn.write_all(head.as_bytes()).ok()?;
+    let piece = body.len().div_ceil(chunks).max(1);
+    for (i, chunk) in body.chunks(piece).enumerate() {
+        if i > 0 {
+            std::thread::sleep(over / chunks as u32);
+        }
+        conn.write_all(format!("{:x}\r\n", chunk.len()).as_bytes())
+            .ok()?;
+        conn.write_all(chunk).ok()?;
+        conn.write_all(b"\r\n").ok()?;
+    }
+    std::thread::sleep(over / chunks as u32);
+    conn.write_all(b"0\r\n\r\n").ok()?;
+    let mut reply = Vec::new();
+    let mut buf = [0u8; 512];
+    while !reply.windows(2).any(|w| w == b"\r\n") {
+        let n = conn.read(&mut buf).ok()?;
+        if n == 0 {
+            break;
+        }
+        reply.extend_from_slice(&buf[..n]);
+    }
+    let line = String::from_utf8_lossy(&reply);
+    line.split(' ').nth(1)?.parse().ok()
 }
 
 /// Admissions over time, sampled every 250 ms; checks the ceiling and the
@@ -370,6 +431,200 @@ async fn failing_orders_cut_the_rate_and_recovery_restores_it() {
         room.orders.load(Ordering::Relaxed),
         room.failed_orders.load(Ordering::Relaxed)
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn slow_uploads_the_shop_refuses_leave_the_rate_uncut() {
+    let _one = SERIAL.lock().await;
+    // The first ATTACKERS places are the attackers'; everyone after them
+    // orders as usual, so the window is full of healthy answers.
+    const ATTACKERS: usize = 25;
+    let room = Room::start(1_000).await;
+    let sched = scheduler(&room.redis).start();
+    let _orders = room.start_ordering_from(ATTACKERS);
+    let mut s = Samples::new();
+    s.until(&room, &sched, Duration::from_secs(15), |r| {
+        r >= 0.8 * MAX_RATE
+    })
+    .await
+    .expect("full rate while healthy");
+    assert!(
+        eventually(Duration::from_secs(15), || sched
+            .metric(TARGET)
+            .is_some_and(|t| t >= MAX_RATE))
+        .await,
+        "the target never reached the maximum: {:?}",
+        sched.metric(TARGET)
+    );
+
+    // For 10 s each attacker uploads a body the shop refuses, over 3 s,
+    // and again with the token the 4xx gives back.
+    let refused = Arc::new(AtomicU64::new(0));
+    let attack = Duration::from_secs(10);
+    let mut attackers = Vec::new();
+    for (u, cookie) in &room.users[..ATTACKERS] {
+        let (u, cookie) = (u.clone(), cookie.clone());
+        let (q, base, refused) = (room.queue.clone(), room.worker.url(), refused.clone());
+        attackers.push(tokio::spawn(async move {
+            let start = Instant::now();
+            let mut conn = q.conn.clone();
+            while start.elapsed() < attack {
+                let record: Option<String> = conn.get(q.keys.token(&u)).await.unwrap_or(None);
+                let Some(record) = record else { return };
+                let token = record.split('|').next().unwrap_or_default().to_string();
+                let (base, cookie) = (base.clone(), cookie.clone());
+                let status = tokio::task::spawn_blocking(move || {
+                    let body = b"[\"not an order\", \"padding padding padding\"]";
+                    slow_order(&base, &token, &cookie, body, 6, Duration::from_secs(3))
+                })
+                .await
+                .expect("slow order");
+                match status {
+                    Some(422) => {
+                        refused.fetch_add(1, Ordering::Relaxed);
+                    }
+                    // Not active yet: wait a little.
+                    Some(429) => tokio::time::sleep(Duration::from_millis(200)).await,
+                    other => panic!("a slow refused order got {other:?}"),
+                }
+            }
+        }));
+    }
+    // The attack and a window after it: the target never moves.
+    let mut lowest = MAX_RATE;
+    let watch = Instant::now();
+    while watch.elapsed() < attack + Duration::from_secs(6) {
+        s.until(&room, &sched, Duration::from_millis(500), |_| false)
+            .await;
+        if let Some(t) = sched.metric(TARGET) {
+            lowest = lowest.min(t);
+        }
+    }
+    for a in attackers {
+        a.await.expect("attacker");
+    }
+    let refused = refused.load(Ordering::Relaxed);
+    assert!(
+        refused >= ATTACKERS as u64,
+        "only {refused} slow orders were refused"
+    );
+    assert!(
+        lowest >= MAX_RATE,
+        "{refused} slow refused orders from {ATTACKERS} visitors cut the target to {lowest}"
+    );
+    assert!(
+        !sched.log().contains("admission rate cut"),
+        "{}",
+        sched.log()
+    );
+    assert!(
+        room.orders.load(Ordering::Relaxed) > 100,
+        "healthy orders went on"
+    );
+}
+
+/// Every answer counted in the origin's window over the last minute.
+async fn counted(room: &Room) -> std::collections::BTreeMap<String, u64> {
+    let mut conn = room.queue.conn.clone();
+    let (now, _): (u64, u64) = redis::cmd("TIME")
+        .query_async(&mut conn)
+        .await
+        .expect("time");
+    let mut all = std::collections::BTreeMap::new();
+    for second in now - 60..=now + 1 {
+        let h: std::collections::HashMap<String, u64> = conn
+            .hgetall(room.queue.keys.origin(second))
+            .await
+            .expect("hgetall");
+        for (k, v) in h {
+            *all.entry(k).or_default() += v;
+        }
+    }
+    all
+}
+
+/// Waits until `u`'s order is settled (no longer in flight).
+async fn settled(room: &Room, u: &UserId) -> String {
+    let mut conn = room.queue.conn.clone();
+    for _ in 0..100 {
+        let st: Option<String> = conn.get(room.queue.keys.status(u)).await.expect("get");
+        let st = st.unwrap_or_default();
+        if !st.starts_with("IN_FLIGHT") {
+            return st;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    panic!("{u:?} stayed in flight");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_broken_upload_is_the_visitors_and_a_timeout_is_the_origins() {
+    let _one = SERIAL.lock().await;
+    let room = Room::start_with(2, &[("ORIGIN_TIMEOUT_MS", "1000")]).await;
+    room.queue.set_lock("test").await;
+    room.queue
+        .admit("test", 2, &queuegate_system_tests::grants(2, 0))
+        .await;
+    let token = |u: &UserId| {
+        let (q, u) = (room.queue.clone(), u.clone());
+        async move {
+            let mut conn = q.conn.clone();
+            let record: String = conn.get(q.keys.token(&u)).await.expect("token");
+            record.split('|').next().unwrap_or_default().to_string()
+        }
+    };
+
+    // The first visitor announces 1000 bytes, sends 10 and hangs up.
+    let (u, cookie) = room.users[0].clone();
+    let t = token(&u).await;
+    let base = room.worker.url();
+    tokio::task::spawn_blocking(move || {
+        use std::io::Write;
+        let addr = base.trim_start_matches("http://");
+        let mut conn = std::net::TcpStream::connect(addr).expect("connect");
+        let head = format!(
+            "POST /orders HTTP/1.1\r\nhost: {addr}\r\nx-entry-token: {t}\r\n\
+             cookie: qg_visitor={cookie}\r\ncontent-length: 1000\r\n\r\n{{\"item\": \"t"
+        );
+        conn.write_all(head.as_bytes()).expect("write");
+        std::thread::sleep(Duration::from_millis(500));
+    })
+    .await
+    .expect("broken upload");
+    let st = settled(&room, &u).await;
+    assert!(st.starts_with("ISSUED"), "the token comes back: {st}");
+    assert_eq!(
+        counted(&room).await,
+        Default::default(),
+        "a broken upload counts nothing"
+    );
+
+    // The second visitor's order reaches an origin that takes longer than
+    // the worker waits: no answer, counted with its latency.
+    assert_eq!(
+        room.conditions(serde_json::json!({"latencyMs": 3000}))
+            .await
+            .0,
+        200
+    );
+    let (u, cookie) = room.users[1].clone();
+    let t = token(&u).await;
+    let resp = room
+        .http
+        .post(format!("{}/orders", room.worker.url()))
+        .header("x-entry-token", &t)
+        .header("cookie", format!("qg_visitor={cookie}"))
+        .json(&serde_json::json!({"item": "ticket"}))
+        .send()
+        .await
+        .expect("order");
+    assert_eq!(resp.status().as_u16(), 504);
+    settled(&room, &u).await;
+    let seen = counted(&room).await;
+    assert_eq!(seen.get("none"), Some(&1), "{seen:?}");
+    // Timed out after 1 s: the (500, 1000] ms bucket or the next.
+    let slow: u64 = ["lat:5", "lat:6"].iter().filter_map(|k| seen.get(*k)).sum();
+    assert_eq!(slow, 1, "{seen:?}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

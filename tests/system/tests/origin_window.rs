@@ -1,7 +1,7 @@
 //! The origin's answers as settle records them and origin_window reads
 //! them, against a real redis-server: counts by class and latency bucket
-//! per second, a TTL on every bucket, the controller state recorded only
-//! by the lease holder.
+//! per second, a TTL on every bucket, 4xx never counted and one sample a
+//! second per user, the controller state recorded only by the lease holder.
 
 use queuegate_shared::ops::{
     ControlRecord, OriginReply, OriginWindow, Outcome, Settle, SettleReply,
@@ -61,6 +61,47 @@ async fn settles_count_the_origin_and_only_the_holder_records_control_state() {
         .await
         .expect("settle again");
     }
+    // The 5xx visitor retries at once with the restored token and fails
+    // slowly again: the order is settled (restored once more), but the
+    // same visitor gave a sample this second already.
+    let u = user(2);
+    let token = q.token_of(&u).await.expect("restored");
+    q.consume(&u, &token).await;
+    let again = q
+        .run(&Settle {
+            keys: &q.keys,
+            user: &u,
+            token: &token,
+            outcome: Outcome::NoAnswer,
+            latency_ms: 20_000,
+        })
+        .await
+        .expect("settle the retry");
+    assert!(
+        matches!(again, SettleReply::Restored { .. }),
+        "the visitor's own outcome is still recorded: {again:?}"
+    );
+    // The 4xx visitor took no sample: its retry, a success, is counted.
+    let u = user(1);
+    let token = q.token_of(&u).await.expect("restored after a 4xx");
+    q.consume(&u, &token).await;
+    let fixed = q
+        .run(&Settle {
+            keys: &q.keys,
+            user: &u,
+            token: &token,
+            outcome: Outcome::Success,
+            latency_ms: 20,
+        })
+        .await
+        .expect("settle the fixed order");
+    assert_eq!(fixed, SettleReply::Ordered);
+    let mut conn = q.conn.clone();
+    let mark: i64 = conn.pttl(q.keys.sampled(&u)).await.expect("pttl");
+    assert!(
+        (1..=1_000).contains(&mark),
+        "a sample mark lives one bucket: {mark}"
+    );
 
     let read = |owner: &'static str, record: Option<ControlRecord>| {
         let q = q.clone();
@@ -83,14 +124,9 @@ async fn settles_count_the_origin_and_only_the_holder_records_control_state() {
         total.add(s);
     }
     assert_eq!(
-        (
-            total.ok,
-            total.client_errors,
-            total.server_errors,
-            total.no_answer
-        ),
-        (1, 1, 1, 1),
-        "one of each class, duplicates not counted"
+        (total.ok, total.server_errors, total.no_answer),
+        (2, 1, 1),
+        "one of each class but 4xx, duplicates and repeats within a second not counted"
     );
     // ≤ 50 ms twice, ≤ 1000 ms once, slower than 10 s once.
     assert_eq!(total.latency, [2, 0, 0, 0, 1, 0, 0, 0, 1]);
@@ -98,7 +134,6 @@ async fn settles_count_the_origin_and_only_the_holder_records_control_state() {
     assert_eq!(r.target_rate, None, "nothing recorded yet");
 
     // Every bucket expires by itself.
-    let mut conn = q.conn.clone();
     let ttl: i64 = conn.pttl(q.keys.origin(r.now_second)).await.expect("pttl");
     let earlier: i64 = conn
         .pttl(q.keys.origin(r.now_second - 1))
