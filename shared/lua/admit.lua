@@ -1,6 +1,7 @@
 -- admit: one scheduler tick for one queue, atomically.
 -- KEYS[1] waiting  KEYS[2] active  KEYS[3] lock  KEYS[4] config  KEYS[5] stats
 -- KEYS[6] guard (entry budgets and used solutions)  KEYS[7] pre
+-- KEYS[8] groups (a pre-queued leaver's draw round loses one visitor)
 -- ARGV[1] lease owner id     ARGV[2] key base '<prefix>:{<queue>}:'
 -- ARGV[3] allowance (most admissions this tick, from the caller's token bucket)
 -- ARGV[4] max_active  ARGV[5] token_ttl_ms  ARGV[6] status_ttl_ms
@@ -79,6 +80,7 @@ local function drop_leavers(key, cursor_field)
     if not alive(pre_seq(tonumber(batch[i + 1]))) then
       dead[#dead + 1] = batch[i]
       abandon(batch[i])
+      if key == KEYS[7] then redis.call('HINCRBY', KEYS[8], round_field(tonumber(batch[i + 1])), -1) end
     end
   end
   if #dead > 0 then redis.call('ZREM', key, unpack(dead)) end

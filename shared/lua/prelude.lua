@@ -151,37 +151,56 @@ local function pre_seq(score)
   return score % ROUND_SPAN
 end
 
+-- The `groups` hash also keeps each round's size, as field '#<round>'
+-- (no address group starts with '#'): the seal reads them in one call.
+local function round_field(score)
+  return '#' .. (math.floor(score / ROUND_SPAN) + 1)
+end
+
 -- The draw round of a new pre-queued identity from address group `group`
 -- (and, for IPv6, its /56 and /48, '' for IPv4): its group's count of
 -- pre-queued identities with this one, a /56 counted as at most PER_56
--- addresses and a /48 as at most PER_48. '' (no address): round 1.
+-- addresses and a /48 as at most PER_48. '' (no address): round 1. The
+-- round's size counts it.
 local function draw_round(groups_key, group, net56, net48)
-  if group == '' then return 1 end
-  local round = redis.call('HINCRBY', groups_key, group, 1)
-  if net56 ~= '' then
-    round = math.max(round, math.ceil(redis.call('HINCRBY', groups_key, net56, 1) / PER_56),
-      math.ceil(redis.call('HINCRBY', groups_key, net48, 1) / PER_48))
+  local round = 1
+  if group ~= '' then
+    round = redis.call('HINCRBY', groups_key, group, 1)
+    if net56 ~= '' then
+      round = math.max(round, math.ceil(redis.call('HINCRBY', groups_key, net56, 1) / PER_56),
+        math.ceil(redis.call('HINCRBY', groups_key, net48, 1) / PER_48))
+    end
+    -- Beyond 2^20 rounds one group's later identities share the last one
+    -- (the score stays exact below 2^53).
+    round = math.min(round, MAX_ROUND)
   end
-  -- Beyond 2^20 rounds one group's later identities share the last one
-  -- (the score stays exact below 2^53).
-  return math.min(round, MAX_ROUND)
+  redis.call('HINCRBY', groups_key, '#' .. round, 1)
+  return round
 end
 
--- Seals the pre-queue: RENAME, INCRBY, and one ZCOUNT per draw round (the
--- rounds' sizes, for the scheduler's permutation). Returns how many
--- visitors the draw places. Only called once the opening has passed, no
--- draw runs and `pre` exists. The group counts start again for the next
--- pre-queue.
-local function seal(pre_key, draw_key, seq_key, config_key, groups_key)
-  local n = redis.call('ZCARD', pre_key)
-  if n == 0 then return 0 end
-  redis.call('RENAME', pre_key, draw_key)
-  redis.call('UNLINK', groups_key)
-  local last = redis.call('INCRBY', seq_key, n)
-  -- Two calls per round that has visitors (a round can be empty: leavers
-  -- are dropped from the pre-queue). Bounds are passed as numbers or
-  -- formatted with %d: Lua's own tostring keeps only 14 digits.
-  local sizes, from = {}, 0
+-- The sizes of a sealed draw's rounds, in round order, without the empty
+-- ones: from the counts `enter` kept (and the leaver scan lowered), in one
+-- call. Counts that do not add up to `n` (a pre-queue written before
+-- rounds were counted) are recounted from `draw`, two calls per round.
+local function round_sizes(groups_key, draw_key, n)
+  local all = redis.call('HGETALL', groups_key)
+  local rounds, total = {}, 0
+  for i = 1, #all, 2 do
+    local size = tonumber(all[i + 1])
+    if string.sub(all[i], 1, 1) == '#' and size > 0 then
+      rounds[#rounds + 1] = {tonumber(string.sub(all[i], 2)), size}
+      total = total + size
+    end
+  end
+  local sizes = {}
+  if total == n then
+    table.sort(rounds, function(a, b) return a[1] < b[1] end)
+    for i = 1, #rounds do sizes[i] = rounds[i][2] end
+    return sizes
+  end
+  -- Bounds are passed as numbers or formatted with %d: Lua's own tostring
+  -- keeps only 14 digits.
+  local from = 0
   while true do
     local first = redis.call('ZRANGEBYSCORE', draw_key, from, '+inf', 'WITHSCORES', 'LIMIT', 0, 1)
     if #first == 0 then break end
@@ -189,6 +208,21 @@ local function seal(pre_key, draw_key, seq_key, config_key, groups_key)
     from = (r + 1) * ROUND_SPAN
     sizes[#sizes + 1] = redis.call('ZCOUNT', draw_key, r * ROUND_SPAN, string.format('(%d', from))
   end
+  return sizes
+end
+
+-- Seals the pre-queue: RENAME, INCRBY, and the rounds' sizes for the
+-- scheduler's permutation (one HGETALL of `groups`). Returns how many
+-- visitors the draw places. Only called once the opening has passed, no
+-- draw runs and `pre` exists. The group counts start again for the next
+-- pre-queue.
+local function seal(pre_key, draw_key, seq_key, config_key, groups_key)
+  local n = redis.call('ZCARD', pre_key)
+  if n == 0 then return 0 end
+  redis.call('RENAME', pre_key, draw_key)
+  local sizes = round_sizes(groups_key, draw_key, n)
+  redis.call('UNLINK', groups_key)
+  local last = redis.call('INCRBY', seq_key, n)
   redis.call('HSET', config_key, CF_DRAW_BASE, last - n, CF_DRAW_END, last, CF_DRAW_LEFT, n,
     CF_DRAW_DONE, 0, CF_DRAW_ROUNDS, table.concat(sizes, ','))
   redis.call('HDEL', config_key, CF_DRAW_SEED)

@@ -215,7 +215,8 @@ impl QueueKeys {
 
     /// HASH: address group → identities it has pre-queued in the open
     /// pre-queue, and for IPv6 the same count per /56 and /48 (what ranks
-    /// a visitor in the draw's rounds; removed when the pre-queue is sealed).
+    /// a visitor in the draw's rounds), and `#<round>` → the visitors of
+    /// that round; removed when the pre-queue is sealed.
     pub fn groups(&self) -> String {
         self.key(name::GROUPS)
     }

@@ -324,22 +324,22 @@ mod tests {
     }
 
     const PINNED: &[(&str, &str)] = &[
-        ("enter", "afa7746e77b887a88a9e4f54df20892ec5fb6971"),
-        ("position", "eb3139f6786fb732648b24283a0a5e5ae7c562ab"),
-        ("admit", "4c8981385a8d82dda7477c5def8979b6c16b480d"),
-        ("consume", "08240718327b2e82c903e533a1c5a61f6f55642e"),
-        ("settle", "85e7e23c13208968909a54943e3dd4644a6b2bf0"),
+        ("enter", "03c5b340b1851b02b9711a15f6f3854a51c982df"),
+        ("position", "62f64c5e8f8ef7f7be42e419c72ae0a5f6e5e54f"),
+        ("admit", "3c613151bd9788b252cbc0648a77e88dfd434ef2"),
+        ("consume", "552fd29c19e215b69eb7c4e020940185ea07017e"),
+        ("settle", "b74c4f9b2d180616a53e44bb86c0cb7269760e8a"),
         ("lease_acquire", "4417c0c8463d1512b8a962680ec405744d0ecf6b"),
         ("lease_release", "d4530721362acba6eca833ae5bc15a5d5b5b9ad2"),
         ("configure", "1d52985d53a6c04b90e28d5a62f889228d80d953"),
         ("set_state", "ae9c182fa0a45b938998d992eae146e34fe08ffe"),
         ("status", "ad9e99bb0fd0e55027c706afebaa60cb3faaf0a1"),
-        ("challenge", "015230dd10bb72d6c247a70c2bd8a02cf36f87c9"),
-        ("origin_window", "4b3114e097bcfec999844f690383f2c9e2b7e339"),
-        ("pass", "1dfabe8e039b5aed776ad53a8d5bb87fbbcbc558"),
-        ("draw_open", "e8e3728ce8196d174057d8edce24bb39bf7d75cc"),
-        ("draw_place", "bb97afb5eec56beab00198590b032992140b6968"),
+        ("challenge", "69db92e967a94598e4915946ac5c2fda24097335"),
+        ("origin_window", "ce407f25da476bf43ef48ab23dc11852193973cd"),
+        ("pass", "fcd0e427e009b423c94a4b727ec620ccd1942a3c"),
+        ("draw_open", "a939b0ab5dce3b2b38599251a18efcf3697e027a"),
+        ("draw_place", "4727ef7e435d9a9ee18d53fe625be8846fa7fe6e"),
         ("schedule", "21a081b0dab3004d63b1ea6556d565bf4a8c48c8"),
-        ("unconsume", "4bcd33dbe638d537ae3ac4cf512752d1de46d614"),
+        ("unconsume", "b3017353070c79cbd69c6d5374f695d22d8dfdb9"),
     ];
 }

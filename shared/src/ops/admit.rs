@@ -151,6 +151,7 @@ impl Operation for Admit<'_> {
                 k.stats(),
                 k.guard(),
                 k.pre(),
+                k.groups(),
             ],
             args,
         }

@@ -336,6 +336,9 @@ async fn the_draw_is_fair_per_address_group_not_per_identity() {
     }
     let total = entered.len() as u64;
     assert_eq!(total, 312);
+    // The enters kept each round's size for the seal.
+    assert_eq!(hget(&q, &q.keys.groups(), "#1").await, Some(61));
+    assert_eq!(hget(&q, &q.keys.groups(), "#200").await, Some(1));
 
     open_now(&q).await;
     let mut run = DrawRun::open(&q, "test", seed()).await.expect("sealed");
@@ -387,6 +390,84 @@ async fn the_draw_is_fair_per_address_group_not_per_identity() {
         "shuffled within the round"
     );
     q.assert_conserved_after_draws(total as i64).await;
+}
+
+async fn hget(q: &TestQueue, key: &str, field: &str) -> Option<i64> {
+    let mut conn = q.conn.clone();
+    redis::cmd("HGET")
+        .arg(key)
+        .arg(field)
+        .query_async(&mut conn)
+        .await
+        .expect("HGET")
+}
+
+/// The rounds' sizes come from the counts the enters kept, lowered when
+/// the leaver scan drops a pre-queued visitor; counts that do not add up
+/// (a pre-queue from before rounds were counted, a hand-edited key) are
+/// recounted from the sealed draw itself.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_rounds_follow_leavers_and_are_recounted_when_their_counts_are_off() {
+    let redis = RedisServer::start();
+    let settings = Settings {
+        entry_budget_per_minute: 0,
+        ..fast_settings()
+    };
+    // Leavers: users 0 and 1 of the address with three, who never poll.
+    let q = TestQueue::open(&redis.url(), "recount", settings).await;
+    schedule(&q, Change::Set(in_ms(60_000)), Change::Keep).await;
+    for i in 0..3 {
+        assert!(is_pre_queued_reply(
+            &enter_from(&q, &user(i), "198.18.0.5").await
+        ));
+    }
+    for i in 3..5 {
+        let ip = format!("198.18.1.{i}");
+        assert!(is_pre_queued_reply(&enter_from(&q, &user(i), &ip).await));
+    }
+    assert_eq!(hget(&q, &q.keys.groups(), "#1").await, Some(3));
+    // Users 2..5 keep polling; 0 and 1 are dropped by the tick's scan.
+    q.set_lock("test").await;
+    assert!(
+        eventually(Duration::from_secs(5), || async {
+            for i in 2..5 {
+                q.position(&user(i)).await;
+            }
+            q.admit("test", 0, &[]).await;
+            q.zcard(&q.keys.pre()).await == 3
+        })
+        .await,
+        "the leavers were dropped"
+    );
+    assert_eq!(hget(&q, &q.keys.groups(), "#1").await, Some(2));
+    assert_eq!(hget(&q, &q.keys.groups(), "#2").await, Some(0));
+    // User 2 is its address's third: round 3, alone.
+    open_now(&q).await;
+    let run = DrawRun::open(&q, "test", seed()).await.expect("sealed");
+    assert_eq!(run.drawing().rounds, [2, 1]);
+
+    // The same pre-queue with its counts gone: recounted from `draw`.
+    let q = TestQueue::open(&redis.url(), "lost", fast_settings()).await;
+    schedule(&q, Change::Set(in_ms(60_000)), Change::Keep).await;
+    for i in 0..3 {
+        assert!(is_pre_queued_reply(
+            &enter_from(&q, &user(i), "198.18.0.5").await
+        ));
+    }
+    assert!(is_pre_queued_reply(
+        &enter_from(&q, &user(3), "198.18.0.6").await
+    ));
+    let mut conn = q.conn.clone();
+    let _: () = redis::cmd("HSET")
+        .arg(q.keys.groups())
+        .arg("#1")
+        .arg(7)
+        .query_async(&mut conn)
+        .await
+        .expect("HSET");
+    open_now(&q).await;
+    let run = DrawRun::open(&q, "test", seed()).await.expect("sealed");
+    assert_eq!(run.drawing().rounds, [2, 1, 1]);
 }
 
 /// `entry_places_per_address`: an address group holds at most that many
