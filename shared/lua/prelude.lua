@@ -179,25 +179,27 @@ local function draw_round(groups_key, group, net56, net48)
 end
 
 -- The sizes of a sealed draw's rounds, in round order, without the empty
--- ones: from the counts `enter` kept (and the leaver scan lowered), in one
--- call. Counts that do not add up to `n` (a pre-queue written before
--- rounds were counted) are recounted from `draw`, two calls per round.
+-- ones: from the counts `enter` kept (and the leaver scan lowered), read
+-- with one HMGET per 1,000 rounds up to the last visitor's. Counts that do
+-- not add up to `n` (a pre-queue written before rounds were counted) are
+-- recounted from `draw`, two calls per round.
 local function round_sizes(groups_key, draw_key, n)
-  local all = redis.call('HGETALL', groups_key)
-  local rounds, total = {}, 0
-  for i = 1, #all, 2 do
-    local size = tonumber(all[i + 1])
-    if string.sub(all[i], 1, 1) == '#' and size > 0 then
-      rounds[#rounds + 1] = {tonumber(string.sub(all[i], 2)), size}
-      total = total + size
+  local top = redis.call('ZRANGE', draw_key, -1, -1, 'WITHSCORES')
+  local last = math.floor(tonumber(top[2]) / ROUND_SPAN) + 1
+  local sizes, total = {}, 0
+  for from = 1, last, 1000 do
+    local fields = {}
+    for r = from, math.min(from + 999, last) do fields[#fields + 1] = '#' .. r end
+    for _, v in ipairs(redis.call('HMGET', groups_key, unpack(fields))) do
+      local size = tonumber(v or '0') or 0
+      if size > 0 then
+        sizes[#sizes + 1] = size
+        total = total + size
+      end
     end
   end
-  local sizes = {}
-  if total == n then
-    table.sort(rounds, function(a, b) return a[1] < b[1] end)
-    for i = 1, #rounds do sizes[i] = rounds[i][2] end
-    return sizes
-  end
+  if total == n then return sizes end
+  sizes = {}
   -- Bounds are passed as numbers or formatted with %d: Lua's own tostring
   -- keeps only 14 digits.
   local from = 0

@@ -324,22 +324,22 @@ mod tests {
     }
 
     const PINNED: &[(&str, &str)] = &[
-        ("enter", "03c5b340b1851b02b9711a15f6f3854a51c982df"),
-        ("position", "62f64c5e8f8ef7f7be42e419c72ae0a5f6e5e54f"),
-        ("admit", "3c613151bd9788b252cbc0648a77e88dfd434ef2"),
-        ("consume", "552fd29c19e215b69eb7c4e020940185ea07017e"),
-        ("settle", "b74c4f9b2d180616a53e44bb86c0cb7269760e8a"),
+        ("enter", "75421923d435988aa98e659d4aa11490aa7324cd"),
+        ("position", "99c3287a85a676f91790b3b84003a886c8a18da1"),
+        ("admit", "cfd358e4428f2dee34bca5f92f083dacd4418f0d"),
+        ("consume", "21d6d38b2a5daeadcd4dc7378da0e45dcd73b8aa"),
+        ("settle", "c5bbfa5ee52e3d499a1c1bda11350decff3801d1"),
         ("lease_acquire", "4417c0c8463d1512b8a962680ec405744d0ecf6b"),
         ("lease_release", "d4530721362acba6eca833ae5bc15a5d5b5b9ad2"),
         ("configure", "1d52985d53a6c04b90e28d5a62f889228d80d953"),
         ("set_state", "ae9c182fa0a45b938998d992eae146e34fe08ffe"),
         ("status", "ad9e99bb0fd0e55027c706afebaa60cb3faaf0a1"),
-        ("challenge", "69db92e967a94598e4915946ac5c2fda24097335"),
-        ("origin_window", "ce407f25da476bf43ef48ab23dc11852193973cd"),
-        ("pass", "fcd0e427e009b423c94a4b727ec620ccd1942a3c"),
-        ("draw_open", "a939b0ab5dce3b2b38599251a18efcf3697e027a"),
-        ("draw_place", "4727ef7e435d9a9ee18d53fe625be8846fa7fe6e"),
+        ("challenge", "cfe69d49317910be787bced49d1425b4276bebd4"),
+        ("origin_window", "5aef50757d141707ede22633cb1c2b6c2a87a706"),
+        ("pass", "c62812a2110c82fddcce8753ee7c02222243a201"),
+        ("draw_open", "7efca1dc3310dc8550d4682432868e27ee8da088"),
+        ("draw_place", "91651c9d9ac811788a389f0379c6e0481780429b"),
         ("schedule", "21a081b0dab3004d63b1ea6556d565bf4a8c48c8"),
-        ("unconsume", "b3017353070c79cbd69c6d5374f695d22d8dfdb9"),
+        ("unconsume", "63b8cdab4315db9a1b454b47f080e99fc56d1b22"),
     ];
 }
