@@ -119,6 +119,10 @@ struct Args {
     /// With --farm: identities each farm address tries to place (M).
     #[arg(long, default_value_t = 200)]
     identities_per_address: u64,
+    /// With --farm: identities each farm address enters at once (enough
+    /// that the per-address budget, not the round trips, paces the farm).
+    #[arg(long, default_value_t = 4)]
+    farm_lanes: u64,
     /// With --farm: the humans' solving speed (the page in Chromium,
     /// BENCHMARKS.md: ~90,000 hashes/s); simulated by sleeping.
     #[arg(long, default_value_t = 90_000.0)]
@@ -215,6 +219,7 @@ impl Args {
             humans: self.humans,
             farm_addresses: self.farm_addresses,
             identities_per_address: self.identities_per_address,
+            farm_lanes: self.farm_lanes,
             opens_in: Duration::from_secs(self.opens_in),
             arrive_share: 0.8,
             human_hashes_per_s: self.human_hashes_per_s,

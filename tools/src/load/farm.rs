@@ -14,8 +14,8 @@
 //!   the page's Web Worker takes to count up to it (BENCHMARKS.md: ~90 k
 //!   hashes/s in Chromium). It enters once, then polls as told
 //!   (`retryAfterMs`) until admitted.
-//! * A **bot address** takes places for its M identities one after the
-//!   other from the start, as fast as the per-address budget allows: a
+//! * A **bot address** takes places for its M identities from the start,
+//!   `farm_lanes` at a time, as fast as the per-address budget allows: a
 //!   fresh identity (no cookie) fetches a challenge, solves it with the
 //!   native solver for real (thread CPU time measured), and enters; on
 //!   429 `too_many_entries` it waits the `Retry-After` and sends the same
@@ -37,6 +37,7 @@
 //! ticket order), over its own Redis connection, not the gateway.
 
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -66,6 +67,8 @@ pub struct FarmOptions {
     pub farm_addresses: u64,
     /// Identities (places) each farm address tries to take.
     pub identities_per_address: u64,
+    /// Identities each farm address enters at once (its concurrency).
+    pub farm_lanes: u64,
     /// From the start of the run to the opening.
     pub opens_in: Duration,
     /// The humans arrive evenly over this share of `opens_in`.
@@ -106,6 +109,7 @@ impl FarmOptions {
             humans: 12,
             farm_addresses: 2,
             identities_per_address: 12,
+            farm_lanes: 2,
             opens_in: Duration::from_secs(8),
             arrive_share: 0.5,
             human_hashes_per_s: 90_000.0,
@@ -134,6 +138,9 @@ impl FarmOptions {
         }
         if self.farm_addresses > 60_000 || self.identities_per_address > 100_000 {
             bail!("--farm-addresses must be at most 60000 and --identities-per-address at most 100000");
+        }
+        if !(1..=64).contains(&self.farm_lanes) {
+            bail!("--farm-lanes must be 1 to 64");
         }
         if self.humans + self.farm_addresses * self.identities_per_address > 100_000 {
             bail!("humans plus farm identities must be at most 100000");
@@ -223,12 +230,13 @@ impl FarmOptions {
     /// The settings in one line.
     fn describe(&self) -> String {
         format!(
-            "{} humans (one address each, solving at {:.0} hashes/s, arriving over the first {:.0} s) · farm {} addresses × {} identities (native solver) · opening at {:.0} s · entry budget {}/min burst {} per address · challenge max_number {} · max_waiting {} · admit {}/s · poll {}–{} ms · abandon after {} ms · opening spread {} ms · entry_places_per_address {} · deadline {} s",
+            "{} humans (one address each, solving at {:.0} hashes/s, arriving over the first {:.0} s) · farm {} addresses × {} identities, {} at once per address (native solver) · opening at {:.0} s · entry budget {}/min burst {} per address · challenge max_number {} · max_waiting {} · admit {}/s · poll {}–{} ms · abandon after {} ms · opening spread {} ms · entry_places_per_address {} · deadline {} s",
             self.humans,
             self.human_hashes_per_s,
             self.opens_in.mul_f64(self.arrive_share).as_secs_f64(),
             self.farm_addresses,
             self.identities_per_address,
+            self.farm_lanes,
             self.opens_in.as_secs_f64(),
             self.entry_budget_per_minute,
             self.entry_budget_burst,
@@ -491,9 +499,16 @@ async fn human(ctx: Arc<Ctx>, i: u64, arrive: Duration, rate: f64) -> Party {
     {
         return me.finish();
     }
-    me.party.solve_began = Some(Instant::now());
-    let Some((altcha, number)) = me.solve().await else {
-        return me.finish();
+    // A challenge request that fails is sent again after a second, as the
+    // page's retry would (a loaded local edge drops a few).
+    let mut tries = 0;
+    let (altcha, number) = loop {
+        me.party.solve_began = Some(Instant::now());
+        match me.solve().await {
+            Some(found) => break found,
+            None if tries < 3 && ctx.pause(Duration::from_secs(1)).await => tries += 1,
+            None => return me.finish(),
+        }
     };
     if !me.human_pace(number, rate).await {
         return me.finish();
@@ -505,12 +520,33 @@ async fn human(ctx: Arc<Ctx>, i: u64, arrive: Duration, rate: f64) -> Party {
     me.finish()
 }
 
-/// One farm address: its identities enter one after the other as fast as
-/// the budget allows; each placed one polls on a task of its own.
-async fn farm_address_run(ctx: Arc<Ctx>, k: u64, identities: u64) -> Vec<Party> {
+/// One farm address: `lanes` loops share its M identities and enter them
+/// at once, so the per-address budget, not the farm's round trips, sets
+/// its pace; each placed identity polls on a task of its own.
+async fn farm_address_run(ctx: Arc<Ctx>, k: u64, identities: u64, lanes: u64) -> Vec<Party> {
+    let next = Arc::new(AtomicU64::new(0));
+    let lanes: Vec<_> = (0..lanes)
+        .map(|_| tokio::spawn(farm_lane(ctx.clone(), k, next.clone(), identities)))
+        .collect();
+    let mut out = Vec::new();
+    for lane in lanes {
+        if let Ok(parties) = lane.await {
+            out.extend(parties);
+        }
+    }
+    out
+}
+
+/// One lane of a farm address: takes the next identity until all M are
+/// taken, solves and enters it (waiting out 429s), starts its poller.
+async fn farm_lane(ctx: Arc<Ctx>, k: u64, next: Arc<AtomicU64>, identities: u64) -> Vec<Party> {
     let mut pollers = Vec::new();
     let mut out = Vec::new();
-    for j in 0..identities {
+    loop {
+        let j = next.fetch_add(1, Ordering::Relaxed);
+        if j >= identities {
+            break;
+        }
         let mut id = Identity {
             ctx: &ctx,
             address: farm_address(k),
@@ -625,6 +661,7 @@ pub async fn run(opts: &FarmOptions) -> anyhow::Result<FarmReport> {
                 ctx.clone(),
                 k,
                 opts.identities_per_address,
+                opts.farm_lanes,
             ))
         })
         .collect();
