@@ -1,13 +1,16 @@
 //! `queuegate-load`: starts the whole room on loopback, sends a flash-sale
 //! crowd through it, measures position throughput, prints the figures and
 //! writes the charts; with `--drop`, a crowd pre-queued before a scheduled
-//! opening instead. Bounded in time and count; stops everything it started.
+//! opening instead; with `--farm`, such a drop under attack by a bot farm.
+//! Bounded in time and count; stops everything it started.
 
 use std::path::PathBuf;
 use std::time::Duration;
 
 use clap::Parser;
 use queuegate_tools::load::drop_day::{self, DropOptions};
+use queuegate_tools::load::farm::{self, FarmOptions};
+use queuegate_tools::load::farm_report;
 use queuegate_tools::load::{self, Options, ThroughputOptions};
 
 /// Figures for the whole waiting room: round trips per operation, position
@@ -96,6 +99,62 @@ struct Args {
     /// With --drop: seconds after the opening whose poll rate is shown.
     #[arg(long, default_value_t = 20)]
     after_opening_secs: u64,
+    /// Farm mode (issue #22 §5): --humans people (one address each, solving
+    /// at --human-hashes-per-s) and a bot farm (--farm-addresses ×
+    /// --identities-per-address, native solver) take places before an
+    /// opening --opens-in seconds away; reports the farm's share of the
+    /// first N admitted (N = --humans) against its share of addresses,
+    /// the humans refused, and the farm's spend; writes
+    /// load-farm-<label>.svg. Also uses --opens-in, --admit-rate,
+    /// --poll-min-ms, --poll-max-ms, --abandon-after-ms and --deadline-secs
+    /// (docs/benchmarks/load.md gives the values of the reported run).
+    #[arg(long)]
+    farm: bool,
+    /// With --farm: humans, one address each (N).
+    #[arg(long, default_value_t = 300)]
+    humans: u64,
+    /// With --farm: the farm's addresses (K).
+    #[arg(long, default_value_t = 10)]
+    farm_addresses: u64,
+    /// With --farm: identities each farm address tries to place (M).
+    #[arg(long, default_value_t = 200)]
+    identities_per_address: u64,
+    /// With --farm: identities each farm address enters at once (enough
+    /// that the per-address budget, not the round trips, paces the farm).
+    #[arg(long, default_value_t = 4)]
+    farm_lanes: u64,
+    /// With --farm: the humans' solving speed (the page in Chromium,
+    /// BENCHMARKS.md: ~90,000 hashes/s); simulated by sleeping.
+    #[arg(long, default_value_t = 90_000.0)]
+    human_hashes_per_s: f64,
+    /// With --farm: `entry_budget_per_minute` per address (scaled down
+    /// with the pre-queue window: the default lets one address take ~260
+    /// places in 45 s, as 40/min does over a ~30-minute pre-queue).
+    #[arg(long, default_value_t = 300)]
+    entry_budget_per_minute: u64,
+    /// With --farm: `entry_budget_burst` per address.
+    #[arg(long, default_value_t = 40)]
+    entry_budget_burst: u64,
+    /// With --farm: `challenge_max_number` (the product default).
+    #[arg(long, default_value_t = 100_000)]
+    challenge_max_number: u64,
+    /// With --farm: `max_waiting` (default: room for every human and
+    /// identity, so nobody is refused for a full queue).
+    #[arg(long)]
+    max_waiting: Option<u64>,
+    /// With --farm: `opening_spread_ms`.
+    #[arg(long, default_value_t = 5_000)]
+    opening_spread_ms: u64,
+    /// With --farm: the defence `entry_places_per_address` (a cap on live
+    /// places per address group, 429 `address_full`), passed through to
+    /// the queue settings; a build without the setting refuses it.
+    #[arg(long)]
+    entry_places_per_address: Option<u64>,
+    /// With --farm: the run's name in the report and the chart file
+    /// (`load-farm-<label>.svg`): "off" on a build with the uniform draw
+    /// and no cap, "on" with the fair per-address draw (and the cap).
+    #[arg(long, default_value = "off")]
+    farm_label: String,
 }
 
 impl Args {
@@ -152,6 +211,33 @@ impl Args {
         }
     }
 
+    fn farm_options(&self) -> FarmOptions {
+        if self.smoke {
+            return FarmOptions::smoke();
+        }
+        FarmOptions {
+            humans: self.humans,
+            farm_addresses: self.farm_addresses,
+            identities_per_address: self.identities_per_address,
+            farm_lanes: self.farm_lanes,
+            opens_in: Duration::from_secs(self.opens_in),
+            arrive_share: 0.8,
+            human_hashes_per_s: self.human_hashes_per_s,
+            entry_budget_per_minute: self.entry_budget_per_minute,
+            entry_budget_burst: self.entry_budget_burst,
+            challenge_max_number: self.challenge_max_number,
+            max_waiting: self.max_waiting,
+            admit_rate: self.admit_rate,
+            poll_min_ms: self.poll_min_ms,
+            poll_max_ms: self.poll_max_ms,
+            abandon_after_ms: self.abandon_after_ms,
+            opening_spread_ms: self.opening_spread_ms,
+            entry_places_per_address: self.entry_places_per_address,
+            label: self.farm_label.clone(),
+            deadline: Duration::from_secs(self.deadline_secs),
+        }
+    }
+
     fn charts_dir(&self) -> Option<PathBuf> {
         match (&self.charts, self.no_charts, self.smoke) {
             (_, true, _) => None,
@@ -168,6 +254,17 @@ async fn main() -> anyhow::Result<()> {
     if args.drop {
         eprintln!("drop day: one stack per spread (redis-server, redis-rest, queuegate-scheduler, demo shop, wrangler dev)…");
         println!("{}", drop_day::run(&args.drop_options()).await?);
+        return Ok(());
+    }
+    if args.farm {
+        let opts = args.farm_options();
+        eprintln!("farm: starting the stack (redis-server, redis-rest, queuegate-scheduler, demo shop, wrangler dev)…");
+        let report = farm::run(&opts).await?;
+        println!("{report}");
+        if let Some(dir) = args.charts_dir() {
+            let path = farm_report::write_chart(&report, &dir)?;
+            println!("chart: {}", path.display());
+        }
         return Ok(());
     }
     let opts = args.options();

@@ -6,6 +6,9 @@
 //!   a crowd of them live.
 //! * [`drop_day`] — drop mode: the crowd pre-queued before a scheduled
 //!   opening, the poll rate after it with and without the spread.
+//! * [`farm`] — farm mode: a drop under attack, humans against a bot farm
+//!   of few addresses and many identities; [`farm_report`] its figures
+//!   and chart.
 //! * [`sampler`] — the queue seen from Redis while the crowd runs.
 //! * [`counters`] — the gateway's round-trip counters (`GET /_stats`).
 //! * [`throughput`] — position requests/s through the `workerd` binary
@@ -16,6 +19,8 @@
 pub mod charts;
 pub mod counters;
 pub mod drop_day;
+pub mod farm;
+pub mod farm_report;
 pub mod figures;
 pub mod report;
 pub mod sampler;
