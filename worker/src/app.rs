@@ -56,7 +56,7 @@ impl App {
 
     /// Routes one request. A request that found Redis down or over its
     /// plan's limit tells the health answer at once.
-    pub async fn handle(&self, req: Request, ctx: &Context) -> Result<Response, EdgeError> {
+    pub async fn handle(&'static self, req: Request, ctx: &Context) -> Result<Response, EdgeError> {
         let result = self.route(req, ctx).await;
         if let Err(e) = &result {
             self.note_health(e);
@@ -74,7 +74,7 @@ impl App {
         self.health.saw(Date::now().as_millis(), seen);
     }
 
-    async fn route(&self, req: Request, ctx: &Context) -> Result<Response, EdgeError> {
+    async fn route(&'static self, req: Request, ctx: &Context) -> Result<Response, EdgeError> {
         let method = req.method();
         // workers-rs maps a method it does not know to GET: tell them apart.
         let known = req
@@ -333,7 +333,7 @@ impl App {
     /// A protected route: spend the token, forward, settle afterwards. A
     /// request without a token passes at once while the room is idle (idle
     /// passthrough); otherwise it is told to join the queue.
-    async fn gate(&self, req: Request, ctx: &Context) -> Result<Response, EdgeError> {
+    async fn gate(&'static self, req: Request, ctx: &Context) -> Result<Response, EdgeError> {
         // The route's own queue, never `?queue=`: a visitor must not pick
         // the emptiest line to pass through, or use another line's token.
         // `?queue=` is still checked as on every route (400 / 404).
@@ -416,35 +416,44 @@ impl App {
                 (visitor, token)
             }
         };
-        let Forwarded {
-            reply,
-            in_hand,
-            sent,
-        } = self.send(req, Some((&queue, &visitor.user))).await;
-        // The clock moves across I/O in Workers, so this is the origin's
-        // latency from the moment it could have the whole request (settle
-        // counts it for the scheduler's origin control; a slow upload is
-        // the visitor's, not the origin's). An origin that answered before
-        // the body was read whole is timed from sending.
-        let answered = Date::now().as_millis();
-        let latency_ms = in_hand.or(sent).map_or(0, |at| answered.saturating_sub(at));
-        // 2xx/3xx: the order is done. 4xx/5xx or no answer: the same token
-        // comes back for one retry window (see docs/edge.md); a passed
-        // request's slot is freed instead. No answer to
-        // a body that never arrived whole is the visitor's failure (a 4xx
-        // for the origin control: not counted).
-        let outcome = match (&reply, in_hand) {
-            (Ok(resp), _) => Outcome::of_status(resp.status_code()),
-            (Err(_), Some(_)) => Outcome::NoAnswer,
-            (Err(_), None) => Outcome::ClientError,
-        };
-        let forwarded = reply.map(Response::from);
-        let forwarded = match (forwarded, &visitor.new_cookie) {
-            (Ok(resp), Some(c)) => http::append(resp.headers(), "set-cookie", c).map(|()| resp),
-            (other, _) => other,
-        };
-        let user = visitor.user;
+        // The forward and the settle run in `wait_until`, not in this
+        // handler: on the edge a client that hangs up cancels its handler,
+        // and an order the shop took must still be settled (ordered, or
+        // its token back) rather than left in flight. The reply comes back
+        // through a channel; `wait_until` work gets 30 s after a hang-up.
+        let (reply_to, reply) = futures_channel::oneshot::channel();
+        let (user, new_cookie) = (visitor.user, visitor.new_cookie);
+        let app = self;
         ctx.wait_until(async move {
+            let Forwarded {
+                reply,
+                in_hand,
+                sent,
+            } = app.send(req, Some((&queue, &user))).await;
+            // The clock moves across I/O in Workers, so this is the origin's
+            // latency from the moment it could have the whole request (settle
+            // counts it for the scheduler's origin control; a slow upload is
+            // the visitor's, not the origin's). An origin that answered before
+            // the body was read whole is timed from sending.
+            let answered = Date::now().as_millis();
+            let latency_ms = in_hand.or(sent).map_or(0, |at| answered.saturating_sub(at));
+            // 2xx/3xx: the order is done. 4xx/5xx or no answer: the same token
+            // comes back for one retry window (see docs/edge.md); a passed
+            // request's slot is freed instead. No answer to a body that never
+            // arrived whole is the visitor's failure (a 4xx for the origin
+            // control: not counted).
+            let outcome = match (&reply, in_hand) {
+                (Ok(resp), _) => Outcome::of_status(resp.status_code()),
+                (Err(_), Some(_)) => Outcome::NoAnswer,
+                (Err(_), None) => Outcome::ClientError,
+            };
+            let forwarded = reply.map(Response::from);
+            let forwarded = match (forwarded, &new_cookie) {
+                (Ok(resp), Some(c)) => http::append(resp.headers(), "set-cookie", c).map(|()| resp),
+                (other, _) => other,
+            };
+            // The visitor may be gone: the settle runs all the same.
+            let _ = reply_to.send(forwarded);
             let settle = Settle {
                 keys: &keys,
                 user: &user,
@@ -456,7 +465,11 @@ impl App {
                 worker::console_error!("settle failed: {e}");
             }
         });
-        forwarded
+        reply.await.unwrap_or_else(|_| {
+            Err(EdgeError::Internal(
+                "the forward ended without a reply".into(),
+            ))
+        })
     }
 
     async fn forward(&self, req: Request) -> Result<Response, EdgeError> {
