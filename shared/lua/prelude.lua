@@ -151,10 +151,10 @@ local function pre_seq(score)
   return score % ROUND_SPAN
 end
 
--- The `groups` hash also keeps each round's size, as field '#<round>'
--- (no address group starts with '#'): the seal reads them in one call.
+-- The `groups` hash also keeps each round's size, as field GR_ROUND ..
+-- round (no address group starts with it): the seal reads them at once.
 local function round_field(score)
-  return '#' .. (math.floor(score / ROUND_SPAN) + 1)
+  return GR_ROUND .. (math.floor(score / ROUND_SPAN) + 1)
 end
 
 -- The draw round of a new pre-queued identity from address group `group`
@@ -174,7 +174,7 @@ local function draw_round(groups_key, group, net56, net48)
     -- (the score stays exact below 2^53).
     round = math.min(round, MAX_ROUND)
   end
-  redis.call('HINCRBY', groups_key, '#' .. round, 1)
+  redis.call('HINCRBY', groups_key, GR_ROUND .. round, 1)
   return round
 end
 
@@ -189,7 +189,7 @@ local function round_sizes(groups_key, draw_key, n)
   local sizes, total = {}, 0
   for from = 1, last, 1000 do
     local fields = {}
-    for r = from, math.min(from + 999, last) do fields[#fields + 1] = '#' .. r end
+    for r = from, math.min(from + 999, last) do fields[#fields + 1] = GR_ROUND .. r end
     for _, v in ipairs(redis.call('HMGET', groups_key, unpack(fields))) do
       local size = tonumber(v or '0') or 0
       if size > 0 then

@@ -216,6 +216,16 @@ names!(
     }
 );
 
+names!(
+    /// Fields of the `groups` hash besides the address groups' counts.
+    group_field, "GR_" {
+        /// Prefix of a draw round's size (then the round, from 1): the
+        /// visitors of the open pre-queue in that round. No address group
+        /// starts with it.
+        ROUND = "#",
+    }
+);
+
 /// Separator of record fields.
 pub const SEPARATOR: char = '|';
 
@@ -286,6 +296,7 @@ fn lua_declarations() -> Vec<(String, String)> {
         .chain(stats::ALL)
         .chain(status::ALL)
         .chain(guard_field::ALL)
+        .chain(group_field::ALL)
         .chain(origin::ALL)
         .map(|(n, v)| (n.to_string(), *v))
         .chain(queue_states())

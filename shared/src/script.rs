@@ -324,22 +324,22 @@ mod tests {
     }
 
     const PINNED: &[(&str, &str)] = &[
-        ("enter", "75421923d435988aa98e659d4aa11490aa7324cd"),
-        ("position", "99c3287a85a676f91790b3b84003a886c8a18da1"),
-        ("admit", "cfd358e4428f2dee34bca5f92f083dacd4418f0d"),
-        ("consume", "21d6d38b2a5daeadcd4dc7378da0e45dcd73b8aa"),
-        ("settle", "c5bbfa5ee52e3d499a1c1bda11350decff3801d1"),
+        ("enter", "58ef50fae96a8fd0c827539618c270a8b4ea25ce"),
+        ("position", "f9029f6468b5e69fb8975911ca5f7a90b7bdd1b7"),
+        ("admit", "f541dae6c8f229f5f45e0c8aae14f38d57bbf942"),
+        ("consume", "3ac67492cefbd575e6fea29a57d135e9605bd527"),
+        ("settle", "24acd26c0e5dbcc4a8266a12e86670a973e3233e"),
         ("lease_acquire", "4417c0c8463d1512b8a962680ec405744d0ecf6b"),
         ("lease_release", "d4530721362acba6eca833ae5bc15a5d5b5b9ad2"),
         ("configure", "1d52985d53a6c04b90e28d5a62f889228d80d953"),
         ("set_state", "ae9c182fa0a45b938998d992eae146e34fe08ffe"),
         ("status", "ad9e99bb0fd0e55027c706afebaa60cb3faaf0a1"),
-        ("challenge", "cfe69d49317910be787bced49d1425b4276bebd4"),
-        ("origin_window", "5aef50757d141707ede22633cb1c2b6c2a87a706"),
-        ("pass", "c62812a2110c82fddcce8753ee7c02222243a201"),
-        ("draw_open", "7efca1dc3310dc8550d4682432868e27ee8da088"),
-        ("draw_place", "91651c9d9ac811788a389f0379c6e0481780429b"),
+        ("challenge", "cb31a9e8d349fe9c6fa69daa4647e58496cdbdfb"),
+        ("origin_window", "1c2ef739c4678d1e7f557368e5a8d56d1061391a"),
+        ("pass", "87f9644b014dd7fe7e88bad9346b9d289a96aa40"),
+        ("draw_open", "31d79d643afa808778453ab0f41fd34b5af83208"),
+        ("draw_place", "e42e0f51c4ef92488f7640bba541eecaaedc9f79"),
         ("schedule", "21a081b0dab3004d63b1ea6556d565bf4a8c48c8"),
-        ("unconsume", "63b8cdab4315db9a1b454b47f080e99fc56d1b22"),
+        ("unconsume", "3deb7c8ed0122d7c1b91c3d57a8e6328c9f639a2"),
     ];
 }
