@@ -13,8 +13,8 @@ use queuegate_shared::ops::{Consume, ConsumeReply, SetState};
 use queuegate_shared::token::EntryToken;
 use queuegate_shared::{Prefix, QueueId, QueueKeys, QueueState, Settings, UserId};
 use queuegate_system_tests::edge::{EdgeStack, IDENTITY_SECRET};
-use queuegate_system_tests::fast_settings;
 use queuegate_system_tests::origin::TestOrigin;
+use queuegate_system_tests::{fast_settings, TestQueue};
 use queuegate_testkit::{now_ms, repo_root, set_cookie_pair, RedisServer};
 use serde_json::{json, Value};
 
@@ -340,7 +340,7 @@ async fn guarded_routes(ck: &mut Checker) {
         ..Settings::default()
     };
     let mut stack = EdgeStack::start_with(
-        settings,
+        settings.clone(),
         "anonymous",
         RedisServer::start(),
         &[("ENTRY_CHALLENGE", "on")],
@@ -384,8 +384,20 @@ async fn guarded_routes(ck: &mut Checker) {
     let fresh = solve(ck).await;
     let over = ck.expect(enter(&visitor(34), &fresh), 429).await;
     assert_eq!(over.json()["error"], "too_many_entries");
-    // Idle passthrough spends the same budget: a token-less order from
-    // that address is refused too.
+    let stale = call("POST", "/queue/enter")
+        .visitor(&visitor(35))
+        .header("cf-connecting-ip", "203.0.113.51")
+        .header("x-altcha", &early);
+    let stale = ck.expect(stale, 403).await;
+    assert_eq!(stale.json()["error"], "challenge_stale");
+    // Idle passthrough spends the same budget: once the line is empty and
+    // passthrough on, a token-less order from that address is refused too.
+    stack.admit(2, 0).await;
+    let passing = Settings {
+        idle_passthrough: true,
+        ..settings
+    };
+    TestQueue::open(&stack.redis.url(), "main", passing).await;
     let pass = ck
         .expect(
             call("POST", "/orders")
@@ -395,12 +407,6 @@ async fn guarded_routes(ck: &mut Checker) {
         )
         .await;
     assert_eq!(pass.json()["error"], "too_many_entries");
-    let stale = call("POST", "/queue/enter")
-        .visitor(&visitor(35))
-        .header("cf-connecting-ip", "203.0.113.51")
-        .header("x-altcha", &early);
-    let stale = ck.expect(stale, 403).await;
-    assert_eq!(stale.json()["error"], "challenge_stale");
     stack.redis.stop();
     let down = ck.expect(call("GET", "/queue/challenge"), 503).await;
     assert_eq!(down.json()["error"], "unavailable");
