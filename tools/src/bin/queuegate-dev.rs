@@ -5,6 +5,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use clap::Parser;
+use queuegate_shared::settings::SettingsError;
+use queuegate_shared::Settings;
 use queuegate_signal::shutdown_signal;
 use queuegate_tools::crowd;
 use queuegate_tools::demo_origin::Conditions;
@@ -70,14 +72,23 @@ struct Args {
 async fn main() -> anyhow::Result<()> {
     let args = Args::parse();
     if !(0.0..=1.0).contains(&args.leave_share) {
-        anyhow::bail!("--leave-share must be between 0 and 1");
+        refuse(&format!(
+            "--leave-share {}: must be 0 to 1",
+            args.leave_share
+        ));
     }
     let origin = Conditions {
         error_rate: args.origin_error_rate,
         latency_ms: args.origin_latency_ms,
     };
     if let Err(why) = origin.validate() {
-        anyhow::bail!("--origin-error-rate / --origin-latency-ms: {why}");
+        refuse(&format!("--origin-error-rate / --origin-latency-ms: {why}"));
+    }
+    // Every combination the scheduler would refuse is refused here, in one
+    // line naming the flag, before anything starts.
+    let (queue, notes) = queue_settings(&args).unwrap_or_else(|why| refuse(&why));
+    for note in notes {
+        eprintln!("{note}");
     }
     eprintln!(
         "starting redis-server, redis-rest, queuegate-scheduler, the demo shop and wrangler dev…"
@@ -91,6 +102,12 @@ async fn main() -> anyhow::Result<()> {
     }
     if let Some(n) = args.max_waiting {
         settings.push(("max_waiting".to_string(), n.to_string()));
+    }
+    if queue.min_admit_rate_per_second != Settings::default().min_admit_rate_per_second {
+        settings.push((
+            "min_admit_rate_per_second".to_string(),
+            queue.min_admit_rate_per_second.to_string(),
+        ));
     }
     let stack = Stack::start(&StackOptions {
         settings,
@@ -160,4 +177,108 @@ async fn main() -> anyhow::Result<()> {
     eprintln!("stopping…");
     drop(stack);
     Ok(())
+}
+
+/// A flag that cannot work: one line, exit code 2, before anything starts
+/// (an error returned from `main` would print a backtrace when
+/// `RUST_BACKTRACE` is set).
+fn refuse(why: &str) -> ! {
+    eprintln!("queuegate-dev: {why}");
+    std::process::exit(2);
+}
+
+/// The queue's settings as the flags make them, checked as the scheduler
+/// will check them. One adaptation, said in the returned notes: a rate
+/// below origin control's default minimum (1/s) lowers the minimum with it.
+/// Anything else the scheduler would refuse is an error naming the flag.
+fn queue_settings(args: &Args) -> Result<(Settings, Vec<String>), String> {
+    let mut s = Settings {
+        admit_rate_per_second: args.admit_rate,
+        max_active: args.max_active,
+        ..Settings::default()
+    };
+    if let Some(b) = args.entry_budget {
+        s.entry_budget_per_minute = b;
+        s.entry_budget_burst = b;
+    }
+    if let Some(d) = args.challenge_difficulty {
+        s.challenge_max_number = d;
+    }
+    if let Some(n) = args.max_waiting {
+        s.max_waiting = n;
+    }
+    let rate = s.admit_rate_per_second;
+    if !(rate.is_finite() && rate > 0.0) {
+        return Err(format!("--admit-rate {rate}: must be above 0"));
+    }
+    let mut notes = Vec::new();
+    if rate < s.min_admit_rate_per_second {
+        s.min_admit_rate_per_second = rate;
+        notes.push(format!(
+            "--admit-rate {rate} is below origin control's default minimum (1/s): the minimum is lowered to {rate}/s too"
+        ));
+    }
+    match s.validate() {
+        Ok(()) => Ok((s, notes)),
+        Err(SettingsError::Invalid { field, value, rule }) => Err(match flag_of(field) {
+            Some(flag) => format!("{flag} {value}: {rule}"),
+            None => format!("the flags make {field} = {value}: {rule}"),
+        }),
+        Err(other) => Err(other.to_string()),
+    }
+}
+
+/// The `queuegate-dev` flag that sets a queue setting.
+fn flag_of(field: &str) -> Option<&'static str> {
+    Some(match field {
+        "admit_rate_per_second" | "min_admit_rate_per_second" => "--admit-rate",
+        "max_active" => "--max-active",
+        "entry_budget_per_minute" | "entry_budget_burst" => "--entry-budget",
+        "challenge_max_number" => "--challenge-difficulty",
+        "max_waiting" => "--max-waiting",
+        _ => return None,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn args(flags: &[&str]) -> Args {
+        Args::try_parse_from(std::iter::once("queuegate-dev").chain(flags.iter().copied()))
+            .expect("flags parse")
+    }
+
+    #[test]
+    fn the_defaults_are_a_valid_queue() {
+        let (s, notes) = queue_settings(&args(&[])).expect("valid");
+        assert_eq!(s.admit_rate_per_second, 20.0);
+        assert!(notes.is_empty());
+    }
+
+    #[test]
+    fn a_slow_rate_lowers_the_minimum_and_says_so() {
+        let (s, notes) = queue_settings(&args(&["--admit-rate", "0.05"])).expect("adapted");
+        assert_eq!(s.min_admit_rate_per_second, 0.05);
+        assert_eq!(notes.len(), 1, "{notes:?}");
+        assert!(notes[0].contains("lowered"), "{notes:?}");
+    }
+
+    #[test]
+    fn what_the_scheduler_refuses_is_one_line_naming_the_flag() {
+        for (flags, flag) in [
+            (&["--admit-rate", "0"][..], "--admit-rate 0:"),
+            (&["--admit-rate=-3"][..], "--admit-rate -3:"),
+            (&["--max-active", "0"][..], "--max-active 0:"),
+            (
+                &["--challenge-difficulty", "5"][..],
+                "--challenge-difficulty 5:",
+            ),
+            (&["--max-waiting", "0"][..], "--max-waiting 0:"),
+        ] {
+            let why = queue_settings(&args(flags)).expect_err("refused");
+            assert!(why.starts_with(flag), "{flags:?}: {why}");
+            assert!(!why.contains('\n'), "one line: {why}");
+        }
+    }
 }

@@ -1,0 +1,55 @@
+//! `queuegate-dev`'s flags as a newcomer types them: every combination the
+//! scheduler would refuse is refused before anything starts, in one line
+//! naming the flag and with exit code 2, never a panic and a backtrace
+//! (issue #23). The adapted case (`--admit-rate 0.05`) starts the whole room
+//! and is checked by hand in the closing note; its settings are unit-tested
+//! in the binary.
+
+use std::process::Command;
+
+fn dev(flags: &[&str]) -> std::process::Output {
+    Command::new(env!("CARGO_BIN_EXE_queuegate-dev"))
+        .args(flags)
+        // Even with backtraces asked for, a refused flag is one line.
+        .env("RUST_BACKTRACE", "1")
+        .output()
+        .expect("run queuegate-dev")
+}
+
+#[test]
+fn refused_flags_are_one_line_naming_the_flag() {
+    for (flags, starts) in [
+        (&["--admit-rate", "0"][..], "queuegate-dev: --admit-rate 0:"),
+        (&["--max-active", "0"][..], "queuegate-dev: --max-active 0:"),
+        (
+            &["--challenge-difficulty", "5"][..],
+            "queuegate-dev: --challenge-difficulty 5:",
+        ),
+        (
+            &["--max-waiting", "0"][..],
+            "queuegate-dev: --max-waiting 0:",
+        ),
+        (
+            &["--leave-share", "2"][..],
+            "queuegate-dev: --leave-share 2:",
+        ),
+        (
+            &["--origin-error-rate", "3"][..],
+            "queuegate-dev: --origin-error-rate",
+        ),
+    ] {
+        let out = dev(flags);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{flags:?}: {stderr}");
+        assert_eq!(stderr.lines().count(), 1, "{flags:?}: {stderr}");
+        assert!(stderr.starts_with(starts), "{flags:?}: {stderr}");
+        assert!(
+            !stderr.contains("panicked") && !stderr.contains("backtrace"),
+            "{flags:?}: {stderr}"
+        );
+        assert!(
+            !stderr.contains("starting redis-server"),
+            "{flags:?} started the room: {stderr}"
+        );
+    }
+}
