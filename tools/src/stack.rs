@@ -76,6 +76,27 @@ pub struct Stack {
     worker_settings: WranglerBuilder,
 }
 
+/// Schedules the opening of `keys`' queue at `opens_at` (epoch ms), as
+/// `queuegate-scheduler schedule` does: until then new places go to the
+/// pre-queue.
+pub async fn schedule_opening(
+    conn: &mut redis::aio::MultiplexedConnection,
+    keys: &QueueKeys,
+    opens_at: u64,
+) -> anyhow::Result<()> {
+    use queuegate_shared::ops::{Change, Schedule};
+    queuegate_scheduler::engine::run(
+        conn,
+        &Schedule {
+            keys,
+            opens_at: Change::Set(opens_at),
+            closes_at: Change::Keep,
+        },
+    )
+    .await?;
+    Ok(())
+}
+
 impl Stack {
     /// The demo queue's keys and a connection to the stack's Redis, once
     /// the scheduler has published the queue's settings and opened it

@@ -106,7 +106,14 @@ impl Operation for Settle<'_> {
     }
 
     fn decode(&self, value: Value) -> Result<SettleReply, DecodeError> {
-        let f = Fields::new("settle", value)?;
+        SettleReply::decode(&Fields::new("settle", value)?)
+    }
+}
+
+impl SettleReply {
+    /// The reply of `settle`, and of `unconsume`, which answers the same
+    /// kinds (never `ordered`).
+    pub(crate) fn decode(f: &Fields) -> Result<SettleReply, DecodeError> {
         match f.text(0)? {
             "ordered" => Ok(SettleReply::Ordered),
             "restored" => Ok(SettleReply::Restored {

@@ -50,14 +50,9 @@ impl Operation for Unconsume<'_> {
 
     fn decode(&self, value: Value) -> Result<SettleReply, DecodeError> {
         let f = Fields::new("unconsume", value)?;
-        match f.text(0)? {
-            "restored" => Ok(SettleReply::Restored {
-                expires_at: f.uint(1)?,
-            }),
-            "expired" => Ok(SettleReply::Expired),
-            "stale" => Ok(SettleReply::Stale),
-            "unconfigured" => Ok(SettleReply::Unconfigured),
-            other => Err(f.error(format!("unknown reply kind {other:?}"))),
+        match SettleReply::decode(&f)? {
+            SettleReply::Ordered => Err(f.error("unconsume never orders")),
+            reply => Ok(reply),
         }
     }
 }

@@ -10,16 +10,14 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::bail;
-use queuegate_scheduler::engine;
 use queuegate_shared::fields::config;
-use queuegate_shared::ops::{Change, Schedule};
 use queuegate_shared::QueueKeys;
 use queuegate_testkit::measure::percentile;
 use queuegate_testkit::now_ms;
 use redis::aio::MultiplexedConnection;
 
 use super::visitor::{self, Outcome, Plan, Polling, Record, Route, Shared, StatusReader};
-use crate::stack::{Stack, StackOptions};
+use crate::stack::{schedule_opening, Stack, StackOptions};
 
 /// What to run.
 #[derive(Debug, Clone)]
@@ -338,15 +336,7 @@ async fn run_one(opts: &DropOptions, spread_ms: u64) -> anyhow::Result<DropRun> 
     let start = Instant::now();
     let start_ms = now_ms();
     let opens_at = start_ms + opts.opens_in.as_millis() as u64;
-    engine::run(
-        &mut conn,
-        &Schedule {
-            keys: &keys,
-            opens_at: Change::Set(opens_at),
-            closes_at: Change::Keep,
-        },
-    )
-    .await?;
+    schedule_opening(&mut conn, &keys, opens_at).await?;
     let shared = Arc::new(Shared {
         base: stack.worker.url(),
         status: Some(StatusReader {

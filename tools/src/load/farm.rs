@@ -43,9 +43,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context};
 use queuegate_edge::{altcha, CLIENT_IP_HEADER};
-use queuegate_scheduler::engine;
 use queuegate_shared::fields::{config, stats};
-use queuegate_shared::ops::{Change, Schedule};
 use queuegate_shared::{QueueKeys, Settings, UserId};
 use queuegate_testkit::now_ms;
 use redis::aio::MultiplexedConnection;
@@ -56,7 +54,7 @@ use tokio::sync::watch;
 use super::counters::Counters;
 use super::farm_report::{FarmReport, Kind, Party};
 use super::visitor::{self, visitor_cookie, wants_challenge};
-use crate::stack::{Stack, StackOptions};
+use crate::stack::{schedule_opening, Stack, StackOptions};
 
 /// What to run.
 #[derive(Debug, Clone)]
@@ -622,15 +620,7 @@ pub async fn run(opts: &FarmOptions) -> anyhow::Result<FarmReport> {
     let start = Instant::now();
     let start_ms = now_ms();
     let opens_at = start_ms + opts.opens_in.as_millis() as u64;
-    engine::run(
-        &mut conn,
-        &Schedule {
-            keys: &keys,
-            opens_at: Change::Set(opens_at),
-            closes_at: Change::Keep,
-        },
-    )
-    .await?;
+    schedule_opening(&mut conn, &keys, opens_at).await?;
     let (stop_tx, stop_rx) = watch::channel(false);
     let ctx = Arc::new(Ctx {
         http: http.clone(),
