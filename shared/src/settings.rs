@@ -103,8 +103,10 @@ pub struct Settings {
 }
 
 /// The highest `entry_places_per_address`: a new place checks each place
-/// its address holds, so the cap bounds that script's work.
-pub const MAX_PLACES_PER_ADDRESS: u64 = 1_000;
+/// its address holds (up to three lookups each), and a refused one writes
+/// only a counter, so one client may repeat it: the cap bounds that work
+/// (50 places: ~150 lookups, about the cost of the enter script itself).
+pub const MAX_PLACES_PER_ADDRESS: u64 = 50;
 
 impl Default for Settings {
     fn default() -> Self {
@@ -265,7 +267,7 @@ impl Settings {
             return Err(invalid(
                 "entry_places_per_address",
                 self.entry_places_per_address,
-                "must be 0 (off) to 1000: the enter script checks each of an address's places",
+                "must be 0 (off) to 50: the enter script checks each of an address's places",
             ));
         }
         if !(1_000..=100_000_000).contains(&self.challenge_max_number) {
@@ -592,6 +594,13 @@ mod tests {
                     ..Default::default()
                 },
                 "challenge_max_number",
+            ),
+            (
+                Settings {
+                    entry_places_per_address: MAX_PLACES_PER_ADDRESS + 1,
+                    ..Default::default()
+                },
+                "entry_places_per_address",
             ),
             (
                 Settings {
