@@ -14,7 +14,7 @@ use queuegate_testkit::chart::{self, DrawResult, PALETTE};
 use crate::crowd;
 use crate::load::charts::panel;
 use crate::load::tally::Tally;
-use crate::stack::{Stack, StackOptions};
+use crate::stack::{Edge, Stack, StackOptions};
 
 /// The run's shape.
 #[derive(Debug, Clone)]
@@ -71,6 +71,8 @@ const ERRORS: &str = "queuegate_origin_error_share{queue=\"main\"}";
 /// Runs the shape once; every process stops when this returns.
 pub async fn run(opts: &Options, control: bool) -> anyhow::Result<Run> {
     let stack = Stack::start(&StackOptions {
+        // Its figures (and BENCHMARKS.md's) were taken through wrangler dev.
+        edge: Edge::Wrangler,
         port: 0,
         admit_rate: opts.admit_rate,
         max_active: opts.max_active,

@@ -1,6 +1,7 @@
 //! The whole waiting room on one machine: a private redis-server, the
-//! redis-rest gateway, the scheduler, the demo shop and the worker under
-//! `wrangler dev`. Every process stops when the [`Stack`] is dropped.
+//! redis-rest gateway, the scheduler, the demo shop and the worker, under
+//! `wrangler dev` or the `workerd` binary alone ([`Edge`]). Every process
+//! stops when the [`Stack`] is dropped.
 
 use queuegate_testkit::gateway::Gateway;
 use queuegate_testkit::scheduler::Scheduler;
@@ -15,9 +16,60 @@ use queuegate_shared::{Prefix, QueueId, QueueKeys, QueueState};
 
 use crate::demo_origin::Conditions;
 
+/// What serves the built worker.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Edge {
+    /// `wrangler dev`: the way to edit the worker (rebuilds on change), but
+    /// its Node proxy answers a few hundred requests/s on two cores.
+    Wrangler,
+    /// The `workerd` binary alone, with the same vars and secrets: about
+    /// ten times the requests/s on the same machine (docs/benchmarks),
+    /// what a crowd needs.
+    Workerd,
+}
+
+impl Edge {
+    /// How the status lines name it.
+    pub fn label(self) -> &'static str {
+        match self {
+            Edge::Wrangler => "wrangler dev",
+            Edge::Workerd => "workerd",
+        }
+    }
+}
+
+/// The running worker, however served.
+#[derive(Debug)]
+pub enum Worker {
+    /// Under `wrangler dev`.
+    Wrangler(Wrangler),
+    /// Under the `workerd` binary alone.
+    Workerd(Workerd),
+}
+
+impl Worker {
+    /// `http://127.0.0.1:PORT`.
+    pub fn url(&self) -> String {
+        match self {
+            Worker::Wrangler(w) => w.url(),
+            Worker::Workerd(w) => w.url(),
+        }
+    }
+
+    /// Its output so far.
+    pub fn log(&self) -> String {
+        match self {
+            Worker::Wrangler(w) => w.log(),
+            Worker::Workerd(w) => w.log(),
+        }
+    }
+}
+
 /// Settings of the local demo.
 #[derive(Debug, Clone)]
 pub struct StackOptions {
+    /// What serves the worker.
+    pub edge: Edge,
     /// The worker's port (0: any free one).
     pub port: u16,
     /// Admissions per second.
@@ -46,6 +98,7 @@ impl Default for StackOptions {
     /// The local demo's settings (`queuegate-dev` without flags).
     fn default() -> Self {
         StackOptions {
+            edge: Edge::Wrangler,
             port: 8787,
             admit_rate: 20.0,
             max_active: 100,
@@ -63,7 +116,7 @@ impl Default for StackOptions {
 #[derive(Debug)]
 pub struct Stack {
     /// The worker (what visitors open).
-    pub worker: Wrangler,
+    pub worker: Worker,
     /// The scheduler.
     pub scheduler: Scheduler,
     /// The gateway.
@@ -168,7 +221,12 @@ impl Stack {
         if opts.port != 0 {
             worker = worker.port(opts.port);
         }
-        let worker = tokio::task::spawn_blocking(move || worker.start()).await?;
+        let edge = opts.edge;
+        let worker = tokio::task::spawn_blocking(move || match edge {
+            Edge::Wrangler => Worker::Wrangler(worker.start()),
+            Edge::Workerd => Worker::Workerd(worker.start_workerd()),
+        })
+        .await?;
         Ok(Stack {
             worker,
             scheduler,
@@ -179,8 +237,8 @@ impl Stack {
         })
     }
 
-    /// The same worker, vars and secrets served by the `workerd` binary
-    /// alone, on another free port: what throughput is measured against,
+    /// The same worker, vars and secrets served by another `workerd`
+    /// process alone, on a free port: what throughput is measured against,
     /// since `wrangler dev`'s Node process and proxy cost the CPU several
     /// times over (docs/benchmarks/load.md).
     pub async fn start_workerd(&self) -> anyhow::Result<Workerd> {

@@ -1,7 +1,8 @@
 //! A worker served by the `workerd` binary itself (from node_modules), with
 //! a capnp config written here: no wrangler, no Node, no proxy in front, so
-//! the process's CPU time is the worker's own. Benchmarks use it; tests and
-//! the demo keep `wrangler dev` ([`crate::Wrangler`]).
+//! the process's CPU time is the worker's own. Benchmarks use it, and the
+//! local demo when it sends a crowd; most tests and the demo without a
+//! crowd keep `wrangler dev` ([`crate::Wrangler`]).
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -56,6 +57,17 @@ impl Workerd {
         bindings: &BTreeMap<String, String>,
         ready_path: &str,
     ) -> Workerd {
+        Self::start_on(script, bindings, ready_path, None)
+    }
+
+    /// [`Self::start`] on `port` when given (the local demo serves on
+    /// 8787), else on a free one.
+    pub fn start_on(
+        script: &Script,
+        bindings: &BTreeMap<String, String>,
+        ready_path: &str,
+        port: Option<u16>,
+    ) -> Workerd {
         let dir = tempfile::Builder::new()
             .prefix("qg-workerd-")
             .tempdir()
@@ -93,10 +105,11 @@ impl Workerd {
             .map(|(k, v)| format!("    (name = {}, text = {}),\n", capnp_str(k), capnp_str(v)))
             .collect();
         let mut last_log = String::new();
-        // The port is free when picked but may be taken before workerd
-        // binds it: try a few.
-        for _ in 0..3 {
-            let port = free_port();
+        // A free port is free when picked but may be taken before workerd
+        // binds it: try a few. A given port is tried once.
+        let tries = if port.is_some() { 1 } else { 3 };
+        for _ in 0..tries {
+            let port = port.unwrap_or_else(free_port);
             let config = config(modules, &bindings, port);
             let path = dir.path().join("config.capnp");
             std::fs::write(&path, config).expect("write config.capnp");

@@ -52,7 +52,8 @@ impl WranglerBuilder {
     }
 
     /// The same vars and secrets served by the `workerd` binary directly,
-    /// without wrangler's Node process and proxy (for measurements).
+    /// without wrangler's Node process and proxy (for measurements, and
+    /// the local demo's crowd), on [`Self::port`] when set.
     pub fn start_workerd(self) -> crate::workerd::Workerd {
         self.start_workerd_from(crate::workerd::Script::Built)
     }
@@ -61,7 +62,7 @@ impl WranglerBuilder {
     pub fn start_workerd_from(self, script: crate::workerd::Script) -> crate::workerd::Workerd {
         let mut bindings = self.vars;
         bindings.extend(self.secrets);
-        crate::workerd::Workerd::start(&script, &bindings, "/queue/health")
+        crate::workerd::Workerd::start_on(&script, &bindings, "/queue/health", self.port)
     }
 
     /// Starts `wrangler dev` on the prebuilt wasm and waits until
