@@ -1,6 +1,8 @@
 //! The demo's synthetic crowd: visitors arrive over a ramp, poll as the
 //! server says, some leave, the admitted ones order. Each is a
-//! [`load::visitor`](crate::load::visitor), counted live in a [`Tally`].
+//! [`load::visitor`](crate::load::visitor), paced as the waiting-room page
+//! paces a browser (one request at a time, its backoff, `Retry-After`),
+//! counted live in a [`Tally`].
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -23,8 +25,11 @@ pub async fn run(
     deadline: Duration,
     tally: Arc<Tally>,
 ) {
+    // Each visitor keeps its connection between requests, as a browser
+    // does: a pool smaller than the crowd would close and reopen
+    // connections for most requests, a cost real visitors do not impose.
     let http = reqwest::Client::builder()
-        .pool_max_idle_per_host(64)
+        .pool_max_idle_per_host(usize::try_from(n).unwrap_or(usize::MAX))
         .build()
         .unwrap_or_default();
     let start = Instant::now();

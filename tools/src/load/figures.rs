@@ -6,7 +6,7 @@ use queuegate_testkit::measure::{mean, percentile};
 use super::counters::Counters;
 use super::sampler::{self, Sample};
 use super::throughput::Throughput;
-use super::visitor::{Outcome, Polling, Record, Route};
+use super::visitor::{Failure, Outcome, Polling, Record, Route, Sent};
 
 fn sorted(mut v: Vec<f64>) -> Vec<f64> {
     v.sort_by(f64::total_cmp);
@@ -216,6 +216,37 @@ impl Report {
                 .collect(),
         );
         (percentile(&v, 50.0), percentile(&v, 99.0), v.len())
+    }
+
+    /// Every request sent, and the failed ones by kind (kinds in the
+    /// order of [`Failure`], only those seen).
+    pub fn failures(&self) -> (usize, Vec<(Failure, usize)>) {
+        let sent: Vec<&Sent> = self.records.iter().flat_map(|r| &r.sent).collect();
+        let kinds = Failure::ALL
+            .into_iter()
+            .map(|k| (k, sent.iter().filter(|s| s.failure == Some(k)).count()))
+            .filter(|(_, n)| *n > 0)
+            .collect();
+        (sent.len(), kinds)
+    }
+
+    /// Client-side latency (ms) of every answered request: p50, p90, p99,
+    /// max.
+    pub fn latency_all(&self) -> [f64; 4] {
+        let v = sorted(
+            self.records
+                .iter()
+                .flat_map(|r| &r.sent)
+                .filter(|s| s.latency_ms.is_finite())
+                .map(|s| f64::from(s.latency_ms))
+                .collect(),
+        );
+        [
+            percentile(&v, 50.0),
+            percentile(&v, 90.0),
+            percentile(&v, 99.0),
+            v.last().copied().unwrap_or(f64::NAN),
+        ]
     }
 
     /// Requests per second (1 s buckets, at each bucket's middle) of the

@@ -84,6 +84,19 @@ impl fmt::Display for Report {
             f,
             "\n## Edge latency during the crowd (client side, through wrangler dev)"
         )?;
+        let (sent, failed) = self.failures();
+        let n_failed: usize = failed.iter().map(|(_, n)| n).sum();
+        let kinds: Vec<String> = failed
+            .iter()
+            .map(|(k, n)| format!("{} {n}", k.label()))
+            .collect();
+        let [p50, p90, p99, max] = self.latency_all();
+        writeln!(
+            f,
+            "requests: {sent} sent · {n_failed} failed ({:.2} %){} · answered: p50 {p50:.1} ms, p90 {p90:.1} ms, p99 {p99:.1} ms, max {max:.1} ms",
+            if sent == 0 { 0.0 } else { n_failed as f64 * 100.0 / sent as f64 },
+            if kinds.is_empty() { String::new() } else { format!(": {}", kinds.join(", ")) },
+        )?;
         for (name, route) in [
             ("enter", Route::Enter),
             ("position", Route::Position),

@@ -2,6 +2,14 @@
 //! (obeying `retryAfterMs`, or every 2 s for comparison), may leave, and
 //! orders once admitted. Everything it saw is kept in a [`Record`]; a
 //! [`Tally`] shared by a crowd counts it live.
+//!
+//! It behaves like the waiting-room page (`worker/assets/waiting-room.html`)
+//! where load is concerned: one request in flight at a time, a browser's
+//! patience for an answer ([`REQUEST_TIMEOUT`]), the page's backoff after a
+//! failed request ([`backoff`]: 2, 4, 8, 16, then every 30 s) and the
+//! server's `Retry-After` after a refusal. An overloaded stack therefore
+//! sees fewer requests, not a retry storm, and the failures and slow
+//! answers show in the figures.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -90,6 +98,40 @@ pub enum Route {
     Challenge,
 }
 
+/// Why a request got no usable answer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Failure {
+    /// No answer within a browser's patience ([`REQUEST_TIMEOUT`]).
+    Timeout,
+    /// No connection, or it broke.
+    Network,
+    /// A 5xx that is not the queue's answer (`queue_closed`): the worker,
+    /// the gateway or Redis failed.
+    Server,
+    /// A reply that is not the JSON the route answers.
+    Unreadable,
+}
+
+impl Failure {
+    /// Every kind, in declaration order (the discriminant is the index).
+    pub const ALL: [Failure; 4] = [
+        Failure::Timeout,
+        Failure::Network,
+        Failure::Server,
+        Failure::Unreadable,
+    ];
+
+    /// Label for figures.
+    pub fn label(self) -> &'static str {
+        match self {
+            Failure::Timeout => "timed out",
+            Failure::Network => "network",
+            Failure::Server => "5xx",
+            Failure::Unreadable => "unreadable",
+        }
+    }
+}
+
 /// One request a visitor sent.
 #[derive(Debug, Clone, Copy)]
 pub struct Sent {
@@ -99,6 +141,8 @@ pub struct Sent {
     pub latency_ms: f32,
     /// The route.
     pub route: Route,
+    /// Why it failed, if it did.
+    pub failure: Option<Failure>,
 }
 
 /// How a visitor's run ended.
@@ -110,7 +154,8 @@ pub enum Outcome {
     Ordered,
     /// Gave up while waiting, on purpose.
     Left,
-    /// Refused at entry (429 full or 503 closed).
+    /// Refused at entry (line or address share full, budget spent, queue
+    /// closed) [`REFUSAL_PATIENCE`] times in a row.
     Refused,
     /// Ended in another state (expired, abandoned, …) or an order failed.
     Other,
@@ -141,8 +186,11 @@ pub struct Record {
     pub seen_admitted_ms: Option<u64>,
     /// `POST /orders` requests answered.
     pub order_requests: u32,
-    /// Requests that failed (network, 5xx, unreadable reply).
+    /// Requests that failed (see [`Failure`]), and orders the origin
+    /// failed.
     pub errors: u32,
+    /// Of those, the ones that timed out.
+    pub timeouts: u32,
     /// Every request sent, in order.
     pub sent: Vec<Sent>,
     /// How it ended.
@@ -154,6 +202,24 @@ pub struct Record {
 const ORDER_RETRIES: u32 = 3;
 /// The pause before such a retry.
 const ORDER_RETRY_AFTER: Duration = Duration::from_secs(2);
+
+/// How long a browser waits for an answer: the page sets no timeout of
+/// its own, and Chromium and Firefox give up on a request after 300 s.
+pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(300);
+
+/// The page's wait after its `failures`-th failed request in a row (no
+/// answer, or no JSON): `Math.min(30, 2 ** failures)` seconds.
+pub fn backoff(failures: u32) -> Duration {
+    Duration::from_secs(2u64.saturating_pow(failures).min(30))
+}
+
+/// The page's wait after a refusal without `Retry-After`.
+const DEFAULT_RETRY_AFTER: Duration = Duration::from_secs(5);
+
+/// Refusals at entry in a row a visitor sits through (each after its
+/// `Retry-After`, as the page waits) before it gives up. The page itself
+/// retries for as long as the tab stays open; people do not.
+pub const REFUSAL_PATIENCE: u32 = 3;
 
 /// A small deterministic generator (splitmix64), so a run is repeatable
 /// without a dependency on `rand`.
@@ -220,10 +286,13 @@ pub async fn run(http: &Client, shared: &Shared, start: Instant, plan: Plan) -> 
             seen_admitted_ms: None,
             order_requests: 0,
             errors: 0,
+            timeouts: 0,
             sent: Vec::new(),
             outcome: Outcome::Deadline,
         },
         start,
+        failures: 0,
+        outage_wait: None,
     };
     let arrive = start + plan.arrive_after;
     if arrive < shared.end {
@@ -233,8 +302,7 @@ pub async fn run(http: &Client, shared: &Shared, start: Instant, plan: Plan) -> 
     match v.record.outcome {
         Outcome::Ordered => v.tally(|t| &t.ordered),
         Outcome::Left => v.tally(|t| &t.left),
-        // On a status line a full or closed queue reads as an error.
-        Outcome::Refused => v.tally(|t| &t.errors),
+        Outcome::Refused => v.tally(|t| &t.refused),
         Outcome::Deadline | Outcome::Other => {}
     }
     v.record
@@ -250,6 +318,12 @@ struct Visitor<'a> {
     altcha: Option<String>,
     record: Record,
     start: Instant,
+    /// Failed requests in a row without a JSON answer (the page's backoff
+    /// counter).
+    failures: u32,
+    /// After a 5xx with a JSON body, the page waits its `Retry-After`
+    /// instead (5 s without one).
+    outage_wait: Option<Duration>,
 }
 
 /// A reply the visitor understood.
@@ -267,20 +341,46 @@ impl Visitor<'_> {
         }
     }
 
-    /// Counts a failed request.
+    /// Counts a reply that is not the one a healthy stack gives (an
+    /// unexpected refusal, an order the origin failed): an error, though
+    /// the request was answered.
     fn error(&mut self) {
         self.record.errors += 1;
-        self.tally(|t| &t.errors);
+    }
+
+    /// Waits as the page does after a failed request; false at the
+    /// deadline.
+    async fn back_off(&mut self) -> bool {
+        let wait = self
+            .outage_wait
+            .take()
+            .unwrap_or_else(|| backoff(self.failures));
+        self.pause(wait).await
+    }
+
+    /// Waits a refusal's `Retry-After` (5 s without one); false at the
+    /// deadline.
+    async fn retry_after(&mut self, reply: &Reply) -> bool {
+        let wait = reply
+            .retry_after_s
+            .map_or(DEFAULT_RETRY_AFTER, Duration::from_secs);
+        self.pause(wait).await
     }
 
     async fn wait_and_order(&mut self, plan: &Plan) -> Outcome {
-        let (mut solved, mut stale) = (0, 0);
+        let (mut solved, mut stale, mut refused) = (0, 0, 0);
         let mut reply = loop {
-            match self.send(Route::Enter, None).await {
-                Some(r) if r.status.is_success() => break r,
+            let Some(r) = self.send(Route::Enter, None).await else {
+                if !self.back_off().await {
+                    return Outcome::Deadline;
+                }
+                continue;
+            };
+            match r {
+                r if r.status.is_success() => break r,
                 // A new place needs a proof of work: solve one as the page
                 // would (a few tries: a challenge may expire or be refused).
-                Some(r) if wants_challenge(&r.body) && solved < 3 => {
+                r if wants_challenge(&r.body) && solved < 3 => {
                     // An enter request all the same (one script call).
                     self.record.enters += 1;
                     // A stale solution is no failed try: the line grew
@@ -294,16 +394,27 @@ impl Visitor<'_> {
                     if self.solve().await {
                         continue;
                     }
+                    if !self.back_off().await {
+                        return Outcome::Deadline;
+                    }
                 }
-                Some(r) if matches!(r.status.as_u16(), 429 | 503) => {
+                // The line or the address's share is full, the budget spent
+                // or the queue closed: the page waits Retry-After and asks
+                // again; a person does so a few times.
+                r if is_refusal(&r.body) => {
                     self.record.enters += 1;
-                    return Outcome::Refused;
+                    refused += 1;
+                    if refused >= REFUSAL_PATIENCE || !self.retry_after(&r).await {
+                        return Outcome::Refused;
+                    }
                 }
-                Some(_) => self.error(),
-                None => {}
-            }
-            if !self.pause(Duration::from_secs(1)).await {
-                return Outcome::Deadline;
+                r => {
+                    self.record.enters += 1;
+                    self.error();
+                    if !self.retry_after(&r).await {
+                        return Outcome::Deadline;
+                    }
+                }
             }
         };
         self.record.enters += 1;
@@ -359,16 +470,20 @@ impl Visitor<'_> {
         }
     }
 
-    /// One position request, sent again every second until one is
-    /// answered; None at the deadline.
+    /// One position request, sent again (after the page's backoff, or the
+    /// refusal's `Retry-After`) until one is answered; None at the
+    /// deadline.
     async fn poll(&mut self) -> Option<Reply> {
         let reply = loop {
-            match self.send(Route::Position, None).await {
+            let waited = match self.send(Route::Position, None).await {
                 Some(r) if r.status.is_success() => break r,
-                Some(_) => self.error(),
-                None => {}
-            }
-            if !self.pause(Duration::from_secs(1)).await {
+                Some(r) => {
+                    self.error();
+                    self.retry_after(&r).await
+                }
+                None => self.back_off().await,
+            };
+            if !waited {
                 return None;
             }
         };
@@ -390,6 +505,12 @@ impl Visitor<'_> {
         let mut failures = 0;
         loop {
             let Some(r) = self.send(Route::Order, Some(&token)).await else {
+                // The page is gone by now: the shop's own page sends the
+                // order, and a shopper whose click failed clicks again.
+                if failures < ORDER_RETRIES && self.back_off().await {
+                    failures += 1;
+                    continue;
+                }
                 return Outcome::Other;
             };
             self.record.order_requests += 1;
@@ -435,6 +556,10 @@ impl Visitor<'_> {
         let Some(reply) = self.send(Route::Challenge, None).await else {
             return false;
         };
+        if !reply.status.is_success() {
+            self.error();
+            return false;
+        }
         self.altcha = solve_challenge(reply.body).await;
         if self.altcha.is_none() {
             self.error();
@@ -452,23 +577,61 @@ impl Visitor<'_> {
         true
     }
 
-    /// One request; `None` (counted as an error) unless a JSON reply came
-    /// back with a status below 500 (or any status, for an order).
+    /// One request, given up after [`REQUEST_TIMEOUT`] (or at the
+    /// deadline); `None` when it failed (see [`Failure`]), counted in the
+    /// record and the tally either way. An order's 5xx is a reply (the
+    /// shopper may retry) and an error all the same.
     async fn send(&mut self, route: Route, token: Option<&str>) -> Option<Reply> {
         let sent = Instant::now();
-        let reply = self.exchange(route, token).await;
+        let patience = REQUEST_TIMEOUT.min(self.shared.end.saturating_duration_since(sent));
+        let result = match tokio::time::timeout(patience, self.exchange(route, token)).await {
+            Ok(result) => result,
+            Err(_) => Err(Failure::Timeout),
+        };
+        let latency = sent.elapsed();
         self.record.sent.push(Sent {
             at_s: (sent - self.start).as_secs_f32(),
-            latency_ms: match reply {
-                Some(_) => sent.elapsed().as_secs_f32() * 1e3,
-                None => f32::NAN,
+            latency_ms: match result {
+                Ok(_) => latency.as_secs_f32() * 1e3,
+                Err(_) => f32::NAN,
             },
             route,
+            failure: result.as_ref().err().copied(),
         });
-        reply
+        match result {
+            Ok(reply) => {
+                self.failures = 0;
+                self.outage_wait = None;
+                if let Some(t) = &self.shared.tally {
+                    t.answered(latency);
+                }
+                if route == Route::Order && reply.status.is_server_error() {
+                    self.error();
+                }
+                Some(reply)
+            }
+            Err(failure) => {
+                // The page counts a failure only when no JSON came back; a
+                // JSON 5xx resets its counter and it waits Retry-After.
+                if self.outage_wait.is_none() {
+                    self.failures += 1;
+                } else {
+                    self.failures = 0;
+                }
+                self.record.errors += 1;
+                if failure == Failure::Timeout {
+                    self.record.timeouts += 1;
+                }
+                if let Some(t) = &self.shared.tally {
+                    t.failure(failure);
+                }
+                None
+            }
+        }
     }
 
-    async fn exchange(&mut self, route: Route, token: Option<&str>) -> Option<Reply> {
+    async fn exchange(&mut self, route: Route, token: Option<&str>) -> Result<Reply, Failure> {
+        self.outage_wait = None;
         let (method, path) = match route {
             Route::Enter => (Method::POST, "/queue/enter"),
             Route::Position => (Method::GET, "/queue/position"),
@@ -478,7 +641,6 @@ impl Visitor<'_> {
         let mut req = self
             .http
             .request(method, format!("{}{path}", self.shared.base))
-            .timeout(Duration::from_secs(10))
             .header(CLIENT_IP_HEADER, &self.ip);
         if route == Route::Enter {
             if let Some(a) = self.altcha.take() {
@@ -494,10 +656,13 @@ impl Visitor<'_> {
                 .header("content-type", "application/json")
                 .body(r#"{"item":"ticket"}"#);
         }
-        let Ok(resp) = req.send().await else {
-            self.error();
-            return None;
-        };
+        let resp = req.send().await.map_err(|e| {
+            if e.is_timeout() {
+                Failure::Timeout
+            } else {
+                Failure::Network
+            }
+        })?;
         let visitor_cookie = visitor_cookie(&resp);
         if let Some(c) = visitor_cookie {
             self.cookie = c;
@@ -507,23 +672,24 @@ impl Visitor<'_> {
             .headers()
             .get("retry-after")
             .and_then(|v| v.to_str().ok()?.parse().ok());
-        // An order's 5xx is still a reply (the visitor may retry); it counts
-        // as an error all the same.
-        let server_error = status.as_u16() >= 500;
-        if server_error && route == Route::Order {
-            self.error();
-        }
-        match resp.json::<Json>().await {
-            Ok(body) if !server_error || route == Route::Order => Some(Reply {
-                status,
-                retry_after_s,
-                body,
-            }),
-            _ => {
-                self.error();
-                None
+        let body = resp.json::<Json>().await.map_err(|e| {
+            if e.is_timeout() {
+                Failure::Timeout
+            } else {
+                Failure::Unreadable
             }
+        })?;
+        // A 5xx is a fault, unless it is the queue's own answer (closed)
+        // or the origin's to an order (the shopper may retry).
+        if status.is_server_error() && route != Route::Order && !is_refusal(&body) {
+            self.outage_wait = Some(retry_after_s.map_or(DEFAULT_RETRY_AFTER, Duration::from_secs));
+            return Err(Failure::Server);
         }
+        Ok(Reply {
+            status,
+            retry_after_s,
+            body,
+        })
     }
 }
 
@@ -555,6 +721,16 @@ pub fn wants_challenge(body: &Json) -> bool {
     )
 }
 
+/// True when an enter was refused for a reason the page waits out
+/// (`Retry-After`) and asks again: the line or the address's share is full,
+/// the address's budget is spent, or the queue is closed.
+pub fn is_refusal(body: &Json) -> bool {
+    matches!(
+        body["error"].as_str(),
+        Some("queue_full" | "address_full" | "too_many_entries" | "queue_closed")
+    )
+}
+
 /// True when an enter was refused for a solution of a lower difficulty
 /// level than the one now in force: solve a fresh challenge, no failure.
 pub fn is_stale(body: &Json) -> bool {
@@ -580,6 +756,24 @@ pub fn visitor_cookie(resp: &reqwest::Response) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_backoff_is_the_pages() {
+        let secs: Vec<u64> = (1..=7).map(|n| backoff(n).as_secs()).collect();
+        assert_eq!(secs, [2, 4, 8, 16, 30, 30, 30]);
+        assert_eq!(backoff(u32::MAX), Duration::from_secs(30));
+        // The page's own rule, which this mirrors: if it changes, so must
+        // `backoff`.
+        let page = include_str!("../../../worker/assets/waiting-room.html");
+        assert!(
+            page.contains("Math.min(30, 2 ** failures)"),
+            "the page's backoff changed"
+        );
+        assert!(
+            page.contains(r#"Number(resp.headers.get("retry-after")) || 5"#),
+            "the page's default Retry-After changed"
+        );
+    }
 
     #[test]
     fn a_stale_solution_asks_for_a_fresh_challenge() {
