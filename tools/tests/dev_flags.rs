@@ -53,3 +53,17 @@ fn refused_flags_are_one_line_naming_the_flag() {
         );
     }
 }
+
+#[test]
+fn a_port_in_use_is_refused_before_anything_starts() {
+    let taken = std::net::TcpListener::bind("127.0.0.1:0").expect("a free port");
+    let port = taken.local_addr().expect("its address").port().to_string();
+    let out = dev(&["--port", &port]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert_eq!(stderr.lines().count(), 1, "{stderr}");
+    assert!(
+        stderr.starts_with(&format!("queuegate-dev: --port {port}: already in use")),
+        "{stderr}"
+    );
+}

@@ -11,16 +11,24 @@ use queuegate_signal::shutdown_signal;
 use queuegate_tools::crowd;
 use queuegate_tools::demo_origin::Conditions;
 use queuegate_tools::load::tally::Tally;
-use queuegate_tools::stack::{Stack, StackOptions};
+use queuegate_tools::stack::{Edge, Stack, StackOptions};
 
 /// Runs redis-server, the gateway, the scheduler, a demo shop and the worker
-/// under `wrangler dev`, all on loopback.
+/// (under `wrangler dev`, or the `workerd` binary alone when a crowd is
+/// sent), all on loopback.
 #[derive(Debug, Parser)]
 #[command(version, about)]
 struct Args {
     /// Port of the worker (what you open in the browser); 0 picks a free one.
     #[arg(long, default_value_t = 8787)]
     port: u16,
+    /// What serves the worker. Default: wrangler (rebuilds the worker when
+    /// its build changes, for editing it) without a crowd; workerd (the
+    /// binary alone, about ten times the requests/s) with one, since
+    /// wrangler dev's proxy answers only a few hundred requests/s on a
+    /// small machine.
+    #[arg(long, value_enum)]
+    edge: Option<Edge>,
     /// Synthetic visitors to send through the queue.
     #[arg(long, default_value_t = 0)]
     crowd: u64,
@@ -41,7 +49,8 @@ struct Args {
     #[arg(long)]
     entry_budget: Option<u64>,
     /// Proof-of-work difficulty (ALTCHA `maxnumber`); the product default
-    /// (100000) when not given.
+    /// (100000) when not given, or the lowest allowed (1000) with a crowd,
+    /// whose proofs this machine computes for every visitor.
     #[arg(long)]
     challenge_difficulty: Option<u64>,
     /// Longest line (waiting, pre-queue and draw together); the product
@@ -90,8 +99,34 @@ async fn main() -> anyhow::Result<()> {
     for note in notes {
         eprintln!("{note}");
     }
+    let edge = args.edge.unwrap_or(if args.crowd > 0 {
+        Edge::Workerd
+    } else {
+        Edge::Wrangler
+    });
+    if args.crowd > 0 {
+        // Each visitor keeps a connection open, as a browser does, and so
+        // does workerd (started below, inheriting the limit) on its side:
+        // a 1,024 soft limit would refuse most of a 5,000 crowd.
+        if let Ok(limit) = rlimit::increase_nofile_limit(u64::MAX) {
+            if limit < args.crowd + 256 {
+                eprintln!(
+                    "note: this machine allows {limit} open files per process; a crowd of {} needs about {} (raise `ulimit -n`)",
+                    args.crowd,
+                    args.crowd + 256
+                );
+            }
+        }
+    }
+    if args.port != 0 && std::net::TcpListener::bind(("127.0.0.1", args.port)).is_err() {
+        refuse(&format!(
+            "--port {}: already in use on 127.0.0.1 (another scripts/dev? pick another port, or 0 for any free one)",
+            args.port
+        ));
+    }
     eprintln!(
-        "starting redis-server, redis-rest, queuegate-scheduler, the demo shop and wrangler dev…"
+        "starting redis-server, redis-rest, queuegate-scheduler, the demo shop and the worker under {}…",
+        edge.label()
     );
     let mut settings = Vec::new();
     if let Some(secs) = args.opens_in {
@@ -110,18 +145,19 @@ async fn main() -> anyhow::Result<()> {
         ));
     }
     let stack = Stack::start(&StackOptions {
+        edge,
         settings,
         port: args.port,
         admit_rate: args.admit_rate,
         max_active: args.max_active,
         entry_budget: args.entry_budget,
-        challenge_difficulty: args.challenge_difficulty,
+        challenge_difficulty: Some(queue.challenge_max_number),
         origin,
         ..StackOptions::default()
     })
     .await?;
     let url = stack.worker.url();
-    println!("queuegate is running: open {url}/queue");
+    println!("queuegate is running ({}): open {url}/queue", edge.label());
     println!("  shop (behind the worker): {url}/   checkout: {url}/checkout");
     println!(
         "  make the shop fail or slow down: curl -X POST {url}/_demo/conditions -d '{{\"errorRate\":0.5,\"latencyMs\":300}}'"
@@ -141,14 +177,18 @@ async fn main() -> anyhow::Result<()> {
     if args.crowd > 0 {
         let (base, stats, n) = (url.clone(), stats.clone(), args.crowd);
         let ramp = Duration::from_secs(args.crowd_ramp);
-        tokio::spawn(crowd::run(
-            base,
-            n,
-            ramp,
-            args.leave_share,
-            Duration::from_secs(3_600),
-            stats,
-        ));
+        tokio::spawn(async move {
+            crowd::run(
+                base,
+                n,
+                ramp,
+                args.leave_share,
+                Duration::from_secs(3_600),
+                stats.clone(),
+            )
+            .await;
+            eprintln!("the crowd is done; {}", stats.line());
+        });
     }
     let ticker = {
         let stats = stats.clone();
@@ -201,8 +241,18 @@ fn queue_settings(args: &Args) -> Result<(Settings, Vec<String>), String> {
         s.entry_budget_per_minute = b;
         s.entry_budget_burst = b;
     }
-    if let Some(d) = args.challenge_difficulty {
-        s.challenge_max_number = d;
+    let mut notes = Vec::new();
+    match args.challenge_difficulty {
+        Some(d) => s.challenge_max_number = d,
+        None if args.crowd > 0 => {
+            s.challenge_max_number = CROWD_DIFFICULTY;
+            notes.push(format!(
+                "the crowd's proofs of work run on this machine, not on {} phones: the challenge's difficulty is {CROWD_DIFFICULTY} for this run, not {} (--challenge-difficulty to choose)",
+                args.crowd,
+                Settings::default().challenge_max_number
+            ));
+        }
+        None => {}
     }
     if let Some(n) = args.max_waiting {
         s.max_waiting = n;
@@ -211,7 +261,6 @@ fn queue_settings(args: &Args) -> Result<(Settings, Vec<String>), String> {
     if !(rate.is_finite() && rate > 0.0) {
         return Err(format!("--admit-rate {rate}: must be above 0"));
     }
-    let mut notes = Vec::new();
     if rate < s.min_admit_rate_per_second {
         s.min_admit_rate_per_second = rate;
         notes.push(format!(
@@ -227,6 +276,13 @@ fn queue_settings(args: &Args) -> Result<(Settings, Vec<String>), String> {
         Err(other) => Err(other.to_string()),
     }
 }
+
+/// The challenge's difficulty when a crowd runs and `--challenge-difficulty`
+/// is not given: the lowest the scheduler accepts. At the product default a
+/// visitor's proof takes ~50,000 SHA-256 on average; 5,000 visitors in 20 s
+/// would ask this machine for 250 million, the work of 5,000 phones, and
+/// starve the stack they are meant to show.
+const CROWD_DIFFICULTY: u64 = 1_000;
 
 /// The `queuegate-dev` flag that sets a queue setting.
 fn flag_of(field: &str) -> Option<&'static str> {
@@ -253,7 +309,28 @@ mod tests {
     fn the_defaults_are_a_valid_queue() {
         let (s, notes) = queue_settings(&args(&[])).expect("valid");
         assert_eq!(s.admit_rate_per_second, 20.0);
+        assert_eq!(
+            s.challenge_max_number,
+            Settings::default().challenge_max_number
+        );
         assert!(notes.is_empty());
+    }
+
+    #[test]
+    fn a_crowd_lowers_the_difficulty_unless_one_is_given_and_says_so() {
+        let (s, notes) = queue_settings(&args(&["--crowd", "5000"])).expect("valid");
+        assert_eq!(s.challenge_max_number, CROWD_DIFFICULTY);
+        assert_eq!(notes.len(), 1, "{notes:?}");
+        assert!(notes[0].contains("--challenge-difficulty"), "{notes:?}");
+        let (s, notes) = queue_settings(&args(&[
+            "--crowd",
+            "5000",
+            "--challenge-difficulty",
+            "50000",
+        ]))
+        .expect("valid");
+        assert_eq!(s.challenge_max_number, 50_000);
+        assert!(notes.is_empty(), "{notes:?}");
     }
 
     #[test]
