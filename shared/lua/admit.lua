@@ -14,7 +14,8 @@
 -- ARGV[14] the admissions per second in force  ARGV[15] tick_ms: the
 --   allowance is also bounded by the rate bucket idle passthrough shares
 --   (see prelude), and the rate is recorded as rate_now for it
--- ARGV[16..] pairs: token, activation jitter ms (one pair per possible admission)
+-- ARGV[16] the near zone's size in visitors (docs/uncapped-line.md)
+-- ARGV[17..] pairs: token, activation jitter ms (one pair per possible admission)
 -- Reply: {code, admitted, expired, lapsed, abandoned, waiting, active,
 --   then the totals of refused entries: budget, challenge, reused, turnstile,
 --   then the pre-queued, then the total of stale solutions refused, then
@@ -39,7 +40,8 @@ local abandon_after = tonumber(ARGV[7])
 local limit = tonumber(ARGV[8])
 local scan = tonumber(ARGV[9])
 local rate, tick_ms = tonumber(ARGV[14]), tonumber(ARGV[15])
-local FIRST_GRANT = 16
+local zone = math.max(1, tonumber(ARGV[16]))
+local FIRST_GRANT = 17
 local now = now_ms()
 local alive = seen_checker(base, now, abandon_after)
 local token_base, status_base = base .. K_TOKEN, base .. K_STATUS
@@ -66,13 +68,30 @@ for _, uid in ipairs(gone) do
 end
 if #gone > 0 then redis.call('ZREM', KEYS[2], unpack(gone)) end
 
--- 2. A rolling scan drops leavers anywhere in the line (and in a
---    pre-queue), so positions and the size limit count live visitors; the
---    cursor wraps at the end.
+-- 2. The near zone: its front moves to the ticket at rank `zone` and never
+--    back. Every visitor it passes was far back, maybe silent for long: it
+--    is marked seen now (at most sweep_limit a tick), a grace of
+--    abandon_after in which to poll. In a line shorter than the zone the
+--    front is the last ticket, and the visitors it passes are new (seen
+--    at their enter): no grace. Only near visitors must keep polling.
+local front = tonumber(redis.call('HGET', KEYS[4], CF_ZONE_FRONT) or '0')
+local at = redis.call('ZRANGE', KEYS[1], zone - 1, zone - 1, 'WITHSCORES')
+if #at > 0 and tonumber(at[2]) > front then
+  local passed = redis.call('ZRANGEBYSCORE', KEYS[1], '(' .. front, at[2], 'WITHSCORES', 'LIMIT', 0, limit)
+  for i = 2, #passed, 2 do mark_seen(base, now, tonumber(passed[i]), abandon_after) end
+  if #passed >= 2 * limit then front = tonumber(passed[#passed]) else front = tonumber(at[2]) end
+elseif #at == 0 then
+  local last = redis.call('ZRANGE', KEYS[1], -1, -1, 'WITHSCORES')
+  if #last > 0 and tonumber(last[2]) > front then front = tonumber(last[2]) end
+end
+
+-- 3. A rolling scan drops leavers in the near zone (and in a pre-queue),
+--    so positions and the size limit count live visitors there; the cursor
+--    wraps at the zone's front (the pre-queue's end).
 local abandoned = 0
-local function drop_leavers(key, cursor_field)
+local function drop_leavers(key, cursor_field, upto)
   local cursor = redis.call('HGET', KEYS[5], cursor_field) or '0'
-  local batch = redis.call('ZRANGEBYSCORE', key, '(' .. cursor, '+inf', 'WITHSCORES', 'LIMIT', 0, scan)
+  local batch = redis.call('ZRANGEBYSCORE', key, '(' .. cursor, upto, 'WITHSCORES', 'LIMIT', 0, scan)
   local dead = {}
   for i = 1, #batch, 2 do
     -- A pre-queue's score carries its draw round: pre_seq is the ticket
@@ -90,11 +109,11 @@ local function drop_leavers(key, cursor_field)
   redis.call('HSET', KEYS[5], cursor_field, next_cursor)
 end
 if scan > 0 then
-  drop_leavers(KEYS[1], SF_SCAN_CURSOR)
-  if redis.call('EXISTS', KEYS[7]) == 1 then drop_leavers(KEYS[7], SF_PRE_CURSOR) end
+  drop_leavers(KEYS[1], SF_SCAN_CURSOR, front)
+  if redis.call('EXISTS', KEYS[7]) == 1 then drop_leavers(KEYS[7], SF_PRE_CURSOR, '+inf') end
 end
 
--- 3. Admit from the head up to the free slots and the allowance, one token
+-- 4. Admit from the head up to the free slots and the allowance, one token
 --    per user; leavers met at the head are dropped, never admitted. A tick
 --    pops at most sweep_limit + allowance users.
 --    Nobody is admitted while a draw places the pre-queue: its visitors
@@ -136,14 +155,36 @@ else
   code = 2
 end
 
--- 4. Counters and the rate estimate the ETA uses.
+-- 5. Counters, the rate estimate the ETA uses, and the snapshot the edge
+--    answers far-back visitors from (docs/uncapped-line.md).
 if admitted > 0 then redis.call('HINCRBY', KEYS[5], SF_ADMITTED, admitted) end
 if expired > 0 then redis.call('HINCRBY', KEYS[5], SF_EXPIRED, expired) end
 if lapsed > 0 then redis.call('HINCRBY', KEYS[5], SF_LAPSED, lapsed) end
 if abandoned > 0 then redis.call('HINCRBY', KEYS[5], SF_ABANDONED, abandoned) end
 if ARGV[10] ~= '' then redis.call('HSET', KEYS[4], CF_MEASURED_RATE, ARGV[10]) end
+local waiting = redis.call('ZCARD', KEYS[1])
+local last = redis.call('ZRANGE', KEYS[1], -1, -1, 'WITHSCORES')
+local near = redis.call('ZCOUNT', KEYS[1], '-inf', front)
+redis.call('HSET', KEYS[4], CF_ZONE_FRONT, front, CF_ZONE_COUNT, near, CF_TAIL, last[2] or 0,
+  CF_WAITING, waiting, CF_SNAP_AT, now)
+-- Once a second, marks of the far part's rank-to-ticket map at ranks
+-- growing by a fifth from the zone's (`rank:ticket,…`, at most MARKS):
+-- the edge interpolates between them, so gaps spread unevenly over the
+-- far part (a draw's leavers) cost the estimate little.
+local MARKS = 64
+if now - tonumber(redis.call('HGET', KEYS[4], CF_MARKS_AT) or '0') >= 1000 then
+  local marks, rank = {}, near
+  while #marks < MARKS do
+    rank = math.floor(rank * 1.2) + 1
+    if rank >= waiting then break end
+    local at_rank = redis.call('ZRANGE', KEYS[1], rank - 1, rank - 1, 'WITHSCORES')
+    marks[#marks + 1] = rank .. ':' .. at_rank[2]
+  end
+  local listed = table.concat(marks, ',')
+  redis.call('HSET', KEYS[4], CF_MARKS, listed, CF_MARKS_AT, now)
+end
 
--- 5. Entry guard upkeep: a rolling scan of the guard hash deletes used
+-- 6. Entry guard upkeep: a rolling scan of the guard hash deletes used
 --    solutions past their expiry and address budgets that are full again
 --    (or all of them when the budget is off), so it never grows for good.
 if scan > 0 then
@@ -166,11 +207,11 @@ if scan > 0 then
   redis.call('HSET', KEYS[5], SF_ADDR_CURSOR, page[1])
 end
 
--- 6. The edge's refusals, for the operator's metrics (totals; read here so
+-- 7. The edge's refusals, for the operator's metrics (totals; read here so
 --    the tick stays one round trip).
 local refused = redis.call('HMGET', KEYS[5], SF_REFUSED_BUDGET, SF_REFUSED_CHALLENGE,
   SF_REFUSED_REUSED, SF_REFUSED_TURNSTILE, SF_REFUSED_STALE, SF_REFUSED_ADDRESS_FULL)
-return {code, admitted, expired, lapsed, abandoned, redis.call('ZCARD', KEYS[1]), redis.call('ZCARD', KEYS[2]),
+return {code, admitted, expired, lapsed, abandoned, waiting, redis.call('ZCARD', KEYS[2]),
   tonumber(refused[1] or '0'), tonumber(refused[2] or '0'), tonumber(refused[3] or '0'),
   tonumber(refused[4] or '0'), redis.call('ZCARD', KEYS[7]), tonumber(refused[5] or '0'),
   tonumber(refused[6] or '0')}

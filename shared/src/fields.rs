@@ -65,6 +65,24 @@ names!(
         RATE_NOW = "rate_now",
         /// Setting: the scheduler tick (sizes the shared rate bucket).
         TICK_MS = "tick_ms",
+        /// The near zone's last ticket (docs/uncapped-line.md): visitors
+        /// at or before it must keep polling; it only moves forward. Part
+        /// of the snapshot each tick writes for the edge.
+        ZONE_FRONT = "zone_front",
+        /// Snapshot: visitors at or before `zone_front`.
+        ZONE_COUNT = "zone_count",
+        /// Snapshot: the last ticket in line (0: none).
+        TAIL = "tail",
+        /// Snapshot: the line's length.
+        WAITING = "waiting",
+        /// Snapshot: Redis' clock (epoch ms) when the tick wrote it.
+        SNAP_AT = "snap_at",
+        /// Snapshot: marks of the far part's rank-to-ticket map,
+        /// `rank:ticket,…` at ranks growing by a fifth from the zone's,
+        /// rewritten once a second.
+        MARKS = "marks",
+        /// Snapshot: when the marks were written (epoch ms).
+        MARKS_AT = "marks_at",
         /// Setting: how long an entry token is valid.
         TOKEN_TTL_MS = "token_ttl_ms",
         /// Setting: admit at once while nobody waits.
@@ -372,6 +390,13 @@ mod tests {
                 config::ORIGIN_CUT_AT,
                 config::ORIGIN_ERROR_SHARE,
                 config::ORIGIN_P95_MS,
+                config::ZONE_FRONT,
+                config::ZONE_COUNT,
+                config::TAIL,
+                config::WAITING,
+                config::SNAP_AT,
+                config::MARKS,
+                config::MARKS_AT,
             ];
             if kept_by_the_scheduler.contains(field) {
                 assert!(!settings.iter().any(|s| s == field), "{field} is a setting");

@@ -42,9 +42,16 @@ pub struct Settings {
     /// Most expired slots one tick frees, and most users it pops from the
     /// head (admitted or found to have left).
     pub sweep_limit: u64,
-    /// Waiting users a tick checks for having left, anywhere in the line
-    /// (a rolling scan; 0 turns it off, leaving leavers to the head).
+    /// Waiting users a tick checks for having left, in the near zone (a
+    /// rolling scan; 0 turns it off, leaving leavers to the head).
     pub leaver_scan_per_tick: u64,
+    /// The near zone: the visitors due within this long at the rate in
+    /// force (at least one). They must keep polling to keep their places;
+    /// further back nobody is dropped for silence (docs/uncapped-line.md).
+    /// At least `abandon_after_ms + 2 × poll_max_ms` is used (see
+    /// [`Settings::near_zone_ms`]), so a visitor who left far back is
+    /// dropped before it reaches the head.
+    pub exact_zone_ms: u64,
     /// New places one client address may take per minute (its refill);
     /// 0 turns the per-address budget off. Raise it for big NATs.
     pub entry_budget_per_minute: u64,
@@ -108,6 +115,9 @@ pub struct Settings {
 /// (50 places: ~150 lookups, about the cost of the enter script itself).
 pub const MAX_PLACES_PER_ADDRESS: u64 = 50;
 
+/// The longest near zone (`exact_zone_ms`): a day.
+pub const MAX_EXACT_ZONE_MS: u64 = 86_400_000;
+
 impl Default for Settings {
     fn default() -> Self {
         Settings {
@@ -126,6 +136,7 @@ impl Default for Settings {
             lease_ttl_ms: 2_000,
             sweep_limit: 1_000,
             leaver_scan_per_tick: 100,
+            exact_zone_ms: 180_000,
             entry_budget_per_minute: 40,
             entry_budget_burst: 40,
             entry_places_per_address: 0,
@@ -174,6 +185,28 @@ fn invalid(field: &'static str, value: impl ToString, rule: &'static str) -> Set
 }
 
 impl Settings {
+    /// The near zone's length in time: `exact_zone_ms`, but at least
+    /// `abandon_after_ms + 2 × poll_max_ms` (a visitor coming near gets
+    /// `abandon_after_ms` of grace, then one poll interval to be noticed
+    /// and one for the leaver scan to come round).
+    pub fn near_zone_ms(&self) -> u64 {
+        self.exact_zone_ms.max(
+            self.abandon_after_ms
+                .saturating_add(self.poll_max_ms.saturating_mul(2)),
+        )
+    }
+
+    /// Visitors in the near zone at `rate` admissions per second: at least
+    /// one.
+    pub fn near_zone_visitors(&self, rate: f64) -> u64 {
+        let n = (rate.max(0.0) * self.near_zone_ms() as f64 / 1_000.0).ceil();
+        if n.is_finite() && n >= 1.0 {
+            n as u64
+        } else {
+            1
+        }
+    }
+
     /// Rejects settings that would break the queue's guarantees.
     pub fn validate(&self) -> Result<(), SettingsError> {
         if !(10..=10_000).contains(&self.tick_ms) {
@@ -226,6 +259,13 @@ impl Settings {
                 "abandon_after_ms",
                 self.abandon_after_ms,
                 "must be at least 2 × poll_max_ms, or visitors who obey retryAfter are dropped",
+            ));
+        }
+        if self.exact_zone_ms > MAX_EXACT_ZONE_MS {
+            return Err(invalid(
+                "exact_zone_ms",
+                self.exact_zone_ms,
+                "must be at most 86400000 (a day)",
             ));
         }
         if self.in_flight_ms < 1_000 || self.in_flight_ms >= self.status_ttl_ms {

@@ -132,6 +132,7 @@ impl Operation for Admit<'_> {
             s.entry_budget_burst.to_string(),
             rate_arg(self.rate_in_force),
             s.tick_ms.to_string(),
+            s.near_zone_visitors(self.rate_in_force).to_string(),
         ];
         let n = self
             .grants

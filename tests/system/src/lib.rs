@@ -132,6 +132,41 @@ impl TestQueue {
         .expect("admit")
     }
 
+    /// A field of the config hash, as text ("" when absent).
+    pub async fn config_field(&self, field: &str) -> String {
+        let mut conn = self.conn.clone();
+        let v: Option<String> = redis::cmd("HGET")
+            .arg(self.keys.config())
+            .arg(field)
+            .query_async(&mut conn)
+            .await
+            .expect("hget");
+        v.unwrap_or_default()
+    }
+
+    /// [`Self::admit`] at `rate` admissions per second in force: the rate
+    /// sizes the near zone (`near_zone_visitors`) and the shared rate
+    /// bucket, which `admit` keeps out of the way.
+    pub async fn admit_at(
+        &self,
+        owner: &str,
+        allowance: u64,
+        grants: &[Grant],
+        rate: f64,
+    ) -> AdmitReply {
+        self.run(&Admit {
+            keys: &self.keys,
+            owner,
+            allowance,
+            settings: &self.settings,
+            rate_estimate: None,
+            rate_in_force: rate,
+            grants,
+        })
+        .await
+        .expect("admit")
+    }
+
     /// Every key and its DUMP: equal snapshots mean Redis did not change.
     pub async fn snapshot(&self) -> std::collections::BTreeMap<String, Vec<u8>> {
         let mut conn = self.conn.clone();

@@ -11,7 +11,7 @@ use queuegate_shared::ops::{
 };
 use queuegate_shared::state::UserState;
 use queuegate_shared::token::EntryToken;
-use queuegate_shared::{QueueState, Settings};
+use queuegate_shared::{QueueState, Settings, UserId};
 use queuegate_system_tests::{fast_settings, grants, user, TestQueue};
 use queuegate_testkit::RedisServer;
 
@@ -1009,4 +1009,141 @@ async fn a_solution_below_the_level_in_force_is_stale_and_changes_nothing() {
     assert_eq!(stale, 6);
     assert_eq!(q.zcard(&q.keys.waiting()).await, max_waiting);
     assert_eq!(q.stat(sf::ENTERED).await, max_waiting as i64);
+}
+
+/// Settings whose near zone is 2 s (`abandon_after_ms + 2 × poll_max_ms`
+/// with fast_settings): at 5 admissions/s, the first 10 visitors.
+fn zoned_settings() -> Settings {
+    Settings {
+        exact_zone_ms: 0,
+        ..fast_settings()
+    }
+}
+
+/// The ticket (score) of `u` in the line, read without touching it (a
+/// position call would mark the user seen).
+async fn ticket_in_line(q: &TestQueue, u: &UserId) -> Option<u64> {
+    let mut conn = q.conn.clone();
+    redis::cmd("ZSCORE")
+        .arg(q.keys.waiting())
+        .arg(u.as_str())
+        .query_async(&mut conn)
+        .await
+        .expect("zscore")
+}
+
+#[tokio::test]
+async fn only_the_near_zone_must_keep_polling_far_back_silence_keeps_a_place() {
+    let redis = RedisServer::start();
+    let settings = zoned_settings();
+    assert_eq!(settings.near_zone_visitors(5.0), 10);
+    let q = TestQueue::open(&redis.url(), "zone", settings).await;
+    q.set_lock("me").await;
+    q.run(&SetState {
+        keys: &q.keys,
+        state: QueueState::Paused,
+        expect: None,
+    })
+    .await
+    .unwrap();
+    for i in 0..30 {
+        q.enter(&user(i)).await;
+    }
+    // The first tick draws the zone round the first 10.
+    let AdmitReply::Ran(c) = q.admit_at("me", 10, &grants(10, 0), 5.0).await else {
+        panic!("not owner");
+    };
+    assert_eq!(c.abandoned, 0);
+    let front: u64 = q.config_field("zone_front").await.parse().unwrap();
+    assert_eq!(Some(front), ticket_in_line(&q, &user(9)).await);
+    // Users 0–4 keep polling; 5–9 (near) and 10–29 (far) fall silent for
+    // 2 s, well past abandon_after (1 s, at most 1.25 s with the buckets).
+    for _ in 0..8 {
+        tokio::time::sleep(Duration::from_millis(250)).await;
+        for i in 0..5 {
+            q.position(&user(i)).await;
+        }
+    }
+    // (The lease lapsed while nobody ticked.)
+    q.set_lock("me").await;
+    let mut abandoned = 0;
+    for _ in 0..3 {
+        let AdmitReply::Ran(c) = q.admit_at("me", 10, &grants(10, 0), 5.0).await else {
+            panic!("not owner");
+        };
+        abandoned += c.abandoned;
+    }
+    // The silent near ones are gone; the silent far ones kept their places
+    // (the old rolling scan walked the whole line and dropped all 25).
+    assert_eq!(abandoned, 5);
+    for i in 5..10 {
+        assert_eq!(
+            q.position(&user(i)).await,
+            Observed::Settled(UserState::Abandoned),
+            "{i}"
+        );
+    }
+    for i in 10..30 {
+        assert!(
+            ticket_in_line(&q, &user(i)).await.is_some(),
+            "{i} lost its place"
+        );
+    }
+    // The zone moved on over 10–14 and gave them a grace to poll in; it
+    // never moves back.
+    let front: u64 = q.config_field("zone_front").await.parse().unwrap();
+    assert_eq!(Some(front), ticket_in_line(&q, &user(14)).await);
+    // The snapshot the edge answers from.
+    assert_eq!(q.config_field("waiting").await, "25");
+    assert_eq!(q.config_field("zone_count").await, "10");
+    let tail: u64 = q.config_field("tail").await.parse().unwrap();
+    assert_eq!(Some(tail), ticket_in_line(&q, &user(29)).await);
+    q.assert_conserved().await;
+}
+
+#[tokio::test]
+async fn a_leaver_from_far_back_is_dropped_once_near_and_never_admitted() {
+    let redis = RedisServer::start();
+    let q = TestQueue::open(&redis.url(), "zone-leaver", zoned_settings()).await;
+    q.set_lock("me").await;
+    for i in 0..30 {
+        q.enter(&user(i)).await;
+    }
+    // User 15 never polls again; everyone else polls every 250 ms; one
+    // admission per tick (4/s), so user 15 comes near after ~5 ticks and
+    // would reach the head after ~15: far longer than its grace.
+    let mut admitted = Vec::new();
+    let mut dropped = 0;
+    for _ in 0..24 {
+        let AdmitReply::Ran(c) = q.admit_at("me", 1, &grants(1, 0), 5.0).await else {
+            panic!("not owner");
+        };
+        dropped += c.abandoned;
+        for i in (0..30).filter(|&i| i != 15) {
+            match q.position(&user(i)).await {
+                Observed::Settled(UserState::Admitted { .. }) => {
+                    if !admitted.contains(&i) {
+                        admitted.push(i);
+                    }
+                }
+                Observed::Waiting(_) => {}
+                // Its token lapsed unused (tokens live 1 s here), and then
+                // its status (5 s).
+                Observed::Settled(_) if admitted.contains(&i) => {}
+                other => panic!("{i}: {other:?}"),
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+    assert_eq!(dropped, 1, "admitted {admitted:?}");
+    assert_eq!(
+        q.position(&user(15)).await,
+        Observed::Settled(UserState::Abandoned)
+    );
+    // Everyone ahead of it, and the ones behind it who came up in its
+    // stead, were admitted in order.
+    assert!(admitted.len() >= 20, "{admitted:?}");
+    let expected: Vec<usize> = (0..30).filter(|&i| i != 15).take(admitted.len()).collect();
+    assert_eq!(admitted, expected);
+    q.assert_conserved().await;
 }
