@@ -14,6 +14,9 @@ pub const COOKIE_PREFIX: &str = prefix!();
 pub const VISITOR_COOKIE: &str = concat!(prefix!(), "visitor");
 /// The entry token as a cookie (set on admission).
 pub const TOKEN_COOKIE: &str = concat!(prefix!(), "token");
+/// The visitor's place in a line, `<queue>.<ticket>.<HMAC>`: far from the
+/// head the edge answers its polls from it (docs/uncapped-line.md).
+pub const PLACE_COOKIE: &str = concat!(prefix!(), "place");
 
 /// The value of cookie `name` in a `Cookie` header.
 pub fn cookie<'a>(header: &'a str, name: &str) -> Option<&'a str> {

@@ -8,12 +8,14 @@
 //! * [`identity`] — signed visitor cookies and HS256 JWTs.
 //! * [`signing`] — the signed headers the origin can verify.
 //! * [`url`] — path and query of a request URL, without the `url` crate.
+//! * [`place`] — the signed place cookie far-back polls are answered from.
 //! * [`mac`] — HMAC-SHA-256, keyed in one place for all of the above.
 
 pub mod altcha;
 pub mod cookie;
 pub mod identity;
 pub mod mac;
+pub mod place;
 pub mod signing;
 pub mod url;
 

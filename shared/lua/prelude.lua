@@ -122,10 +122,11 @@ local function settled_state(token_key, status_key)
   return {'expired'}
 end
 
--- {'waiting', position, queue state, measured rate, admit rate, poll min, poll max}
-local function waiting_reply(position, cfg)
+-- {'waiting', position, queue state, measured rate, admit rate, poll min, poll max,
+--  ticket} (the ticket: the edge signs it into the visitor's place cookie)
+local function waiting_reply(position, cfg, ticket)
   return {'waiting', position, cfg[CFG_STATE] or '', cfg[CFG_MEASURED] or '', cfg[CFG_RATE] or '',
-    cfg[CFG_POLL_MIN] or '', cfg[CFG_POLL_MAX] or ''}
+    cfg[CFG_POLL_MIN] or '', cfg[CFG_POLL_MAX] or '', ticket}
 end
 
 -- Drop day (docs/drop-day.md). Before a scheduled opening new places go to
@@ -251,7 +252,7 @@ local function line_reply(waiting_key, uid, ticket, cfg, now)
       return pre_queue_reply(cfg, now)
     end
   end
-  return waiting_reply(position, cfg)
+  return waiting_reply(position, cfg, ticket)
 end
 
 -- The admission rate the scheduler's ticks and idle passthrough share, as

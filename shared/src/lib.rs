@@ -24,6 +24,7 @@ pub mod ops;
 pub mod policy;
 pub mod script;
 pub mod settings;
+pub mod snapshot;
 pub mod state;
 pub mod token;
 pub mod value;

@@ -324,22 +324,22 @@ mod tests {
     }
 
     const PINNED: &[(&str, &str)] = &[
-        ("enter", "58ef50fae96a8fd0c827539618c270a8b4ea25ce"),
-        ("position", "f9029f6468b5e69fb8975911ca5f7a90b7bdd1b7"),
-        ("admit", "f541dae6c8f229f5f45e0c8aae14f38d57bbf942"),
-        ("consume", "3ac67492cefbd575e6fea29a57d135e9605bd527"),
-        ("settle", "24acd26c0e5dbcc4a8266a12e86670a973e3233e"),
+        ("enter", "230ee1c8403a8d65747ef05f6a3868c32e52eb06"),
+        ("position", "54db5c4f1d7f10e156e49eccea47a8b23b21da70"),
+        ("admit", "4566ef17c70b872a891edc1c1de9e6c285c60aa4"),
+        ("consume", "aa6c7665b3edd89e358a888f2996741dba52aebe"),
+        ("settle", "5f1aae9908f3a2a608b5bfd5b1d6e930372d9459"),
         ("lease_acquire", "4417c0c8463d1512b8a962680ec405744d0ecf6b"),
         ("lease_release", "d4530721362acba6eca833ae5bc15a5d5b5b9ad2"),
         ("configure", "1d52985d53a6c04b90e28d5a62f889228d80d953"),
         ("set_state", "ae9c182fa0a45b938998d992eae146e34fe08ffe"),
         ("status", "ad9e99bb0fd0e55027c706afebaa60cb3faaf0a1"),
-        ("challenge", "cb31a9e8d349fe9c6fa69daa4647e58496cdbdfb"),
-        ("origin_window", "1c2ef739c4678d1e7f557368e5a8d56d1061391a"),
-        ("pass", "87f9644b014dd7fe7e88bad9346b9d289a96aa40"),
-        ("draw_open", "31d79d643afa808778453ab0f41fd34b5af83208"),
-        ("draw_place", "e42e0f51c4ef92488f7640bba541eecaaedc9f79"),
+        ("challenge", "9a4aa960d3516e005886af4aaba3b4f138aeb746"),
+        ("origin_window", "06ab2777976d0c2ca38a853c42d93d5cf4ebd77d"),
+        ("pass", "a041a1e8f781a9e5a99a53474cf3e20363f1cb56"),
+        ("draw_open", "9322c6eddc80ccbf3033881473ac9d226eef2739"),
+        ("draw_place", "30bc9aa125dd27fa6f34cc2530b3df5d1c2abc68"),
         ("schedule", "21a081b0dab3004d63b1ea6556d565bf4a8c48c8"),
-        ("unconsume", "3deb7c8ed0122d7c1b91c3d57a8e6328c9f639a2"),
+        ("unconsume", "82332182acea2a0a311ad758e3b0c9a8b5c1bf5b"),
     ];
 }

@@ -20,6 +20,11 @@ pub enum UserState {
         eta_seconds: Option<u64>,
         /// When to poll again.
         retry_after_ms: u64,
+        /// The position and ETA are the edge's estimate for a visitor far
+        /// from the head (docs/uncapped-line.md), not the exact rank;
+        /// absent when exact.
+        #[serde(skip_serializing_if = "std::ops::Not::not")]
+        approximate: bool,
     },
     /// Before a scheduled opening: places are drawn at random at the
     /// opening (and while the draw runs, just after it).
@@ -89,12 +94,26 @@ mod tests {
                 position: 1204,
                 eta_seconds: Some(7),
                 retry_after_ms: 5000,
+                approximate: false,
             },
             queue: "main".into(),
         };
         assert_eq!(
             serde_json::to_value(&waiting).unwrap(),
             json!({"state":"waiting","queue":"main","position":1204,"etaSeconds":7,"retryAfterMs":5000})
+        );
+        let far = StateReply {
+            state: UserState::Waiting {
+                position: 412_000,
+                eta_seconds: Some(2_355),
+                retry_after_ms: 30_000,
+                approximate: true,
+            },
+            queue: "main".into(),
+        };
+        assert_eq!(
+            serde_json::to_value(&far).unwrap(),
+            json!({"state":"waiting","queue":"main","position":412_000,"etaSeconds":2_355,"retryAfterMs":30_000,"approximate":true})
         );
         let pre = StateReply {
             state: UserState::PreQueue {

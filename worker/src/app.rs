@@ -2,20 +2,22 @@
 //! gate in front of the protected ones; [`crate::routes`] says which runs.
 //! Each queue operation is one Redis REST call.
 
-use queuegate_edge::cookie::{cookie, set_cookie, TOKEN_COOKIE};
-use queuegate_edge::{altcha, url, TOKEN_HEADER};
+use queuegate_edge::cookie::{cookie, set_cookie, PLACE_COOKIE, TOKEN_COOKIE};
+use queuegate_edge::identity::Key;
+use queuegate_edge::{altcha, place, url, TOKEN_HEADER};
 use queuegate_shared::guard::{EntryGuard, GuardCheck};
 use queuegate_shared::ops::{
     ChallengeTerms, Consume, ConsumeReply, Enter, EnterReply, Observed, Outcome, Pass, PassReply,
     Position, QueueNeeded, Refusal, Settle, Unconsume,
 };
 use queuegate_shared::policy::retry_after_header_seconds;
+use queuegate_shared::snapshot::{self, Snapshot};
 use queuegate_shared::state::{StateReply, UserState};
 use queuegate_shared::token::EntryToken;
 use queuegate_shared::{QueueId, QueueKeys, Settings, UserId};
 use worker::{Context, Date, Env};
 
-use crate::config::{EdgeConfig, QueueChoiceError};
+use crate::config::{EdgeConfig, IdentityMode, QueueChoiceError};
 use crate::error::EdgeError;
 use crate::guard;
 use crate::health::{Health, HealthCache};
@@ -23,6 +25,7 @@ use crate::http::{self, js_err, Request, Response};
 use crate::origin::{self, Forwarded};
 use crate::rest::{RestClient, RestError};
 use crate::routes::{self, Handler, Target};
+use crate::snapshots::SnapshotCache;
 use crate::visitor::{self, Visitor};
 
 /// The worker: configuration and the Redis client, built once per isolate.
@@ -31,6 +34,7 @@ pub struct App {
     config: EdgeConfig,
     redis: Option<RestClient>,
     health: HealthCache,
+    snapshots: SnapshotCache,
 }
 
 impl App {
@@ -51,6 +55,7 @@ impl App {
             config,
             redis,
             health: HealthCache::default(),
+            snapshots: SnapshotCache::default(),
         })
     }
 
@@ -212,7 +217,10 @@ impl App {
             (Err(e), None) => return Err(e),
         };
         match reply {
-            EnterReply::Entered(observed) => self.state_reply(&queue, observed, visitor.new_cookie),
+            EnterReply::Entered(observed) => {
+                let place = Place::of(req.cookies(), &visitor.user);
+                self.state_reply(&queue, observed, visitor.new_cookie, Some(place))
+            }
             EnterReply::Full { .. } => Err(EdgeError::QueueFull),
             EnterReply::Closed(_) => Err(EdgeError::QueueClosed),
             EnterReply::Refused(Refusal::Missing(GuardCheck::Challenge)) => {
@@ -264,9 +272,24 @@ impl App {
         http::json(200, &challenge)
     }
 
+    /// A visitor far from the head is answered from its place cookie and
+    /// the isolate's snapshot, without Redis (docs/uncapped-line.md);
+    /// everyone else, and whenever the snapshot cannot be trusted, by the
+    /// position script.
     async fn position(&self, req: &Request) -> Result<Response, EdgeError> {
         let (queue, keys) = self.queue(req)?;
         let visitor = self.identify(req, false)?;
+        let place = Place::of(req.cookies(), &visitor.user);
+        if let Some(ticket) = place.ticket(self.place_key(), &queue) {
+            let now = Date::now().as_millis();
+            if let Some(state) = self
+                .snapshot(&queue, &keys, now)
+                .await
+                .and_then(|s| s.far_back(ticket, now))
+            {
+                return self.reply(&queue, state, None);
+            }
+        }
         let observed = self
             .redis()?
             .run(&Position {
@@ -274,17 +297,65 @@ impl App {
                 user: &visitor.user,
             })
             .await?;
-        self.state_reply(&queue, observed, None)
+        self.state_reply(&queue, observed, None, Some(place))
+    }
+
+    /// The key place cookies are signed with: the identity secret.
+    fn place_key(&self) -> &Key {
+        match &self.config.identity {
+            IdentityMode::Anonymous { secret } | IdentityMode::Jwt { secret, .. } => secret,
+        }
+    }
+
+    /// The isolate's snapshot of `queue` at `now`, refreshed with one
+    /// `HMGET` when a second old; None when there is none to trust (a
+    /// failed read sends the poll to the position script, which reports
+    /// the failure).
+    async fn snapshot(&self, queue: &QueueId, keys: &QueueKeys, now: u64) -> Option<Snapshot> {
+        let (cached, refresh) = self.snapshots.get_or_start(queue.as_str(), now);
+        if !refresh {
+            return cached;
+        }
+        let read = match self
+            .redis()
+            .ok()?
+            .hmget(&keys.config(), &snapshot::FIELDS)
+            .await
+        {
+            Ok(values) => Snapshot::decode(&values),
+            Err(e) => {
+                self.note_health(&EdgeError::from(e));
+                None
+            }
+        };
+        self.snapshots.record(queue.as_str(), read.clone());
+        read
     }
 
     /// 200 with the state JSON; `Retry-After` while waiting; the token as
     /// an HttpOnly cookie once admitted.
+    /// A waiting visitor's ticket is signed into its place cookie, when
+    /// the cookie does not hold it already.
     fn state_reply(
         &self,
         queue: &QueueId,
         observed: Observed,
         visitor_cookie: Option<String>,
+        place: Option<Place<'_>>,
     ) -> Result<Response, EdgeError> {
+        let place_cookie = match (&observed, place) {
+            (Observed::Waiting(w), Some(p))
+                if p.ticket(self.place_key(), queue) != Some(w.ticket) =>
+            {
+                Some(set_cookie(
+                    PLACE_COOKIE,
+                    &place::mint(self.place_key(), queue, p.user, w.ticket),
+                    crate::visitor::VISITOR_COOKIE_MAX_AGE_S,
+                    self.config.cookie_secure,
+                ))
+            }
+            _ => None,
+        };
         // Settings are published to Redis by the scheduler; the defaults
         // only fill in before a scheduler has run. A pre-queued visitor's
         // next poll lands at a random point of the opening's spread window.
@@ -293,6 +364,20 @@ impl App {
             _ => 0.0,
         };
         let state = observed.into_user_state(&Settings::default(), spread);
+        let resp = self.reply(queue, state, visitor_cookie)?;
+        if let Some(c) = place_cookie {
+            http::append(resp.headers(), "set-cookie", &c)?;
+        }
+        Ok(resp)
+    }
+
+    /// 200 with a state's JSON, its `Retry-After` and cookies.
+    fn reply(
+        &self,
+        queue: &QueueId,
+        state: UserState,
+        visitor_cookie: Option<String>,
+    ) -> Result<Response, EdgeError> {
         let reply = StateReply {
             state,
             queue: queue.to_string(),
@@ -534,4 +619,25 @@ fn random_unit() -> Result<f64, EdgeError> {
 /// The waiting-room page of `queue` (ids are URL-safe by construction).
 fn page_url(queue: &QueueId) -> String {
     format!("/queue?queue={queue}")
+}
+
+/// The place cookie a request brought, and the visitor it must belong to.
+struct Place<'a> {
+    value: Option<&'a str>,
+    user: &'a UserId,
+}
+
+impl<'a> Place<'a> {
+    fn of(cookies: &'a str, user: &'a UserId) -> Place<'a> {
+        Place {
+            value: cookie(cookies, PLACE_COOKIE),
+            user,
+        }
+    }
+
+    /// Its ticket in `queue`, if it is this visitor's, for this queue, and
+    /// signed by us.
+    fn ticket(&self, key: &Key, queue: &QueueId) -> Option<u64> {
+        place::verify(key, self.value?, queue, self.user)
+    }
 }

@@ -28,6 +28,7 @@ pub mod origin;
 pub mod page;
 pub mod rest;
 pub mod routes;
+pub mod snapshots;
 pub mod visitor;
 
 use std::sync::OnceLock;

@@ -235,6 +235,30 @@ impl RestClient {
             .map_err(|e| EdgeError::Internal(e.to_string()))
     }
 
+    /// `HMGET key fields…`: one value per field (None where absent).
+    pub async fn hmget(
+        &self,
+        key: &str,
+        fields: &[&str],
+    ) -> Result<Vec<Option<String>>, RestError> {
+        let parts: Vec<&str> = ["HMGET", key]
+            .into_iter()
+            .chain(fields.iter().copied())
+            .collect();
+        // Serializing strings cannot fail.
+        let body = serde_json::to_string(&parts).unwrap_or_default();
+        match self.post(&body).await? {
+            Value::Array(items) => Ok(items
+                .into_iter()
+                .map(|v| match v {
+                    Value::Data(d) => String::from_utf8(d).ok(),
+                    _ => None,
+                })
+                .collect()),
+            other => Err(RestError::Protocol(format!("HMGET answered {other:?}"))),
+        }
+    }
+
     /// `PING`, for health.
     pub async fn ping(&self) -> Result<(), RestError> {
         match self.post(r#"["PING"]"#).await? {

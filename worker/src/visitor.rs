@@ -11,7 +11,7 @@ use crate::error::EdgeError;
 use crate::http::Request;
 
 /// Lifetime of the visitor cookie: a day covers any sale.
-const VISITOR_COOKIE_MAX_AGE_S: u64 = 86_400;
+pub const VISITOR_COOKIE_MAX_AGE_S: u64 = 86_400;
 
 /// Who sent a request, and the cookie to set if we just minted them.
 #[derive(Debug)]

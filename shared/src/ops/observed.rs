@@ -18,6 +18,8 @@ pub struct WaitingFacts {
     pub measured_rate: Option<f64>,
     /// Poll policy from the published settings (None before publishing).
     pub policy: Option<PollPolicy>,
+    /// The visitor's ticket (its score in the line).
+    pub ticket: u64,
 }
 
 /// What Redis knows about a pre-queued user (before a scheduled opening,
@@ -68,6 +70,7 @@ impl Observed {
                     position: w.position,
                     eta_seconds: policy.eta_seconds(w.position, w.measured_rate, admitting),
                     retry_after_ms: policy.retry_after_ms(w.position, w.measured_rate, admitting),
+                    approximate: false,
                 }
             }
             Observed::Settled(state) => state,
@@ -95,6 +98,7 @@ impl Observed {
                     queue_state: text(2).and_then(QueueState::parse),
                     measured_rate: f.opt_f64(3),
                     policy,
+                    ticket: f.uint(7)?,
                 })
             }
             "pre_queue" => {

@@ -1,0 +1,347 @@
+//! The queue as the edge sees it between Redis calls: the snapshot each
+//! admit tick writes into the config hash, and the estimate it gives a
+//! visitor far from the head (docs/uncapped-line.md). A far-back poll is
+//! answered from the snapshot and the visitor's signed ticket alone; near
+//! the head, or whenever the snapshot cannot be trusted, the edge asks
+//! Redis as before.
+
+use crate::fields::config;
+use crate::policy::PollPolicy;
+use crate::settings::QueueState;
+use crate::state::UserState;
+
+/// A snapshot older than this (by Redis' clock against the edge's) is not
+/// used: the scheduler has stopped ticking, or the clocks disagree.
+pub const MAX_AGE_MS: u64 = 10_000;
+
+/// How long an isolate keeps a snapshot before it reads a new one.
+pub const REFRESH_MS: u64 = 1_000;
+
+/// The config fields a snapshot is read from, in [`Snapshot::decode`]'s
+/// order (one `HMGET`).
+pub const FIELDS: [&str; 12] = [
+    config::ZONE_FRONT,
+    config::ZONE_COUNT,
+    config::TAIL,
+    config::WAITING,
+    config::SNAP_AT,
+    config::STATE,
+    config::DRAW_LEFT,
+    config::MEASURED_RATE,
+    config::ADMIT_RATE_PER_SECOND,
+    config::POLL_MIN_MS,
+    config::POLL_MAX_MS,
+    config::MARKS,
+];
+
+/// One queue's snapshot.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Snapshot {
+    /// The near zone's last ticket.
+    pub zone_front: u64,
+    /// Visitors at or before it.
+    pub zone_count: u64,
+    /// The last ticket in line.
+    pub tail: u64,
+    /// The line's length.
+    pub waiting: u64,
+    /// Redis' clock when the tick wrote it (epoch ms).
+    pub snap_at: u64,
+    /// The operator's state.
+    pub state: QueueState,
+    /// Visitors a running draw has still to place (0: none runs).
+    pub draw_left: u64,
+    /// The measured admission rate, if any.
+    pub measured_rate: Option<f64>,
+    /// The poll policy the settings imply.
+    pub policy: PollPolicy,
+    /// Points `(rank, ticket)` of the far part's rank-to-ticket map, in
+    /// order (up to a second older than the rest).
+    pub marks: Vec<(u64, u64)>,
+}
+
+impl Snapshot {
+    /// Reads an `HMGET` of [`FIELDS`]; `None` when the queue has no
+    /// snapshot yet (no tick has run since this version) or a field is
+    /// unreadable.
+    pub fn decode(values: &[Option<String>]) -> Option<Snapshot> {
+        if values.len() != FIELDS.len() {
+            return None;
+        }
+        let text = |i: usize| values[i].as_deref().filter(|t| !t.is_empty());
+        let int = |i: usize| text(i)?.parse::<u64>().ok();
+        let float = |i: usize| text(i)?.parse::<f64>().ok().filter(|v| v.is_finite());
+        Some(Snapshot {
+            zone_front: int(0)?,
+            zone_count: int(1)?,
+            tail: int(2)?,
+            waiting: int(3)?,
+            snap_at: int(4)?,
+            state: QueueState::parse(text(5)?)?,
+            draw_left: text(6).map_or(Some(0), |t| t.parse().ok())?,
+            measured_rate: float(7),
+            policy: PollPolicy {
+                admit_rate_per_second: float(8)?,
+                poll_min_ms: int(9)?,
+                poll_max_ms: int(10)?,
+            },
+            marks: text(11).map(parse_marks).unwrap_or_default(),
+        })
+    }
+
+    /// Whether the snapshot may answer at `now_ms` (the edge's clock).
+    pub fn is_fresh(&self, now_ms: u64) -> bool {
+        now_ms.abs_diff(self.snap_at) <= MAX_AGE_MS
+    }
+
+    /// The answer for a visitor holding `ticket`, when it is far back:
+    /// beyond the near zone, in a line that is not being drawn, under a
+    /// fresh snapshot. `None` sends the poll to Redis.
+    ///
+    /// The estimate interpolates the rank between the two points of the
+    /// rank-to-ticket map around the ticket: the zone's front, the marks
+    /// (at ranks growing by a fifth) and the tail. Far back nobody is
+    /// dropped for silence, so the far part's gaps are the few left by a
+    /// draw's leavers and by rejoins, and the marks bound how unevenly
+    /// they can lie within one stretch; the error is measured
+    /// (tests/system/tests/far_back.rs, BENCHMARKS.md). The next poll comes when the policy says, but no later than
+    /// the visitor's arrival in the near zone, where it must poll Redis to
+    /// keep its place.
+    pub fn far_back(&self, ticket: u64, now_ms: u64) -> Option<UserState> {
+        let admitting = match self.state {
+            QueueState::Open | QueueState::Draining => true,
+            QueueState::Paused => false,
+            QueueState::Closed => return None,
+        };
+        if !self.is_fresh(now_ms)
+            || self.draw_left > 0
+            || ticket <= self.zone_front
+            || ticket > self.tail
+            || self.waiting <= self.zone_count
+        {
+            return None;
+        }
+        let position = self.interpolate(ticket);
+        let policy = self.policy;
+        let retry_after_ms = if admitting {
+            let rate = policy.effective_rate(self.measured_rate);
+            let until_near_ms = ((position - self.zone_count) as f64 / rate * 1_000.0) as u64;
+            policy
+                .retry_after_ms(position, self.measured_rate, true)
+                .min(until_near_ms.max(policy.poll_min_ms))
+        } else {
+            policy.poll_max_ms
+        };
+        Some(UserState::Waiting {
+            position,
+            eta_seconds: policy.eta_seconds(position, self.measured_rate, admitting),
+            retry_after_ms,
+            approximate: true,
+        })
+    }
+}
+
+impl Snapshot {
+    /// The rank of `ticket` (beyond the zone's front, at most the tail)
+    /// between the map's points around it.
+    fn interpolate(&self, ticket: u64) -> u64 {
+        let (mut lo, mut hi) = (
+            (self.zone_count, self.zone_front),
+            (self.waiting, self.tail),
+        );
+        // Marks written before the latest pops may lie at or before the
+        // front now, or past the tail; only increasing points between
+        // them count.
+        for &(rank, at) in &self.marks {
+            if rank <= lo.0 || at <= lo.1 || rank >= hi.0 || at >= hi.1 {
+                continue;
+            }
+            if at < ticket {
+                lo = (rank, at);
+            } else {
+                hi = (rank, at);
+                break;
+            }
+        }
+        let ahead = ((ticket - lo.1) as f64 * (hi.0 - lo.0) as f64 / (hi.1 - lo.1) as f64).ceil();
+        lo.0 + (ahead as u64).clamp(1, hi.0 - lo.0)
+    }
+}
+
+/// `rank:ticket,…` as the admit tick writes it; an unreadable pair is
+/// skipped.
+fn parse_marks(text: &str) -> Vec<(u64, u64)> {
+    text.split(',')
+        .filter_map(|pair| {
+            let (rank, ticket) = pair.split_once(':')?;
+            Some((rank.parse().ok()?, ticket.parse().ok()?))
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const NOW: u64 = 1_800_000_000_000;
+
+    fn snapshot() -> Snapshot {
+        Snapshot {
+            zone_front: 31_500,
+            zone_count: 31_500,
+            tail: 1_000_000,
+            waiting: 1_000_000,
+            snap_at: NOW - 400,
+            state: QueueState::Open,
+            draw_left: 0,
+            measured_rate: Some(175.0),
+            policy: PollPolicy {
+                admit_rate_per_second: 175.0,
+                poll_min_ms: 1_000,
+                poll_max_ms: 30_000,
+            },
+            marks: Vec::new(),
+        }
+    }
+
+    fn waiting(s: &UserState) -> (u64, Option<u64>, u64) {
+        match s {
+            UserState::Waiting {
+                position,
+                eta_seconds,
+                retry_after_ms,
+                approximate: true,
+            } => (*position, *eta_seconds, *retry_after_ms),
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn a_dense_line_gives_the_exact_rank() {
+        let s = snapshot();
+        let (position, eta, retry) = waiting(&s.far_back(500_000, NOW).unwrap());
+        assert_eq!(position, 500_000);
+        assert_eq!(eta, Some(2_858)); // 500,000 / 175 = 2,857.1
+        assert_eq!(retry, 30_000);
+    }
+
+    #[test]
+    fn gaps_are_spread_over_the_far_part() {
+        // 10 % of the far part's tickets are gone.
+        let s = Snapshot {
+            waiting: 31_500 + 871_650,
+            ..snapshot()
+        };
+        let (position, ..) = waiting(&s.far_back(500_000, NOW).unwrap());
+        assert_eq!(position, 31_500 + 421_650);
+    }
+
+    #[test]
+    fn marks_place_uneven_gaps() {
+        // The first 100,000 far tickets lost half their visitors (a draw's
+        // leavers); the rest is dense. Without marks the gaps are spread
+        // over everything; with one at the block's end the rank is exact.
+        let s = Snapshot {
+            waiting: 1_000_000 - 50_000,
+            ..snapshot()
+        };
+        let (plain, ..) = waiting(&s.far_back(131_500, NOW).unwrap());
+        let marked = Snapshot {
+            marks: vec![(81_500, 131_500), (500_000, 550_000)],
+            ..s.clone()
+        };
+        let (exact, ..) = waiting(&marked.far_back(131_500, NOW).unwrap());
+        assert_eq!(exact, 81_500);
+        assert!(plain > 125_000, "{plain}");
+        let (later, ..) = waiting(&marked.far_back(600_000, NOW).unwrap());
+        assert_eq!(later, 550_000);
+        // Marks out of order, at or before the front or past the tail
+        // are ignored.
+        let odd = Snapshot {
+            marks: vec![
+                (10, 20),
+                (81_500, 131_500),
+                (60_000, 140_000),
+                (2_000_000, 2_000_000),
+            ],
+            ..s
+        };
+        assert_eq!(waiting(&odd.far_back(131_500, NOW).unwrap()).0, 81_500);
+    }
+
+    #[test]
+    fn the_next_poll_comes_no_later_than_the_near_zone() {
+        let s = snapshot();
+        // 700 behind the zone: 4 s at 175/s.
+        let (_, _, retry) = waiting(&s.far_back(32_200, NOW).unwrap());
+        assert_eq!(retry, 4_000);
+        // Right behind it: the shortest interval.
+        let (_, _, retry) = waiting(&s.far_back(31_501, NOW).unwrap());
+        assert_eq!(retry, 1_000);
+    }
+
+    #[test]
+    fn near_stale_drawing_closed_or_unknown_tickets_go_to_redis() {
+        let s = snapshot();
+        assert!(s.far_back(31_500, NOW).is_none(), "near");
+        assert!(s.far_back(1_000_001, NOW).is_none(), "beyond the tail");
+        assert!(s.far_back(500_000, NOW + MAX_AGE_MS).is_none(), "stale");
+        let drawing = Snapshot {
+            draw_left: 3,
+            ..snapshot()
+        };
+        assert!(drawing.far_back(500_000, NOW).is_none());
+        let closed = Snapshot {
+            state: QueueState::Closed,
+            ..snapshot()
+        };
+        assert!(closed.far_back(500_000, NOW).is_none());
+        let all_near = Snapshot {
+            waiting: 31_500,
+            ..snapshot()
+        };
+        assert!(all_near.far_back(500_000, NOW).is_none());
+    }
+
+    #[test]
+    fn paused_far_back_visitors_get_no_eta_and_the_longest_interval() {
+        let paused = Snapshot {
+            state: QueueState::Paused,
+            ..snapshot()
+        };
+        let (_, eta, retry) = waiting(&paused.far_back(500_000, NOW).unwrap());
+        assert_eq!((eta, retry), (None, 30_000));
+    }
+
+    #[test]
+    fn decode_reads_an_hmget_and_refuses_a_partial_one() {
+        let full: Vec<Option<String>> = [
+            "31500",
+            "31500",
+            "1000000",
+            "1000000",
+            "1799999999600",
+            "open",
+            "",
+            "175.000",
+            "175",
+            "1000",
+            "30000",
+            "",
+        ]
+        .iter()
+        .map(|t| Some(t.to_string()))
+        .collect();
+        assert_eq!(Snapshot::decode(&full), Some(snapshot()));
+        let mut before_a_tick = full.clone();
+        before_a_tick[0] = None;
+        assert_eq!(Snapshot::decode(&before_a_tick), None);
+        assert_eq!(Snapshot::decode(&full[..5]), None);
+        let mut marked = full.clone();
+        marked[11] = Some("37801:37801,45362:45400,x:1".into());
+        assert_eq!(
+            Snapshot::decode(&marked).unwrap().marks,
+            [(37_801, 37_801), (45_362, 45_400)]
+        );
+    }
+}

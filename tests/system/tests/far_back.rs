@@ -1,0 +1,167 @@
+//! A line without a cap (issue #24), end to end: redis-server → gateway →
+//! the wasm worker. A visitor far from the head is answered from its signed
+//! place cookie and the isolate's snapshot, without a Redis call; its
+//! position is an estimate marked `approximate`, measured here against the
+//! exact rank on a line of 20,000 with gaps; near the head every poll is
+//! exact. The zone's liveness rule is in engine.rs.
+
+use std::time::Instant;
+
+use queuegate_edge::identity;
+use queuegate_edge::place;
+use queuegate_shared::{QueueId, Settings, UserId};
+use queuegate_system_tests::edge::{EdgeStack, Visitor, IDENTITY_SECRET};
+use queuegate_testkit::RedisServer;
+
+const LINE: usize = 20_000;
+/// Admissions per second: with the default near zone (180 s) the first
+/// 900 visitors are near.
+const RATE: f64 = 5.0;
+
+/// Commands the worker has sent through the gateway so far, by name
+/// (`GET /_stats`; Redis' own `INFO commandstats` would also count the
+/// commands run inside scripts).
+async fn sent(stack: &EdgeStack) -> std::collections::BTreeMap<String, u64> {
+    let stats: serde_json::Value = reqwest::Client::new()
+        .get(format!("{}/_stats", stack.gateway.url()))
+        .bearer_auth(stack.gateway.token())
+        .send()
+        .await
+        .expect("GET /_stats")
+        .json()
+        .await
+        .expect("its JSON");
+    stats["commands"]
+        .as_object()
+        .expect("commands")
+        .iter()
+        .map(|(k, v)| (k.clone(), v.as_u64().unwrap_or(0)))
+        .collect()
+}
+
+fn visitor_for(stack: &EdgeStack, i: usize) -> (UserId, Visitor) {
+    let mut random = [0u8; 16];
+    random[..8].copy_from_slice(&(i as u64).to_le_bytes());
+    let (user, cookie) = identity::mint_visitor(IDENTITY_SECRET.as_bytes(), random);
+    let mut v = stack.visitor();
+    v.cookies.insert("qg_visitor".into(), cookie);
+    (user, v)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn far_back_polls_are_estimates_without_redis_and_near_ones_are_exact() {
+    let settings = Settings {
+        admit_rate_per_second: RATE,
+        idle_passthrough: false,
+        max_waiting: 100_000,
+        ..Settings::default()
+    };
+    let zone = settings.near_zone_visitors(RATE) as usize;
+    assert_eq!(zone, 900);
+    let stack = EdgeStack::start(settings, "anonymous", RedisServer::start()).await;
+    let q = &stack.queue;
+    let mut conn = q.conn.clone();
+
+    // The line, entered straight through the script (the worker's enter is
+    // tested elsewhere), then one visitor in ten far back gone (a draw's
+    // leavers, rejoins): gaps the estimate must absorb.
+    let users: Vec<(UserId, Visitor)> = (0..LINE).map(|i| visitor_for(&stack, i)).collect();
+    for (u, _) in &users {
+        q.enter(u).await;
+    }
+    let gone: Vec<&str> = users
+        .iter()
+        .enumerate()
+        .filter(|(i, _)| *i >= 2 * zone && i % 10 == 3)
+        .map(|(_, (u, _))| u.as_str())
+        .collect();
+    let _: u64 = redis::cmd("ZREM")
+        .arg(q.keys.waiting())
+        .arg(&gone)
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    // One tick draws the near zone and writes the snapshot (nobody is
+    // admitted: allowance 0).
+    q.set_lock("test").await;
+    q.admit_at("test", 0, &[], RATE).await;
+
+    // Every 100th visitor still in line: the first poll has no place cookie
+    // and is exact (and sets it); the second is far back or near.
+    let sample: Vec<usize> = (0..LINE)
+        .step_by(100)
+        .filter(|&i| i < 2 * zone || i % 10 != 3)
+        .collect();
+    let mut polled: Vec<(usize, Visitor, u64)> = Vec::new();
+    for &i in &sample {
+        let (user, mut v) = users[i].clone();
+        let r = v.position().await;
+        assert_eq!((r.status, r.state()), (200, "waiting"), "{:?}", r.json);
+        assert!(r.json.get("approximate").is_none(), "{:?}", r.json);
+        let exact = r.json["position"].as_u64().unwrap();
+        // The cookie holds the visitor's ticket, signed for it.
+        let ticket: u64 = redis::cmd("ZSCORE")
+            .arg(q.keys.waiting())
+            .arg(user.as_str())
+            .query_async(&mut conn)
+            .await
+            .unwrap();
+        let main = QueueId::new("main").unwrap();
+        assert_eq!(
+            place::verify(
+                IDENTITY_SECRET.as_bytes(),
+                &v.cookies["qg_place"],
+                &main,
+                &user
+            ),
+            Some(ticket)
+        );
+        polled.push((i, v, exact));
+    }
+
+    // Second polls: every command the worker sends is counted.
+    let before = sent(&stack).await;
+    let started = Instant::now();
+    let mut errors = Vec::new();
+    let (mut far, mut near) = (0u64, 0u64);
+    for (i, v, exact) in &mut polled {
+        let r = v.position().await;
+        assert_eq!((r.status, r.state()), (200, "waiting"), "{:?}", r.json);
+        let shown = r.json["position"].as_u64().unwrap();
+        if *exact as usize > zone {
+            assert_eq!(r.json["approximate"], true, "{i}: {:?}", r.json);
+            errors.push((shown as f64 - *exact as f64).abs() / *exact as f64);
+            far += 1;
+        } else {
+            assert!(r.json.get("approximate").is_none(), "{i}: {:?}", r.json);
+            assert_eq!(shown, *exact, "{i}");
+            near += 1;
+        }
+        assert!(r.json["etaSeconds"].as_u64().is_some());
+    }
+    let secs = started.elapsed().as_secs_f64();
+    let after = sent(&stack).await;
+    let count =
+        |cmd: &str| after.get(cmd).copied().unwrap_or(0) - before.get(cmd).copied().unwrap_or(0);
+    let (evalsha, hmget) = (count("EVALSHA"), count("HMGET"));
+    let all: u64 = after.values().sum::<u64>() - before.values().sum::<u64>();
+    assert_eq!(all, evalsha + hmget, "{before:?} → {after:?}");
+    errors.sort_by(f64::total_cmp);
+    let p95 = errors[errors.len() * 95 / 100];
+    eprintln!(
+        "{far} far-back polls, {near} near: {evalsha} EVALSHA (the near ones), {hmget} HMGET (snapshots) in {secs:.1} s; relative error p50 {:.4} %, p95 {:.4} %, max {:.4} %",
+        errors[errors.len() / 2] * 100.0,
+        p95 * 100.0,
+        errors.last().unwrap() * 100.0
+    );
+    assert!(far >= 150 && near >= 9, "{far} far, {near} near");
+    // Near polls are one script each; far ones none; the snapshot is read
+    // at most once a second (plus one): far below 0.05 a far-back poll.
+    assert_eq!(evalsha, near);
+    assert!(
+        (hmget as f64) <= secs.ceil() + 1.0,
+        "{hmget} snapshot reads in {secs:.1} s"
+    );
+    assert!((hmget as f64) / (far as f64) <= 0.05);
+    assert!(p95 <= 0.02, "p95 relative error {p95}");
+}

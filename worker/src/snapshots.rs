@@ -1,0 +1,114 @@
+//! Each isolate's snapshots of its queues (docs/uncapped-line.md): read
+//! with one `HMGET` at most once per [`REFRESH_MS`] per queue, so the
+//! far-back polls an isolate answers cost Redis one call a second, however
+//! many there are. A refresh under way counts as fresh too: requests that
+//! arrive meanwhile use the last snapshot instead of reading again.
+
+use std::collections::HashMap;
+use std::sync::Mutex;
+
+use queuegate_shared::snapshot::{Snapshot, REFRESH_MS};
+
+/// The isolate's snapshots, by queue id.
+#[derive(Debug, Default)]
+pub struct SnapshotCache(Mutex<HashMap<String, Entry>>);
+
+#[derive(Debug)]
+struct Entry {
+    /// When the last refresh started (epoch ms).
+    started: u64,
+    /// What the last finished refresh read (None: nothing usable).
+    snapshot: Option<Snapshot>,
+}
+
+/// Most queues whose snapshots one isolate keeps; a request naming more
+/// (queue ids come from the route table, so only a misconfiguration could)
+/// starts over rather than growing the map.
+const MAX_QUEUES: usize = 64;
+
+impl SnapshotCache {
+    /// The snapshot to answer with at `now_ms`, and whether the caller
+    /// must refresh it first (then the start is recorded and the caller
+    /// reports what it read with [`Self::record`]).
+    pub fn get_or_start(&self, queue: &str, now_ms: u64) -> (Option<Snapshot>, bool) {
+        // Held for a few loads, never across an await; wasm has one thread.
+        let mut map = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(e) = map.get_mut(queue) {
+            if now_ms.saturating_sub(e.started) < REFRESH_MS {
+                return (e.snapshot.clone(), false);
+            }
+            e.started = now_ms;
+            return (e.snapshot.clone(), true);
+        }
+        if map.len() >= MAX_QUEUES {
+            map.clear();
+        }
+        map.insert(
+            queue.to_string(),
+            Entry {
+                started: now_ms,
+                snapshot: None,
+            },
+        );
+        (None, true)
+    }
+
+    /// Keeps what a refresh read (None: nothing usable, e.g. before the
+    /// first tick of a scheduler that writes snapshots).
+    pub fn record(&self, queue: &str, snapshot: Option<Snapshot>) {
+        let mut map = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(e) = map.get_mut(queue) {
+            e.snapshot = snapshot;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use queuegate_shared::policy::PollPolicy;
+    use queuegate_shared::QueueState;
+
+    fn snap(at: u64) -> Snapshot {
+        Snapshot {
+            zone_front: 10,
+            zone_count: 10,
+            tail: 100,
+            waiting: 100,
+            snap_at: at,
+            state: QueueState::Open,
+            draw_left: 0,
+            measured_rate: None,
+            policy: PollPolicy {
+                admit_rate_per_second: 5.0,
+                poll_min_ms: 1_000,
+                poll_max_ms: 30_000,
+            },
+            marks: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn one_refresh_a_second_per_queue_and_none_while_one_runs() {
+        let cache = SnapshotCache::default();
+        assert_eq!(cache.get_or_start("main", 10_000), (None, true));
+        // Under way: the others answer without it (exact path), no read.
+        assert_eq!(cache.get_or_start("main", 10_100), (None, false));
+        cache.record("main", Some(snap(10_050)));
+        assert_eq!(
+            cache.get_or_start("main", 10_900),
+            (Some(snap(10_050)), false)
+        );
+        // A second on: one request refreshes, serving the old meanwhile.
+        assert_eq!(
+            cache.get_or_start("main", 11_000),
+            (Some(snap(10_050)), true)
+        );
+        assert_eq!(
+            cache.get_or_start("main", 11_001),
+            (Some(snap(10_050)), false)
+        );
+        // Another queue has its own.
+        assert_eq!(cache.get_or_start("other", 11_001), (None, true));
+    }
+}
