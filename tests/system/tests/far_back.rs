@@ -165,3 +165,55 @@ async fn far_back_polls_are_estimates_without_redis_and_near_ones_are_exact() {
     assert!((hmget as f64) / (far as f64) <= 0.05);
     assert!(p95 <= 0.02, "p95 relative error {p95}");
 }
+
+/// The place cookie grants nothing it does not prove: another visitor's
+/// place, a forged or edited one, or one for another queue is ignored and
+/// the poll goes to Redis (exact), where the visitor's own place decides.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_borrowed_or_forged_place_is_ignored() {
+    let settings = Settings {
+        admit_rate_per_second: 1.0,
+        idle_passthrough: false,
+        ..Settings::default()
+    };
+    // 180 near at 1/s (the default zone); 400 in line.
+    let stack = EdgeStack::start(settings, "anonymous", RedisServer::start()).await;
+    let q = &stack.queue;
+    let users: Vec<(UserId, Visitor)> = (0..400).map(|i| visitor_for(&stack, i)).collect();
+    for (u, _) in &users {
+        q.enter(u).await;
+    }
+    q.set_lock("test").await;
+    q.admit_at("test", 0, &[], 1.0).await;
+    let (far_user, mut far) = users[399].clone();
+    assert!(far.position().await.json.get("approximate").is_none());
+    let far_place = far.cookies["qg_place"].clone();
+    assert_eq!(far.position().await.json["approximate"], true);
+
+    // Near visitor 10 shows far visitor 399's place: it is not theirs.
+    let (_, mut near) = users[10].clone();
+    near.cookies.insert("qg_place".into(), far_place.clone());
+    let r = near.position().await;
+    assert_eq!(r.json["position"], 11, "{:?}", r.json);
+    assert!(r.json.get("approximate").is_none());
+
+    // Far visitor 399 edits its ticket, or forges a place, or brings one
+    // for another queue: each is ignored (exact, and the cookie is set
+    // right again).
+    let sig = far_place.rsplit('.').next().unwrap().to_string();
+    let main = QueueId::new("main").unwrap();
+    let other = QueueId::new("other").unwrap();
+    for forged in [
+        format!("main.5.{sig}"),
+        place::mint(b"not-the-identity-secret-0123456789abc", &main, &far_user, 5),
+        place::mint(IDENTITY_SECRET.as_bytes(), &other, &far_user, 5),
+    ] {
+        let mut v = far.clone();
+        v.cookies.insert("qg_place".into(), forged.clone());
+        let r = v.position().await;
+        assert_eq!(r.json["position"], 400, "{forged}: {:?}", r.json);
+        assert!(r.json.get("approximate").is_none(), "{forged}");
+        assert_eq!(v.cookies["qg_place"], far_place, "{forged}");
+    }
+}
+
