@@ -166,7 +166,7 @@ fn the_readme_crowd_enters_while_the_page_keeps_answering() {
 
 #[test]
 fn the_status_line_parses() {
-    let s = parse("crowd: entered 4999 · admitted 3 · ordered 0 · left 1 · refused 0 · polls 7 · requests 17437, failed 12 (0.1 %: timed out 2) · latency p50 3 ms p90 7 ms p99 34 ms max 94 ms")
+    let s = parse("crowd: entered 4999 · admitted 3 · ordered 0 · left 1 · refused 0 · polls 7 (2 far back) · requests 17437, failed 12 (0.1 %: timed out 2) · latency p50 3 ms p90 7 ms p99 34 ms max 94 ms")
         .expect("a status line");
     assert_eq!((s.entered, s.requests, s.failed), (4999, 17437, 12));
     assert!(parse("stopping…").is_none());

@@ -205,7 +205,12 @@ async fn a_borrowed_or_forged_place_is_ignored() {
     let other = QueueId::new("other").unwrap();
     for forged in [
         format!("main.5.{sig}"),
-        place::mint(b"not-the-identity-secret-0123456789abc", &main, &far_user, 5),
+        place::mint(
+            b"not-the-identity-secret-0123456789abc",
+            &main,
+            &far_user,
+            5,
+        ),
         place::mint(IDENTITY_SECRET.as_bytes(), &other, &far_user, 5),
     ] {
         let mut v = far.clone();
@@ -216,4 +221,3 @@ async fn a_borrowed_or_forged_place_is_ignored() {
         assert_eq!(v.cookies["qg_place"], far_place, "{forged}");
     }
 }
-

@@ -18,6 +18,9 @@ pub struct Tally {
     pub entered: AtomicU64,
     /// Polls sent (and answered).
     pub polls: AtomicU64,
+    /// Of those, the ones the edge answered far from the head without
+    /// Redis (`approximate`).
+    pub approximate_polls: AtomicU64,
     /// Visitors admitted.
     pub admitted: AtomicU64,
     /// Orders the origin accepted.
@@ -42,6 +45,7 @@ impl Default for Tally {
         Tally {
             entered: AtomicU64::default(),
             polls: AtomicU64::default(),
+            approximate_polls: AtomicU64::default(),
             admitted: AtomicU64::default(),
             ordered: AtomicU64::default(),
             left: AtomicU64::default(),
@@ -136,13 +140,14 @@ impl Tally {
             .map(|&k| format!("{} {}", k.label(), self.failed_with(k)))
             .collect();
         format!(
-            "crowd: entered {} · admitted {} · ordered {} · left {} · refused {} · polls {} · requests {}, failed {} ({:.1} %{}) · latency p50 {} p90 {} p99 {} max {}",
+            "crowd: entered {} · admitted {} · ordered {} · left {} · refused {} · polls {} ({} far back) · requests {}, failed {} ({:.1} %{}) · latency p50 {} p90 {} p99 {} max {}",
             g(&self.entered),
             g(&self.admitted),
             g(&self.ordered),
             g(&self.left),
             g(&self.refused),
             g(&self.polls),
+            g(&self.approximate_polls),
             g(&self.requests),
             g(&self.failed),
             self.failed_share() * 100.0,
@@ -184,7 +189,7 @@ mod tests {
         t.failure(Failure::Timeout);
         assert_eq!(
             t.line(),
-            "crowd: entered 3 · admitted 0 · ordered 0 · left 1 · refused 0 · polls 7 · requests 4, failed 1 (25.0 %: timed out 1) · latency p50 4 ms p90 40 ms p99 40 ms max 40 ms"
+            "crowd: entered 3 · admitted 0 · ordered 0 · left 1 · refused 0 · polls 7 (0 far back) · requests 4, failed 1 (25.0 %: timed out 1) · latency p50 4 ms p90 40 ms p99 40 ms max 40 ms"
         );
     }
 

@@ -16,6 +16,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use queuegate_edge::altcha;
+use queuegate_edge::cookie::{PLACE_COOKIE, VISITOR_COOKIE};
 use queuegate_edge::{CLIENT_IP_HEADER, TOKEN_HEADER};
 use queuegate_shared::guard::MAX_LEVEL;
 use queuegate_shared::{QueueKeys, UserId};
@@ -180,6 +181,9 @@ pub struct Record {
     pub enters: u32,
     /// `GET /queue/position` requests answered while waiting for admission.
     pub polls: u32,
+    /// Of those, the ones answered at the edge far from the head
+    /// (`approximate`, no Redis call).
+    pub approximate_polls: u32,
     /// Epoch ms of the tick that issued its token (from its status key).
     pub issued_ms: Option<u64>,
     /// Epoch ms when it first saw "admitted".
@@ -269,6 +273,7 @@ pub async fn run(http: &Client, shared: &Shared, start: Instant, plan: Plan) -> 
         http,
         shared,
         cookie: String::new(),
+        place: String::new(),
         // Each simulated person comes from an address of their own, as a
         // crowd does: the per-address budget sees a crowd, not one client.
         ip: synthetic_address(plan.seed),
@@ -282,6 +287,7 @@ pub async fn run(http: &Client, shared: &Shared, start: Instant, plan: Plan) -> 
             eta_at_entry_s: None,
             enters: 0,
             polls: 0,
+            approximate_polls: 0,
             issued_ms: None,
             seen_admitted_ms: None,
             order_requests: 0,
@@ -312,6 +318,9 @@ struct Visitor<'a> {
     http: &'a Client,
     shared: &'a Shared,
     cookie: String,
+    /// `qg_place=…`, kept as a browser keeps it: far from the head the
+    /// edge answers polls from it (docs/uncapped-line.md).
+    place: String,
     /// Sent as `CF-Connecting-IP`.
     ip: String,
     /// A solved challenge for the next enter.
@@ -489,6 +498,10 @@ impl Visitor<'_> {
         };
         self.record.polls += 1;
         self.tally(|t| &t.polls);
+        if reply.body["approximate"] == true {
+            self.record.approximate_polls += 1;
+            self.tally(|t| &t.approximate_polls);
+        }
         Some(reply)
     }
 
@@ -647,8 +660,12 @@ impl Visitor<'_> {
                 req = req.header(altcha::HEADER, a);
             }
         }
-        if !self.cookie.is_empty() {
-            req = req.header("cookie", &self.cookie);
+        match (self.cookie.is_empty(), self.place.is_empty()) {
+            (false, false) => {
+                req = req.header("cookie", format!("{}; {}", self.cookie, self.place))
+            }
+            (false, true) => req = req.header("cookie", &self.cookie),
+            _ => {}
         }
         if let Some(t) = token {
             req = req
@@ -663,9 +680,11 @@ impl Visitor<'_> {
                 Failure::Network
             }
         })?;
-        let visitor_cookie = visitor_cookie(&resp);
-        if let Some(c) = visitor_cookie {
+        if let Some(c) = visitor_cookie(&resp) {
             self.cookie = c;
+        }
+        if let Some(p) = our_cookie(&resp, PLACE_COOKIE) {
+            self.place = p;
         }
         let status = resp.status();
         let retry_after_s = resp
@@ -745,12 +764,17 @@ pub fn synthetic_address(seed: u64) -> String {
 
 /// The `qg_visitor=…` pair a reply sets, ready for a `Cookie` header.
 pub fn visitor_cookie(resp: &reqwest::Response) -> Option<String> {
+    our_cookie(resp, VISITOR_COOKIE)
+}
+
+/// The `name=…` pair a reply sets, ready for a `Cookie` header.
+pub fn our_cookie(resp: &reqwest::Response, name: &str) -> Option<String> {
     resp.headers()
         .get_all("set-cookie")
         .iter()
         .filter_map(|v| set_cookie_pair(v.to_str().ok()?))
-        .find(|(name, _)| *name == "qg_visitor")
-        .map(|(name, value)| format!("{name}={value}"))
+        .find(|(n, _)| *n == name)
+        .map(|(n, value)| format!("{n}={value}"))
 }
 
 #[cfg(test)]
