@@ -388,7 +388,14 @@ async fn jwt_mode_takes_the_user_from_sub_and_refuses_tampering() {
     shopper.bearer = Some(jwt.clone());
     let r = shopper.enter().await;
     assert_eq!((r.status, r.state()), (200, "waiting"), "{:?}", r.json);
-    assert!(r.set_cookies.is_empty(), "no visitor cookie in jwt mode");
+    assert!(
+        !r.set_cookies.iter().any(|c| c.starts_with("qg_visitor=")),
+        "no visitor cookie in jwt mode: {:?}",
+        r.set_cookies
+    );
+    // Only the place, signed for the JWT's user.
+    assert_eq!(r.set_cookies.len(), 1, "{:?}", r.set_cookies);
+    assert!(r.set_cookies[0].starts_with("qg_place=main."), "{:?}", r.set_cookies);
     let mut conn = stack.queue.conn.clone();
     let rank: Option<u64> = redis::cmd("ZRANK")
         .arg(stack.queue.keys.waiting())
