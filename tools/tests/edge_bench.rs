@@ -1,9 +1,11 @@
 //! The workerd benchmark end to end with a short load, so it cannot rot:
 //! the built worker and the floor come up under the `workerd` binary, every
 //! route gets its right answer from the worker (waiting for position and
-//! enter, the shop's 201 for an order with a real token), and the CPU
-//! reading from /proc is non-zero for both. No timing is asserted. Needs the
-//! built worker, `npm ci` and `cargo build --bins` (scripts/test does all).
+//! enter, the shop's 201 for an order with a real token, an approximate
+//! waiting state for a far-back poll), and the CPU reading from /proc is
+//! non-zero for both. A far-back poll costs the worker (near) no Redis
+//! command; the floor's costs one. No timing is asserted. Needs the built
+//! worker, `npm ci` and `cargo build --bins` (scripts/test does all).
 
 use std::time::Duration;
 
@@ -18,17 +20,21 @@ async fn worker_and_floor_answer_every_route_under_workerd() {
         rounds: 1,
         warmup: Duration::from_millis(200),
         orders: 3_000,
-        routes: vec![Route::Position, Route::Enter, Route::Order],
+        routes: vec![Route::Position, Route::Enter, Route::Order, Route::FarBack],
+        far_back: 20,
+        far_gap: 100,
+        near_zone: 10,
         variants: Vec::new(),
     };
     let mut rig = Rig::start().await.expect("the rig starts");
     let http = reqwest::Client::new();
-    let figures = edge_bench::measure(&mut rig, &http, &opts)
+    let report = edge_bench::measure(&mut rig, &http, &opts)
         .await
         .expect("the measurement runs");
-    let table = edge_bench::table(&figures);
-    assert_eq!(figures.len(), 6, "{table}");
-    for f in &figures {
+    let figures = &report.figures;
+    let table = edge_bench::table(figures);
+    assert_eq!(figures.len(), 8, "{table}");
+    for f in figures {
         assert_eq!(
             f.failed,
             0,
@@ -51,4 +57,43 @@ async fn worker_and_floor_answer_every_route_under_workerd() {
         .map(|f| f.ok)
         .unwrap_or_default();
     assert!(worker_orders <= opts.orders as u64, "{table}");
+
+    // Far back: the first tick put the far-back visitors beyond a near
+    // zone of 10, and ticks kept the snapshot fresh throughout.
+    let notes = report.far_back.as_ref().expect("far-back notes");
+    let lines = format!(
+        "{table}{}{}",
+        notes.describe(),
+        edge_bench::far_back_lines(figures)
+    );
+    assert_eq!(notes.zone_count, 10, "{lines}");
+    assert!(notes.tickets.0 > notes.zone_front, "{lines}");
+    assert!(notes.ticks >= 2 && notes.tick_failures == 0, "{lines}");
+    assert!(notes.sample.contains("\"approximate\":true"), "{lines}");
+    let far = |side: Side| {
+        figures
+            .iter()
+            .find(|f| f.route == Route::FarBack && f.side == side)
+            .expect("a far-back row")
+    };
+    let (worker, floor) = (far(Side::Worker), far(Side::Floor));
+    // Every far-back reply of the worker came from its snapshot: at most
+    // one HMGET a second, no position script.
+    assert_eq!(worker.not_approximate, 0, "{lines}");
+    assert!(
+        !worker.redis_commands.keys().any(|c| c.starts_with("EVAL")),
+        "{lines}"
+    );
+    assert!(
+        worker.redis_commands.values().sum::<u64>() <= 3,
+        "at most one snapshot read a second\n{lines}"
+    );
+    assert!(worker.redis_per_request < 0.05, "{lines}");
+    // The floor's poll is one subrequest, and so is the worker's exact one.
+    assert!((floor.redis_per_request - 1.0).abs() < 0.01, "{lines}");
+    let exact = figures
+        .iter()
+        .find(|f| f.route == Route::Position && f.side == Side::Worker)
+        .expect("a position row");
+    assert!(exact.redis_per_request >= 1.0, "{lines}");
 }

@@ -1,7 +1,9 @@
 //! `queuegate-edge-bench`: the built worker under the `workerd` binary
 //! beside a plain-JS floor worker with the same I/O, per route (position,
-//! enter, order): workerd CPU ms per request (from /proc), requests/s,
-//! p50/p99 and the worker ÷ floor CPU ratio. Loopback only, bounded in time.
+//! enter, order, and on request far-back: polls beyond the near zone that
+//! the worker answers from its snapshot): workerd CPU ms per request (from
+//! /proc), requests/s, p50/p99, the worker ÷ floor CPU ratio and the Redis
+//! commands per request. Loopback only, bounded in time.
 //!
 //! Needs `scripts/build-worker`, `npm ci` and
 //! `cargo build --profile release-native --bins -p redis-rest` (or the
@@ -31,9 +33,19 @@ struct Args {
     /// Admitted visitors prepared for the order windows.
     #[arg(long, default_value_t = 40_000)]
     orders: usize,
-    /// Routes, comma-separated: position, enter, order.
+    /// Routes, comma-separated: position, enter, order, far-back.
     #[arg(long, default_value = "position,enter,order", value_delimiter = ',')]
     routes: Vec<String>,
+    /// Visitors polled by the far-back route (entered behind everyone).
+    #[arg(long, default_value_t = 500)]
+    far_back: usize,
+    /// Visitors entered straight in Redis between the waiting visitors and
+    /// the far-back ones.
+    #[arg(long, default_value_t = 10_000)]
+    far_gap: usize,
+    /// The near zone's size in visitors during the far-back windows.
+    #[arg(long, default_value_t = 200)]
+    near_zone: usize,
     /// Another build of the worker to measure beside it, in the same
     /// alternation: a directory holding a copy of `worker/build/index.js`
     /// and `index_bg.wasm`. Repeat to compare several changes in one run.
@@ -47,12 +59,7 @@ async fn main() -> anyhow::Result<()> {
     let routes = args
         .routes
         .iter()
-        .map(|r| match r.as_str() {
-            "position" => Ok(Route::Position),
-            "enter" => Ok(Route::Enter),
-            "order" => Ok(Route::Order),
-            other => Err(anyhow::anyhow!("unknown route {other}")),
-        })
+        .map(|r| Route::from_name(r).ok_or_else(|| anyhow::anyhow!("unknown route {r}")))
         .collect::<anyhow::Result<Vec<_>>>()?;
     let opts = Options {
         waiting: args.waiting,
@@ -61,6 +68,9 @@ async fn main() -> anyhow::Result<()> {
         rounds: args.rounds,
         orders: args.orders,
         routes,
+        far_back: args.far_back,
+        far_gap: args.far_gap,
+        near_zone: args.near_zone,
         variants: args.variants,
         ..Options::default()
     };
@@ -68,13 +78,19 @@ async fn main() -> anyhow::Result<()> {
     let http = reqwest::Client::builder()
         .pool_max_idle_per_host(opts.concurrency)
         .build()?;
-    let figures = edge_bench::measure(&mut rig, &http, &opts).await?;
+    let report = edge_bench::measure(&mut rig, &http, &opts).await?;
+    let figures = &report.figures;
     println!(
         "{} waiting, {} concurrent, {} × {} s per side and route, worker, floor and variants alternating; entry challenge off, address budget 0\n",
         opts.waiting, opts.concurrency, opts.rounds, args.window_secs
     );
-    print!("{}", edge_bench::table(&figures));
-    for f in &figures {
+    print!("{}", edge_bench::table(figures));
+    if let Some(notes) = &report.far_back {
+        println!();
+        print!("{}", notes.describe());
+        print!("{}", edge_bench::far_back_lines(figures));
+    }
+    for f in figures {
         if let Some(why) = &f.first_failure {
             println!("\nfirst failure ({} {:?}): {why}", f.route.name(), f.side);
         }

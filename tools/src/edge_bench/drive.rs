@@ -2,6 +2,7 @@
 //! to one workerd for a fixed time, every reply checked, and the workerd
 //! process's CPU time read from /proc before and after.
 
+use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -18,6 +19,11 @@ pub enum Route {
     Enter,
     /// `POST /orders` with a valid, active entry token.
     Order,
+    /// `GET /queue/position` of a waiting visitor far beyond the near zone
+    /// with its signed place cookie: the worker answers from the isolate's
+    /// snapshot (`approximate`), without Redis (docs/uncapped-line.md). The
+    /// floor answers it as any poll, with one subrequest.
+    FarBack,
 }
 
 impl Route {
@@ -27,7 +33,15 @@ impl Route {
             Route::Position => "position",
             Route::Enter => "enter",
             Route::Order => "order",
+            Route::FarBack => "far-back",
         }
+    }
+
+    /// The route of a name in tables and on the command line.
+    pub fn from_name(name: &str) -> Option<Route> {
+        [Route::Position, Route::Enter, Route::Order, Route::FarBack]
+            .into_iter()
+            .find(|r| r.name() == name)
     }
 }
 
@@ -50,12 +64,17 @@ impl Side {
     }
 }
 
-/// What the loops send: waiting visitors' cookies, and admitted visitors'
-/// cookies with their tokens (each order spends one).
+/// What the loops send: waiting visitors' cookies, far-back visitors'
+/// cookies with their places, and admitted visitors' cookies with their
+/// tokens (each order spends one).
 #[derive(Debug, Clone)]
 pub struct Visitors {
-    /// `Cookie` header values of waiting visitors.
+    /// `Cookie` header values of waiting visitors (the visitor cookie
+    /// only: every poll takes the exact path).
     pub waiting: Arc<Vec<String>>,
+    /// `Cookie` header values of visitors far beyond the near zone: the
+    /// visitor cookie and the signed place cookie.
+    pub far_back: Arc<Vec<String>>,
     /// `Cookie` header values and tokens of admitted visitors.
     pub admitted: Arc<Vec<(String, String)>>,
     /// The next unspent admitted visitor.
@@ -71,12 +90,18 @@ pub struct Window {
     pub failed: u64,
     /// The first wrong reply, for the report.
     pub first_failure: Option<String>,
+    /// Right far-back replies of a worker that were not `approximate`
+    /// (answered by the position script: no fresh snapshot at hand).
+    pub not_approximate: u64,
     /// Latency of each right reply (ms).
     pub latencies_ms: Vec<f64>,
     /// Wall time of the window.
     pub wall: Duration,
     /// CPU time workerd used during it (user + system).
     pub cpu: Duration,
+    /// Redis commands the gateway ran during it, by name (filled in by
+    /// the caller, which reads the gateway's counters around the window).
+    pub redis_commands: BTreeMap<String, u64>,
 }
 
 /// Runs one window against the workerd at `base` (process `pid`).
@@ -95,11 +120,13 @@ pub async fn window(
     let started = Instant::now();
     let end = started + duration;
     let failed = Arc::new(AtomicU64::new(0));
+    let not_approximate = Arc::new(AtomicU64::new(0));
     let first_failure = Arc::new(Mutex::new(None));
     let mut tasks = Vec::with_capacity(concurrency);
     for lane in 0..concurrency {
         let (http, visitors) = (http.clone(), visitors.clone());
         let (failed, first_failure) = (failed.clone(), first_failure.clone());
+        let not_approximate = not_approximate.clone();
         let base = base.to_string();
         tasks.push(tokio::spawn(async move {
             let mut latencies = Vec::new();
@@ -111,7 +138,12 @@ pub async fn window(
                 i += concurrency;
                 let sent = Instant::now();
                 match check(side, route, request.send().await).await {
-                    Ok(()) => latencies.push(sent.elapsed().as_secs_f64() * 1e3),
+                    Ok(approximate) => {
+                        latencies.push(sent.elapsed().as_secs_f64() * 1e3);
+                        if !approximate {
+                            not_approximate.fetch_add(1, Ordering::Relaxed);
+                        }
+                    }
                     Err(why) => {
                         failed.fetch_add(1, Ordering::Relaxed);
                         if let Ok(mut first) = first_failure.lock() {
@@ -139,9 +171,11 @@ pub async fn window(
         ok: latencies_ms.len() as u64,
         failed: failed.load(Ordering::Relaxed),
         first_failure,
+        not_approximate: not_approximate.load(Ordering::Relaxed),
         latencies_ms,
         wall,
         cpu,
+        redis_commands: BTreeMap::new(),
     }
 }
 
@@ -159,6 +193,11 @@ fn build(
             http.get(format!("{base}/queue/position"))
                 .header("cookie", cookie)
         }
+        Route::FarBack => {
+            let cookie = &visitors.far_back[i % visitors.far_back.len()];
+            http.get(format!("{base}/queue/position"))
+                .header("cookie", cookie)
+        }
         Route::Enter => http.post(format!("{base}/queue/enter")),
         Route::Order if !side.is_worker() => http.post(format!("{base}/orders")),
         Route::Order => {
@@ -172,26 +211,28 @@ fn build(
 }
 
 /// The worker must give each route its right answer; the floor only has to
-/// answer (it checks nothing, so its order reaches the shop unsigned).
+/// answer (it checks nothing, so its order reaches the shop unsigned). Ok
+/// holds whether a worker's far-back reply was `approximate` (true for
+/// every other reply).
 async fn check(
     side: Side,
     route: Route,
     reply: reqwest::Result<reqwest::Response>,
-) -> Result<(), String> {
+) -> Result<bool, String> {
     let resp = reply.map_err(|e| format!("transport: {e}"))?;
     let status = resp.status().as_u16();
     let body = resp.text().await.map_err(|e| format!("body: {e}"))?;
+    let json = serde_json::from_str::<serde_json::Value>(&body).ok();
+    let waiting = status == 200 && json.as_ref().is_some_and(|b| b["state"] == "waiting");
     let ok = match (side, route) {
         (Side::Floor, Route::Order) => status < 500,
-        (_, Route::Position | Route::Enter) => {
-            status == 200
-                && serde_json::from_str::<serde_json::Value>(&body)
-                    .is_ok_and(|b| b["state"] == "waiting")
-        }
+        (_, Route::Position | Route::Enter | Route::FarBack) => waiting,
         (_, Route::Order) => status == 201,
     };
     if ok {
-        Ok(())
+        Ok(route != Route::FarBack
+            || side == Side::Floor
+            || json.is_some_and(|b| b["approximate"] == true))
     } else {
         Err(format!(
             "{} {}: {status} {body}",

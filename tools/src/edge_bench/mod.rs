@@ -4,7 +4,17 @@
 //! in front of the same gateway, Redis and demo shop, driven in alternating
 //! windows so the noisy machine treats both alike. Per route it reports the
 //! workerd process's CPU time per request (from /proc), requests/s and
-//! latency, and the worker ÷ floor CPU ratio.
+//! latency, the worker ÷ floor CPU ratio, and the Redis commands the
+//! gateway ran per request.
+//!
+//! The far-back route ([`Route::FarBack`]) polls visitors far beyond the
+//! near zone with their signed place cookies, which the worker answers from
+//! its isolate's snapshot of the line without Redis (docs/uncapped-line.md).
+//! The bench is the scheduler there: an admit tick with a small rate in
+//! force (so the near zone is [`Options::near_zone`] visitors) writes the
+//! snapshot, and a tick every [`FAR_BACK_TICK`] (admitting nobody) keeps it
+//! fresh through the route's windows. A worker's reply is checked to be
+//! `approximate` before the windows, and those that are not are counted.
 //!
 //! * [`drive`] — one measured window.
 
@@ -17,19 +27,34 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::{ensure, Context};
-use queuegate_edge::cookie::VISITOR_COOKIE;
-use queuegate_edge::identity;
+use queuegate_edge::cookie::{PLACE_COOKIE, VISITOR_COOKIE};
+use queuegate_edge::{identity, place};
+use queuegate_shared::fields::config;
 use queuegate_shared::guard::EntryGuard;
 use queuegate_shared::ops::{Admit, AdmitReply, Configure, Enter, Position};
 use queuegate_shared::token::{EntryToken, Grant};
-use queuegate_shared::{Operation, Prefix, QueueId, QueueKeys, QueueState, Settings};
+use queuegate_shared::{Operation, Prefix, QueueId, QueueKeys, QueueState, Settings, UserId};
 use queuegate_testkit::gateway::Gateway;
 use queuegate_testkit::measure::percentile;
 use queuegate_testkit::workerd::{Script, Workerd};
 use queuegate_testkit::{RedisServer, Wrangler, IDENTITY_SECRET, ORIGIN_SECRET};
 use redis::aio::MultiplexedConnection;
+use tokio::task::JoinHandle;
+
+use crate::load::counters::Counters;
 
 pub use drive::{Route, Side, Visitors, Window};
+
+/// The bench's queue.
+const QUEUE: &str = "main";
+
+/// The lease owner the bench's admit ticks run as (it is the scheduler).
+const OWNER: &str = "edge-bench";
+
+/// How often the far-back route's admit tick rewrites the snapshot: well
+/// inside its freshness (`snapshot::MAX_AGE_MS`, 10 s), and at least once
+/// per worker refresh (`snapshot::REFRESH_MS`, 1 s).
+pub const FAR_BACK_TICK: Duration = Duration::from_millis(500);
 
 /// The floor worker's source.
 pub const FLOOR_JS: &str = include_str!("floor.js");
@@ -51,6 +76,16 @@ pub struct Options {
     pub orders: usize,
     /// Routes to measure.
     pub routes: Vec<Route>,
+    /// Visitors polled by the far-back route (entered through the worker
+    /// behind everyone else, so they hold place cookies).
+    pub far_back: usize,
+    /// Visitors entered straight in Redis between the waiting visitors and
+    /// the far-back ones, so those are far beyond the near zone.
+    pub far_gap: usize,
+    /// The near zone's size in visitors during the far-back windows (the
+    /// rate in force the admit ticks pass is chosen for it); at most
+    /// `waiting + far_gap`.
+    pub near_zone: usize,
     /// Other builds of the worker served beside it (directories holding
     /// `index.js` and `index_bg.wasm`), measured in the same alternation:
     /// compares changes within one run on a noisy machine.
@@ -68,6 +103,9 @@ impl Default for Options {
             warmup: Duration::from_secs(1),
             orders: 40_000,
             routes: vec![Route::Position, Route::Enter, Route::Order],
+            far_back: 500,
+            far_gap: 10_000,
+            near_zone: 200,
             variants: Vec::new(),
         }
     }
@@ -96,6 +134,87 @@ pub struct Figures {
     pub p99_ms: f64,
     /// workerd CPU time per right reply (ms).
     pub cpu_ms_per_request: f64,
+    /// Redis commands the gateway ran per right reply.
+    pub redis_per_request: f64,
+    /// Redis commands the gateway ran during the windows, by name.
+    pub redis_commands: BTreeMap<String, u64>,
+    /// Right far-back replies of a worker that were not `approximate`.
+    pub not_approximate: u64,
+}
+
+/// What a run measured.
+#[derive(Debug, Clone)]
+pub struct Report {
+    /// Per route and side.
+    pub figures: Vec<Figures>,
+    /// How the far-back route was set up, when it ran.
+    pub far_back: Option<FarBackNotes>,
+}
+
+/// The far-back route's line and snapshot, and the ticks that kept it fresh.
+#[derive(Debug, Clone, Default)]
+pub struct FarBackNotes {
+    /// The admissions per second in force the ticks passed.
+    pub rate_in_force: f64,
+    /// The near zone's size that rate gives (`near_zone_visitors`).
+    pub zone_visitors: u64,
+    /// The snapshot after the first tick: the zone's last ticket, the
+    /// visitors up to it, the last ticket and the line's length.
+    pub zone_front: u64,
+    /// See `zone_front`.
+    pub zone_count: u64,
+    /// See `zone_front`.
+    pub tail: u64,
+    /// See `zone_front`.
+    pub waiting: u64,
+    /// The far-back visitors' tickets (lowest, highest), each checked
+    /// against Redis (`ZSCORE`) and the place cookie's signature.
+    pub tickets: (u64, u64),
+    /// A worker's reply to a far-back poll before the windows.
+    pub sample: String,
+    /// Ticks run during the route (the first one included).
+    pub ticks: u64,
+    /// Ticks that failed.
+    pub tick_failures: u64,
+    /// The first failure.
+    pub first_tick_failure: Option<String>,
+    /// Builds (`--variant`) whose far-back sample was not approximate.
+    pub variants_exact: Vec<String>,
+}
+
+impl FarBackNotes {
+    /// Lines for the report.
+    pub fn describe(&self) -> String {
+        let mut s = format!(
+            "far-back line: {} waiting, tail ticket {}; near zone {} visitors (rate in force {:.4}/s \
+             in the admit ticks, asked for {}), front ticket {}; far-back tickets {}..={} (ZSCORE \
+             and place cookie agree)\n\
+             snapshot kept fresh by {} admit ticks of allowance 0 every {} ms ({} failed{})\n\
+             sample far-back reply (worker): {}\n",
+            self.waiting,
+            self.tail,
+            self.zone_count,
+            self.rate_in_force,
+            self.zone_visitors,
+            self.zone_front,
+            self.tickets.0,
+            self.tickets.1,
+            self.ticks,
+            FAR_BACK_TICK.as_millis(),
+            self.tick_failures,
+            self.first_tick_failure
+                .as_deref()
+                .map(|e| format!(": {e}"))
+                .unwrap_or_default(),
+            self.sample,
+        );
+        for v in &self.variants_exact {
+            s.push_str(&format!(
+                "variant {v}: its far-back sample was not approximate\n"
+            ));
+        }
+        s
+    }
 }
 
 /// The settings the bench's queue runs with: room for every enter, every
@@ -153,7 +272,7 @@ impl Rig {
         let shop_url = crate::demo_origin::start(ORIGIN_SECRET).await?;
         let client = redis::Client::open(redis.url())?;
         let mut conn = client.get_multiplexed_async_connection().await?;
-        let keys = QueueKeys::new(&Prefix::default(), &QueueId::new("main")?);
+        let keys = QueueKeys::new(&Prefix::default(), &QueueId::new(QUEUE)?);
         let settings = bench_settings();
         settings.validate()?;
         queuegate_scheduler::engine::run(
@@ -216,34 +335,96 @@ impl Rig {
         let admitted = self.admitted(admitted).await?;
         let mut cookies = Vec::with_capacity(waiting);
         for _ in 0..waiting {
-            let resp = http
-                .post(format!("{}/queue/enter", self.worker.url()))
-                .send()
-                .await?;
-            let cookie = resp
-                .headers()
-                .get_all("set-cookie")
-                .iter()
-                .filter_map(|v| v.to_str().ok())
-                .find_map(queuegate_testkit::set_cookie_pair)
-                .map(|(name, value)| format!("{name}={value}"))
-                .context("enter set no cookie")?;
-            ensure!(resp.status() == 200, "enter answered {}", resp.status());
-            cookies.push(cookie);
+            let set = self.enter(http).await?;
+            let visitor = set
+                .get(VISITOR_COOKIE)
+                .context("enter set no visitor cookie")?;
+            cookies.push(format!("{VISITOR_COOKIE}={visitor}"));
         }
         Ok(Visitors {
             waiting: Arc::new(cookies),
+            far_back: Arc::new(Vec::new()),
             admitted: Arc::new(admitted),
             next_admitted: Arc::new(AtomicUsize::new(0)),
         })
     }
 
-    async fn admitted(&mut self, n: usize) -> anyhow::Result<Vec<(String, String)>> {
+    /// One `POST /queue/enter` through the worker: the cookies it set.
+    async fn enter(&self, http: &reqwest::Client) -> anyhow::Result<BTreeMap<String, String>> {
+        let resp = http
+            .post(format!("{}/queue/enter", self.worker.url()))
+            .send()
+            .await?;
+        let set: BTreeMap<String, String> = resp
+            .headers()
+            .get_all("set-cookie")
+            .iter()
+            .filter_map(|v| v.to_str().ok())
+            .filter_map(queuegate_testkit::set_cookie_pair)
+            .map(|(name, value)| (name.to_string(), value.to_string()))
+            .collect();
+        ensure!(!set.is_empty(), "enter set no cookie");
+        ensure!(resp.status() == 200, "enter answered {}", resp.status());
+        Ok(set)
+    }
+
+    /// `gap` visitors entered straight in Redis, then `n` entered through
+    /// the worker behind them: `Cookie` header values (visitor and place
+    /// cookies) with their tickets, each ticket checked against the line
+    /// (`ZSCORE`) and the place cookie's signature for its visitor.
+    pub async fn far_back_visitors(
+        &mut self,
+        http: &reqwest::Client,
+        gap: usize,
+        n: usize,
+    ) -> anyhow::Result<Vec<(String, u64)>> {
+        ensure!(n > 0, "the far-back route needs far-back visitors");
+        self.enter_direct(gap, 0x6661_725f_6761_7021).await?;
+        let key = IDENTITY_SECRET.as_bytes();
+        let queue = QueueId::new(QUEUE)?;
+        let mut entered = Vec::with_capacity(n);
+        for _ in 0..n {
+            let set = self.enter(http).await?;
+            let visitor = set
+                .get(VISITOR_COOKIE)
+                .context("enter set no visitor cookie")?;
+            let place = set.get(PLACE_COOKIE).context("enter set no place cookie")?;
+            let user = identity::verify_visitor(key, visitor)
+                .map_err(|e| anyhow::anyhow!("the worker's visitor cookie: {e}"))?;
+            entered.push((user, visitor.clone(), place.clone()));
+        }
+        let mut out = Vec::with_capacity(n);
+        for chunk in entered.chunks(1_000) {
+            let mut pipe = redis::pipe();
+            for (user, _, _) in chunk {
+                pipe.cmd("ZSCORE")
+                    .arg(self.keys.waiting())
+                    .arg(user.as_str());
+            }
+            let scores: Vec<Option<f64>> = pipe.query_async(&mut self.conn).await?;
+            for ((user, visitor, place), score) in chunk.iter().zip(scores) {
+                let ticket = score.context("a far-back visitor is not in line")? as u64;
+                ensure!(
+                    place::verify(key, place, &queue, user) == Some(ticket),
+                    "the place cookie {place} does not hold ticket {ticket}"
+                );
+                out.push((
+                    format!("{VISITOR_COOKIE}={visitor}; {PLACE_COOKIE}={place}"),
+                    ticket,
+                ));
+            }
+        }
+        Ok(out)
+    }
+
+    /// `n` visitors entered straight in Redis (pipelined), their ids made
+    /// from their index and `tag`, with their minted visitor cookies.
+    async fn enter_direct(&mut self, n: usize, tag: u64) -> anyhow::Result<Vec<(UserId, String)>> {
         let mut users = Vec::with_capacity(n);
         for i in 0..n {
             let mut random = [0u8; 16];
             random[..8].copy_from_slice(&(i as u64).to_le_bytes());
-            random[8..].copy_from_slice(&0x6265_6e63_685f_6f72u64.to_le_bytes());
+            random[8..].copy_from_slice(&tag.to_le_bytes());
             let (user, cookie) = identity::mint_visitor(IDENTITY_SECRET.as_bytes(), random);
             users.push((user, format!("{VISITOR_COOKIE}={cookie}")));
         }
@@ -266,7 +447,12 @@ impl Rig {
             }
             let _: () = pipe.query_async(&mut self.conn).await?;
         }
-        let owner = "edge-bench";
+        Ok(users)
+    }
+
+    async fn admitted(&mut self, n: usize) -> anyhow::Result<Vec<(String, String)>> {
+        let users = self.enter_direct(n, 0x6265_6e63_685f_6f72).await?;
+        let owner = OWNER;
         let _: () = redis::cmd("SET")
             .arg(self.keys.lock())
             .arg(owner)
@@ -338,19 +524,194 @@ fn rest_body<O: Operation>(op: &O) -> Vec<String> {
     parts
 }
 
+/// One admit tick as the scheduler would run it, admitting nobody: it
+/// moves the near zone's front (never back) and rewrites the snapshot the
+/// worker answers far-back polls from. The bench takes the lease first (it
+/// is the only scheduler).
+async fn idle_tick(
+    conn: &mut MultiplexedConnection,
+    keys: &QueueKeys,
+    rate_in_force: f64,
+) -> anyhow::Result<()> {
+    let settings = bench_settings();
+    let _: () = redis::cmd("SET")
+        .arg(keys.lock())
+        .arg(OWNER)
+        .query_async(conn)
+        .await?;
+    let reply = queuegate_scheduler::engine::run(
+        conn,
+        &Admit {
+            keys,
+            owner: OWNER,
+            allowance: 0,
+            settings: &settings,
+            rate_estimate: None,
+            rate_in_force,
+            grants: &[],
+        },
+    )
+    .await?;
+    let AdmitReply::Ran(counts) = reply else {
+        anyhow::bail!("admit: not the lease owner");
+    };
+    ensure!(counts.admitted == 0, "an idle tick admitted {counts:?}");
+    Ok(())
+}
+
+/// The rate in force whose near zone (`Settings::near_zone_visitors`) is
+/// `visitors` under [`bench_settings`].
+pub fn zone_rate(visitors: usize) -> f64 {
+    let secs = bench_settings().near_zone_ms() as f64 / 1_000.0;
+    (visitors.max(1) as f64 - 0.5) / secs
+}
+
+/// Admit ticks every [`FAR_BACK_TICK`] in the background until stopped.
+struct Ticker {
+    stop: tokio::sync::watch::Sender<bool>,
+    task: JoinHandle<(u64, u64, Option<String>)>,
+}
+
+impl Ticker {
+    fn start(mut conn: MultiplexedConnection, keys: QueueKeys, rate_in_force: f64) -> Ticker {
+        let (stop, mut stopped) = tokio::sync::watch::channel(false);
+        let task = tokio::spawn(async move {
+            let (mut ticks, mut failures, mut first) = (0u64, 0u64, None);
+            let mut every = tokio::time::interval(FAR_BACK_TICK);
+            every.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+            loop {
+                tokio::select! {
+                    _ = stopped.changed() => break,
+                    _ = every.tick() => {
+                        ticks += 1;
+                        if let Err(e) = idle_tick(&mut conn, &keys, rate_in_force).await {
+                            failures += 1;
+                            first.get_or_insert(format!("{e:#}"));
+                        }
+                    }
+                }
+            }
+            (ticks, failures, first)
+        });
+        Ticker { stop, task }
+    }
+
+    /// Stops it: ticks run, failed, the first failure.
+    async fn stop(self) -> (u64, u64, Option<String>) {
+        let _ = self.stop.send(true);
+        self.task
+            .await
+            .unwrap_or((0, 1, Some("the ticker panicked".into())))
+    }
+}
+
+/// A worker's reply to a far-back poll, once it is `approximate` (a few
+/// tries: the isolate may have to read its first snapshot).
+async fn far_back_sample(
+    http: &reqwest::Client,
+    base: &str,
+    cookie: &str,
+) -> anyhow::Result<Result<String, String>> {
+    let mut last = String::new();
+    for _ in 0..10 {
+        let resp = http
+            .get(format!("{base}/queue/position"))
+            .header("cookie", cookie)
+            .send()
+            .await?;
+        let status = resp.status();
+        let body = resp.text().await?;
+        let json: serde_json::Value = serde_json::from_str(&body).unwrap_or_default();
+        if status == 200 && json["state"] == "waiting" && json["approximate"] == true {
+            return Ok(Ok(body));
+        }
+        last = format!("{status} {body}");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    Ok(Err(last))
+}
+
+/// Prepares the far-back windows: the first tick (checked: the far-back
+/// visitors are beyond the near zone), the background ticker, and a sample
+/// reply from each worker build (the built worker's must be approximate).
+async fn far_back_start(
+    rig: &mut Rig,
+    http: &reqwest::Client,
+    sides: &[(Side, String, String, u32)],
+    far_back: &[(String, u64)],
+    near_zone: usize,
+) -> anyhow::Result<(Ticker, FarBackNotes)> {
+    let rate_in_force = zone_rate(near_zone);
+    idle_tick(&mut rig.conn, &rig.keys, rate_in_force).await?;
+    let read: Vec<Option<u64>> = redis::cmd("HMGET")
+        .arg(rig.keys.config())
+        .arg(config::ZONE_FRONT)
+        .arg(config::ZONE_COUNT)
+        .arg(config::TAIL)
+        .arg(config::WAITING)
+        .query_async(&mut rig.conn)
+        .await?;
+    let [Some(zone_front), Some(zone_count), Some(tail), Some(waiting)] = read[..] else {
+        anyhow::bail!("the admit tick wrote no snapshot: {read:?}");
+    };
+    let lowest = far_back.iter().map(|(_, t)| *t).min().unwrap_or_default();
+    let highest = far_back.iter().map(|(_, t)| *t).max().unwrap_or_default();
+    ensure!(
+        lowest > zone_front,
+        "far-back ticket {lowest} is inside the near zone (front {zone_front}): lower the near zone"
+    );
+    let ticker = Ticker::start(rig.conn.clone(), rig.keys.clone(), rate_in_force);
+    let mut notes = FarBackNotes {
+        rate_in_force,
+        zone_visitors: bench_settings().near_zone_visitors(rate_in_force),
+        zone_front,
+        zone_count,
+        tail,
+        waiting,
+        tickets: (lowest, highest),
+        ..FarBackNotes::default()
+    };
+    let cookie = &far_back[far_back.len() - 1].0;
+    for (side, label, url, _) in sides {
+        if !side.is_worker() {
+            continue;
+        }
+        match far_back_sample(http, url, cookie).await? {
+            Ok(body) if *side == Side::Worker => notes.sample = body,
+            Ok(_) => {}
+            Err(last) if *side == Side::Worker => {
+                let _ = ticker.stop().await;
+                anyhow::bail!("the worker's far-back poll is not approximate: {last}");
+            }
+            Err(_) => notes.variants_exact.push(label.clone()),
+        }
+    }
+    Ok((ticker, notes))
+}
+
 /// Runs the whole measurement on a started rig: per route, a warm-up per
-/// side, then `rounds` × (worker window, floor window).
+/// side, then `rounds` × (worker window, floor window). The gateway's
+/// command counters are read around each measured window.
 pub async fn measure(
     rig: &mut Rig,
     http: &reqwest::Client,
     opts: &Options,
-) -> anyhow::Result<Vec<Figures>> {
+) -> anyhow::Result<Report> {
     let orders = if opts.routes.contains(&Route::Order) {
         opts.orders
     } else {
         0
     };
-    let visitors = rig.visitors(http, opts.waiting, orders).await?;
+    let mut visitors = rig.visitors(http, opts.waiting, orders).await?;
+    let far_back = if opts.routes.contains(&Route::FarBack) {
+        let far = rig
+            .far_back_visitors(http, opts.far_gap, opts.far_back)
+            .await?;
+        visitors.far_back = Arc::new(far.iter().map(|(c, _)| c.clone()).collect());
+        far
+    } else {
+        Vec::new()
+    };
     let worker_pid = rig.worker.pid().context("workerd (worker) has exited")?;
     let floor_pid = rig.floor.pid().context("workerd (floor) has exited")?;
     let mut sides = vec![
@@ -372,8 +733,15 @@ pub async fn measure(
         let label = format!("worker @{}", dir.display());
         sides.push((Side::Variant(n), label, w.url(), pid));
     }
+    let (gateway_url, gateway_token) = (rig.gateway.url(), rig.gateway.token().to_string());
     let mut out = Vec::new();
+    let mut far_back_notes = None;
     for &route in &opts.routes {
+        let ticker = if route == Route::FarBack {
+            Some(far_back_start(rig, http, &sides, &far_back, opts.near_zone).await?)
+        } else {
+            None
+        };
         let mut windows: Vec<Vec<Window>> = vec![Vec::new(); sides.len()];
         for (side, _, url, pid) in &sides {
             drive::window(
@@ -390,7 +758,8 @@ pub async fn measure(
         }
         for _ in 0..opts.rounds {
             for (k, (side, _, url, pid)) in sides.iter().enumerate() {
-                let w = drive::window(
+                let before = Counters::read(http, &gateway_url, &gateway_token).await?;
+                let mut w = drive::window(
                     http,
                     url,
                     *pid,
@@ -401,14 +770,26 @@ pub async fn measure(
                     opts.window,
                 )
                 .await;
+                let after = Counters::read(http, &gateway_url, &gateway_token).await?;
+                w.redis_commands = after.since(&before).commands;
                 windows[k].push(w);
             }
+        }
+        if let Some((ticker, mut notes)) = ticker {
+            let (ticks, failures, first) = ticker.stop().await;
+            notes.ticks = ticks + 1;
+            notes.tick_failures = failures;
+            notes.first_tick_failure = first;
+            far_back_notes = Some(notes);
         }
         for (k, (side, label, _, _)) in sides.iter().enumerate() {
             out.push(figures(route, *side, label, &windows[k]));
         }
     }
-    Ok(out)
+    Ok(Report {
+        figures: out,
+        far_back: far_back_notes,
+    })
 }
 
 fn figures(route: Route, side: Side, label: &str, windows: &[Window]) -> Figures {
@@ -420,6 +801,13 @@ fn figures(route: Route, side: Side, label: &str, windows: &[Window]) -> Figures
         .flat_map(|w| w.latencies_ms.iter().copied())
         .collect();
     lat.sort_by(f64::total_cmp);
+    let mut redis_commands = BTreeMap::new();
+    for w in windows {
+        for (name, n) in &w.redis_commands {
+            *redis_commands.entry(name.clone()).or_default() += n;
+        }
+    }
+    let redis: u64 = redis_commands.values().sum();
     Figures {
         route,
         side,
@@ -431,14 +819,17 @@ fn figures(route: Route, side: Side, label: &str, windows: &[Window]) -> Figures
         p50_ms: percentile(&lat, 50.0),
         p99_ms: percentile(&lat, 99.0),
         cpu_ms_per_request: cpu * 1e3 / ok.max(1) as f64,
+        redis_per_request: redis as f64 / ok.max(1) as f64,
+        redis_commands,
+        not_approximate: windows.iter().map(|w| w.not_approximate).sum(),
     }
 }
 
 /// The markdown table of a run.
 pub fn table(figures: &[Figures]) -> String {
     let mut s = String::from(
-        "| route | side | requests | failed | req/s | p50 ms | p99 ms | CPU ms/request | CPU ÷ floor |\n\
-         |---|---|---:|---:|---:|---:|---:|---:|---:|\n",
+        "| route | side | requests | failed | req/s | p50 ms | p99 ms | CPU ms/request | CPU ÷ floor | Redis/request |\n\
+         |---|---|---:|---:|---:|---:|---:|---:|---:|---:|\n",
     );
     for f in figures {
         let floor = figures
@@ -446,7 +837,7 @@ pub fn table(figures: &[Figures]) -> String {
             .find(|g| g.route == f.route && g.side == Side::Floor)
             .map_or(f64::NAN, |g| g.cpu_ms_per_request);
         s.push_str(&format!(
-            "| {} | {} | {} | {} | {:.0} | {:.1} | {:.1} | {:.3} | {:.2}× |\n",
+            "| {} | {} | {} | {} | {:.0} | {:.1} | {:.1} | {:.3} | {:.2}× | {:.4} |\n",
             f.route.name(),
             f.label,
             f.ok,
@@ -456,7 +847,38 @@ pub fn table(figures: &[Figures]) -> String {
             f.p99_ms,
             f.cpu_ms_per_request,
             f.cpu_ms_per_request / floor,
+            f.redis_per_request,
         ));
+    }
+    s
+}
+
+/// The far-back route's lines after the table: each worker build's
+/// replies that were not approximate and the Redis commands its polls
+/// cost, by name.
+pub fn far_back_lines(figures: &[Figures]) -> String {
+    let mut s = String::new();
+    for f in figures.iter().filter(|f| f.route == Route::FarBack) {
+        let commands = if f.redis_commands.is_empty() {
+            "none".to_string()
+        } else {
+            f.redis_commands
+                .iter()
+                .map(|(name, n)| format!("{name} {n}"))
+                .collect::<Vec<_>>()
+                .join(", ")
+        };
+        if f.side.is_worker() {
+            s.push_str(&format!(
+                "far-back {}: {} of {} replies not approximate; Redis commands {} ({:.5} per poll)\n",
+                f.label, f.not_approximate, f.ok, commands, f.redis_per_request
+            ));
+        } else {
+            s.push_str(&format!(
+                "far-back {}: Redis commands {} ({:.3} per poll)\n",
+                f.label, commands, f.redis_per_request
+            ));
+        }
     }
     s
 }
