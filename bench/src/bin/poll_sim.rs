@@ -7,16 +7,32 @@
 //!
 //! Prints markdown tables; writes the chart to the path given (default
 //! `docs/benchmarks/poll-sim.svg`). Deterministic: a fixed seed.
+//!
+//! `poll_sim uncapped [OPTIONS]` is issue 24's study instead: Redis
+//! requests/s by kind when only the near zone polls Redis
+//! (docs/uncapped-line.md), for crowds of 50,000, 1,000,000 and 10,000,000,
+//! and the chart of the total against the number of worker isolates
+//! (default `docs/benchmarks/uncapped-line-redis.svg`). Options:
+//! `--chart PATH`, `--crowds 50000,1000000,10000000`, `--isolates 1000`,
+//! `--locations 100`, `--zone-ms 180000`, `--full-max 1000000` (larger
+//! crowds are simulated with the far back in bulk only; smaller ones both
+//! ways, as a cross-check), `--old-max 50000` (crowds simulated the old way
+//! too, every poll to Redis).
 
 use std::path::{Path, PathBuf};
+use std::time::Instant;
 
-use anyhow::Result;
+use anyhow::{bail, Context, Result};
 use plotters::prelude::*;
-use queuegate_bench::poll_sim::{closed_form_bound, run, Outcome, Polling, Scenario};
+use queuegate_bench::poll_sim::uncapped::{CrowdRun, Model, STEADY_SHARE};
+use queuegate_bench::poll_sim::{closed_form_bound, run, Fleet, Outcome, Polling, Scenario};
 use queuegate_testkit::chart::{self, DrawResult, PALETTE};
 use queuegate_testkit::measure::{mean, percentile};
 
 fn main() -> Result<()> {
+    if std::env::args().nth(1).as_deref() == Some("uncapped") {
+        return uncapped_study(std::env::args().skip(2).collect());
+    }
     let chart = std::env::args()
         .nth(1)
         .map(PathBuf::from)
@@ -48,7 +64,9 @@ fn main() -> Result<()> {
         s.abandon_after_ms / 1_000,
     );
     let fixed_mean = mean(&outcomes[1].1.polls_per_admitted);
-    println!("| polling | polls per admitted visitor (mean / p50 / p95) | ÷ fixed 2 s | notice lag p50 / p95 / max | polls/s peak / mean | enters (refused) | admitted (+ absent) | wait p50 / p95 |");
+    println!(
+        "| polling | polls per admitted visitor (mean / p50 / p95) | ÷ fixed 2 s | notice lag p50 / p95 / max | polls/s peak / mean | enters (refused) | admitted (+ absent) | wait p50 / p95 |"
+    );
     println!("|---|---:|---:|---:|---:|---:|---:|---:|");
     for (mode, o) in &outcomes {
         let ppa = &o.polls_per_admitted;
@@ -73,7 +91,9 @@ fn main() -> Result<()> {
             percentile(&o.wait_ms, 95.0) / 1_000.0,
         );
     }
-    println!("\n| polling | enter requests | position requests | per 1,000 admitted: enters / positions |");
+    println!(
+        "\n| polling | enter requests | position requests | per 1,000 admitted: enters / positions |"
+    );
     println!("|---|---:|---:|---:|");
     for (mode, o) in &outcomes {
         let per = 1_000.0 / o.admitted.max(1) as f64;
@@ -203,6 +223,499 @@ fn draw(outcomes: &[(Polling, Outcome)], scenario: &Scenario, path: &Path) -> Dr
             .map(|(s, &n)| (s as f64, f64::from(n))),
         PALETTE[0].stroke_width(2),
     ))?;
+    root.present()?;
+    Ok(())
+}
+
+/// Options of `poll_sim uncapped`.
+#[derive(Debug)]
+struct Study {
+    chart: PathBuf,
+    crowds: Vec<u64>,
+    fleet: Fleet,
+    zone_ms: u64,
+    full_max: u64,
+    old_max: u64,
+}
+
+/// Isolate counts on the chart's x axis (and in its table).
+const ISOLATES: [u64; 9] = [1, 3, 10, 30, 100, 300, 1_000, 3_000, 10_000];
+
+/// The issue's targets: Redis requests/s at 1,000,000, and 1M ÷ 50k.
+const TARGET_AT_1M: f64 = 2_000.0;
+const TARGET_RATIO: f64 = 1.3;
+/// Notice lag p95 (ms).
+const TARGET_LAG_MS: f64 = 1_500.0;
+
+fn parse_study(args: Vec<String>) -> Result<Study> {
+    let mut st = Study {
+        chart: PathBuf::from("docs/benchmarks/uncapped-line-redis.svg"),
+        crowds: vec![50_000, 1_000_000, 10_000_000],
+        fleet: Fleet {
+            isolates: 1_000,
+            locations: 100,
+        },
+        zone_ms: 180_000,
+        full_max: 1_000_000,
+        old_max: 50_000,
+    };
+    let number = |v: &str| -> Result<u64> {
+        v.trim()
+            .replace(['_', ','], "")
+            .parse()
+            .with_context(|| format!("not a number: {v}"))
+    };
+    let mut it = args.into_iter();
+    while let Some(flag) = it.next() {
+        let value = it.next().with_context(|| format!("{flag} needs a value"))?;
+        match flag.as_str() {
+            "--chart" => st.chart = PathBuf::from(value),
+            "--crowds" => {
+                st.crowds = value.split(',').map(number).collect::<Result<_>>()?;
+            }
+            "--isolates" => st.fleet.isolates = number(&value)?,
+            "--locations" => st.fleet.locations = number(&value)?,
+            "--zone-ms" => st.zone_ms = number(&value)?,
+            "--full-max" => st.full_max = number(&value)?,
+            "--old-max" => st.old_max = number(&value)?,
+            _ => bail!("unknown option {flag} (see the doc comment of poll_sim.rs)"),
+        }
+    }
+    if st.crowds.is_empty() || st.crowds.contains(&0) {
+        bail!("--crowds needs crowds of at least one visitor");
+    }
+    let d = queuegate_shared::Settings::default();
+    let floor = d.abandon_after_ms + 2 * d.poll_max_ms;
+    if st.zone_ms < floor {
+        bail!(
+            "--zone-ms must be at least abandon_after_ms + 2 × poll_max_ms = {floor} \
+             (docs/uncapped-line.md), or far-back leavers reach the head"
+        );
+    }
+    if st.fleet.isolates == 0 || st.fleet.locations == 0 {
+        bail!("--isolates and --locations must be at least 1");
+    }
+    Ok(st)
+}
+
+/// `x` rounded, with thousands separators.
+fn thousands(x: f64) -> String {
+    if !x.is_finite() {
+        return "–".into();
+    }
+    let n = x.round() as i64;
+    let digits = n.unsigned_abs().to_string();
+    let mut out = String::new();
+    for (i, c) in digits.chars().enumerate() {
+        if i > 0 && (digits.len() - i).is_multiple_of(3) {
+            out.push(',');
+        }
+        out.push(c);
+    }
+    if n < 0 {
+        out.insert(0, '-');
+    }
+    out
+}
+
+fn simulate(crowd: u64, model: Model, zone_ms: u64) -> CrowdRun {
+    eprintln!(
+        "simulating {} arrivals: {} …",
+        thousands(crowd as f64),
+        model.label()
+    );
+    let r = CrowdRun::simulate(crowd, model, zone_ms);
+    eprintln!(
+        "  {:.1} s wall, {} events",
+        r.wall.as_secs_f64(),
+        thousands(r.outcome.events as f64)
+    );
+    r
+}
+
+fn uncapped_study(args: Vec<String>) -> Result<()> {
+    let st = parse_study(args)?;
+    let started = Instant::now();
+    let mut primary = Vec::new();
+    let mut others = Vec::new();
+    for &crowd in &st.crowds {
+        if crowd <= st.full_max {
+            primary.push(simulate(crowd, Model::Full, st.zone_ms));
+            others.push(simulate(crowd, Model::Aggregate, st.zone_ms));
+        } else {
+            primary.push(simulate(crowd, Model::Aggregate, st.zone_ms));
+        }
+        if crowd <= st.old_max {
+            others.push(simulate(crowd, Model::Old, st.zone_ms));
+        }
+    }
+    let fleet = st.fleet;
+    let first = &primary[0];
+    let s = &first.scenario.settings;
+    let z = first.outcome.near_zone_visitors.unwrap_or(0);
+    println!(
+        "Near zone (docs/uncapped-line.md), simulated: admit {}/s, tick {} ms, poll {}–{} s, \
+         abandon after {} s, {} % leavers, waits ×U(0.8, 1.2), no cap (max_waiting above the \
+         crowd); near zone {} s = Z {} visitors; tables for {} isolates over {} locations. \
+         Each crowd arrives over crowd × 0.6 ms (1,000,000 in 600 s), density falling linearly. \
+         Steady line: the seconds after the last arrival in which the line holds ≥ {:.0} % of \
+         its peak; per-kind figures are means over those seconds.\n",
+        s.admit_rate_per_second,
+        s.tick_ms,
+        s.poll_min_ms / 1_000,
+        s.poll_max_ms / 1_000,
+        s.abandon_after_ms / 1_000,
+        first.scenario.leave_share * 100.0,
+        st.zone_ms / 1_000,
+        thousands(z as f64),
+        thousands(fleet.isolates as f64),
+        thousands(fleet.locations as f64),
+        STEADY_SHARE * 100.0,
+    );
+    let all: Vec<&CrowdRun> = primary.iter().chain(others.iter()).collect();
+    runs_table(&all);
+    kinds_table(&primary, &others, fleet);
+    lag_table(&all);
+    by_model_table(&all, fleet);
+    sweep_table(&primary, fleet);
+    targets(&primary, fleet);
+    draw_isolates(&primary, fleet, &st.chart)
+        .map_err(|e| anyhow::anyhow!("{}: {e}", st.chart.display()))?;
+    println!("\nchart: {}", st.chart.display());
+    eprintln!("done in {:.1} s", started.elapsed().as_secs_f64());
+    Ok(())
+}
+
+fn runs_table(all: &[&CrowdRun]) {
+    println!(
+        "| crowd | model | arrivals over | peak line | steady line: seconds (from–to) | mean line in it | far-back polls, whole run | events | wall |"
+    );
+    println!("|---:|---|---:|---:|---:|---:|---:|---:|---:|");
+    for r in all {
+        let (from, to) = (
+            r.steady.first().copied().unwrap_or(0),
+            r.steady.last().copied().unwrap_or(0),
+        );
+        println!(
+            "| {} | {} | {} s | {} | {} ({}–{} s) | {} | {} | {} | {:.1} s |",
+            thousands(r.crowd as f64),
+            r.model.label(),
+            thousands(r.scenario.window_ms as f64 / 1_000.0),
+            thousands(f64::from(r.peak_waiting())),
+            thousands(r.steady.len() as f64),
+            thousands(from as f64),
+            thousands(to as f64),
+            thousands(r.steady_waiting()),
+            thousands(r.outcome.edge_polls),
+            thousands(r.outcome.events as f64),
+            r.wall.as_secs_f64(),
+        );
+    }
+}
+
+/// Redis requests/s in the steady line by kind, a column per crowd, and
+/// each crowd ÷ the first.
+fn kinds_table(primary: &[CrowdRun], others: &[CrowdRun], fleet: Fleet) {
+    let loads: Vec<_> = primary.iter().map(|r| r.load(fleet)).collect();
+    let base = &primary[0];
+    print!("\n| Redis requests/s in the steady line |");
+    for r in primary {
+        let tag = if r.model == Model::Aggregate {
+            " (far back in bulk)"
+        } else {
+            ""
+        };
+        print!(" {}{} |", thousands(r.crowd as f64), tag);
+    }
+    for r in &primary[1..] {
+        print!(
+            " {} ÷ {} |",
+            thousands(r.crowd as f64),
+            thousands(base.crowd as f64)
+        );
+    }
+    println!();
+    println!("|---|{}", "---:|".repeat(primary.len() * 2 - 1));
+    let row = |name: &str, f: &dyn Fn(usize) -> f64| {
+        print!("| {name} |");
+        for i in 0..primary.len() {
+            print!(" {} |", thousands(f(i)));
+        }
+        for i in 1..primary.len() {
+            let ratio = f(i) / f(0);
+            if ratio.is_finite() {
+                print!(" {ratio:.2}× |");
+            } else {
+                print!(" – |");
+            }
+        }
+        println!();
+    };
+    row("enters", &|i| loads[i].mean.enters);
+    row("exact polls (near zone, admitted)", &|i| {
+        loads[i].mean.exact_polls
+    });
+    row(
+        &format!(
+            "snapshot refreshes, per isolate ({} isolates)",
+            thousands(fleet.isolates as f64)
+        ),
+        &|i| loads[i].mean.refreshes_isolate,
+    );
+    row("admit ticks", &|i| loads[i].mean.ticks);
+    row("orders (consume + settle)", &|i| loads[i].mean.orders);
+    row("**total, snapshots per isolate** (mean)", &|i| {
+        loads[i].mean.total_isolate()
+    });
+    row("total, snapshots per isolate: median", &|i| {
+        percentile(&loads[i].totals_isolate, 50.0)
+    });
+    row("total, snapshots per isolate: p95", &|i| {
+        percentile(&loads[i].totals_isolate, 95.0)
+    });
+    row(
+        &format!(
+            "snapshot refreshes, per location ({} locations)",
+            thousands(fleet.locations as f64)
+        ),
+        &|i| loads[i].mean.refreshes_location,
+    );
+    row("**total, snapshots per location** (mean)", &|i| {
+        loads[i].mean.total_location()
+    });
+    row("total, snapshots per location: median", &|i| {
+        percentile(&loads[i].totals_location, 50.0)
+    });
+    row("total, snapshots per location: p95", &|i| {
+        percentile(&loads[i].totals_location, 95.0)
+    });
+    row("(not Redis) far-back polls answered at the edge", &|i| {
+        loads[i].mean.edge_polls
+    });
+    let policy = base.scenario.settings.poll_policy();
+    row(
+        "old design: policy.rs closed form (polls only) at the steady line's mean length",
+        &|i| closed_form_bound(&policy, primary[i].steady_waiting().round() as u64),
+    );
+    if primary.iter().any(|p| {
+        others
+            .iter()
+            .any(|o| o.model == Model::Old && o.crowd == p.crowd)
+    }) {
+        row("old design simulated, total (mean)", &|i| {
+            others
+                .iter()
+                .find(|o| o.model == Model::Old && o.crowd == primary[i].crowd)
+                .map_or(f64::NAN, |o| o.load(fleet).mean.total_isolate())
+        });
+    }
+}
+
+fn lag_table(all: &[&CrowdRun]) {
+    println!(
+        "\n| crowd | model | notice lag p50 / p95 / max | zone front → next poll p50 / p95 / max | wait p50 / p95 | admitted (+ absent) | dropped | polls per admitted p50 |"
+    );
+    println!("|---:|---|---:|---:|---:|---:|---:|---:|");
+    for r in all {
+        let o = &r.outcome;
+        let near = if o.near_delay_ms.is_empty() {
+            "–".to_string()
+        } else {
+            format!(
+                "{} / {} / {} ms",
+                thousands(percentile(&o.near_delay_ms, 50.0)),
+                thousands(percentile(&o.near_delay_ms, 95.0)),
+                thousands(o.near_delay_ms.last().copied().unwrap_or(f64::NAN)),
+            )
+        };
+        let ppa = if r.model == Model::Aggregate {
+            "–".to_string()
+        } else {
+            thousands(percentile(&o.polls_per_admitted, 50.0))
+        };
+        println!(
+            "| {} | {} | {} / {} / {} ms | {} | {} / {} s | {} (+{}) | {} | {} |",
+            thousands(r.crowd as f64),
+            r.model.label(),
+            thousands(percentile(&o.lag_ms, 50.0)),
+            thousands(percentile(&o.lag_ms, 95.0)),
+            thousands(o.lag_ms.last().copied().unwrap_or(f64::NAN)),
+            near,
+            thousands(percentile(&o.wait_ms, 50.0) / 1_000.0),
+            thousands(percentile(&o.wait_ms, 95.0) / 1_000.0),
+            thousands(o.admitted as f64),
+            thousands(o.admitted_absent as f64),
+            thousands(o.dropped as f64),
+            ppa,
+        );
+    }
+}
+
+/// Every run by kind: the full model against the aggregate one (the
+/// cross-check), and the old design.
+fn by_model_table(all: &[&CrowdRun], fleet: Fleet) {
+    println!(
+        "\n| crowd | model | enters | exact polls | refreshes per isolate / per location | ticks | orders | total per isolate / per location | edge polls |"
+    );
+    println!("|---:|---|---:|---:|---:|---:|---:|---:|---:|");
+    let mut rows: Vec<&&CrowdRun> = all.iter().collect();
+    rows.sort_by_key(|r| (r.crowd, r.model as u8));
+    for r in rows {
+        let m = r.load(fleet).mean;
+        println!(
+            "| {} | {} | {} | {} | {} / {} | {} | {} | {} / {} | {} |",
+            thousands(r.crowd as f64),
+            r.model.label(),
+            thousands(m.enters),
+            thousands(m.exact_polls),
+            thousands(m.refreshes_isolate),
+            thousands(m.refreshes_location),
+            thousands(m.ticks),
+            thousands(m.orders),
+            thousands(m.total_isolate()),
+            thousands(m.total_location()),
+            thousands(m.edge_polls),
+        );
+    }
+}
+
+/// The chart's data: steady-line total against isolates.
+fn sweep(r: &CrowdRun, locations: u64) -> Vec<(u64, f64, f64)> {
+    ISOLATES
+        .iter()
+        .map(|&isolates| {
+            let m = r
+                .load(Fleet {
+                    isolates,
+                    locations,
+                })
+                .mean;
+            (isolates, m.total_isolate(), m.total_location())
+        })
+        .collect()
+}
+
+fn sweep_table(primary: &[CrowdRun], fleet: Fleet) {
+    print!("\n| isolates |");
+    for r in primary {
+        print!(
+            " {}: per isolate / per location ({}) |",
+            thousands(r.crowd as f64),
+            thousands(fleet.locations as f64)
+        );
+    }
+    println!();
+    println!("|---:|{}", "---:|".repeat(primary.len()));
+    let sweeps: Vec<_> = primary.iter().map(|r| sweep(r, fleet.locations)).collect();
+    for (i, isolates) in ISOLATES.iter().enumerate() {
+        print!("| {} |", thousands(*isolates as f64));
+        for sw in &sweeps {
+            print!(" {} / {} |", thousands(sw[i].1), thousands(sw[i].2));
+        }
+        println!();
+    }
+}
+
+fn targets(primary: &[CrowdRun], fleet: Fleet) {
+    let verdict = |ok: bool| if ok { "met" } else { "NOT met" };
+    let find = |n: u64| primary.iter().find(|r| r.crowd == n);
+    println!();
+    if let Some(r) = find(1_000_000) {
+        let l = r.load(fleet);
+        for (name, mean_total, totals) in [
+            ("per isolate", l.mean.total_isolate(), &l.totals_isolate),
+            ("per location", l.mean.total_location(), &l.totals_location),
+        ] {
+            let median = percentile(totals, 50.0);
+            println!(
+                "target, 1,000,000 arrivals, snapshots {name}: {} Redis requests/s (median; mean {}) against ≤ {}: {}",
+                thousands(median),
+                thousands(mean_total),
+                thousands(TARGET_AT_1M),
+                verdict(median <= TARGET_AT_1M && mean_total <= TARGET_AT_1M),
+            );
+        }
+        if let Some(b) = find(50_000) {
+            let (lb, la) = (b.load(fleet), l);
+            for (name, big, small) in [
+                (
+                    "per isolate",
+                    percentile(&la.totals_isolate, 50.0),
+                    percentile(&lb.totals_isolate, 50.0),
+                ),
+                (
+                    "per location",
+                    percentile(&la.totals_location, 50.0),
+                    percentile(&lb.totals_location, 50.0),
+                ),
+            ] {
+                let ratio = big / small;
+                println!(
+                    "target, 1,000,000 ÷ 50,000 (medians), snapshots {name}: {ratio:.2}× against ≤ {TARGET_RATIO}×: {}",
+                    verdict(ratio <= TARGET_RATIO)
+                );
+            }
+        }
+    }
+    for r in primary {
+        let p95 = percentile(&r.outcome.lag_ms, 95.0);
+        println!(
+            "target, notice lag p95 ≤ {} ms, {} arrivals: {} ms: {}",
+            thousands(TARGET_LAG_MS),
+            thousands(r.crowd as f64),
+            thousands(p95),
+            verdict(p95 <= TARGET_LAG_MS)
+        );
+    }
+}
+
+/// Steady-line Redis requests/s against worker isolates, a colour per
+/// crowd: solid, each isolate refreshing its own snapshot; dashed, one
+/// refresh per location.
+fn draw_isolates(primary: &[CrowdRun], fleet: Fleet, path: &Path) -> DrawResult {
+    let root = chart::canvas(path, (960, 560))?;
+    let sweeps: Vec<_> = primary.iter().map(|r| sweep(r, fleet.locations)).collect();
+    let y_max = sweeps
+        .iter()
+        .flatten()
+        .map(|p| p.1.max(p.2))
+        .fold(TARGET_AT_1M, f64::max)
+        * 1.12;
+    let x_max = *ISOLATES.last().unwrap_or(&10_000) as f64;
+    let caption = format!(
+        "Redis requests/s in the steady line against worker isolates (simulated; {} locations)",
+        thousands(fleet.locations as f64)
+    );
+    let mut chart = chart::axes(&root, &caption, 18, 70)
+        .build_cartesian_2d((0.8..x_max * 1.4).log_scale(), 0.0..y_max)?;
+    chart::mesh(&mut chart, "worker isolates (log)", "Redis requests/s")
+        .x_label_formatter(&|x| thousands(*x))
+        .y_label_formatter(&|y| thousands(*y))
+        .draw()?;
+    for ((r, sw), colour) in primary.iter().zip(&sweeps).zip(PALETTE.iter().cycle()) {
+        let name = thousands(r.crowd as f64);
+        let solid: Vec<(f64, f64)> = sw.iter().map(|p| (p.0 as f64, p.1)).collect();
+        chart
+            .draw_series(LineSeries::new(solid.clone(), colour.stroke_width(2)))?
+            .label(format!("{name} arrivals, refresh per isolate"))
+            .legend(chart::swatch(*colour));
+        chart.draw_series(solid.iter().map(|&p| Circle::new(p, 3, colour.filled())))?;
+        let dashed = sw.iter().map(|p| (p.0 as f64, p.2));
+        chart
+            .draw_series(DashedLineSeries::new(dashed, 6, 4, colour.stroke_width(2)))?
+            .label(format!("{name} arrivals, refresh per location"))
+            .legend(chart::swatch(colour.mix(0.5)));
+    }
+    chart
+        .draw_series(DashedLineSeries::new(
+            [(0.8, TARGET_AT_1M), (x_max * 1.4, TARGET_AT_1M)],
+            2,
+            4,
+            BLACK.mix(0.6).stroke_width(1),
+        ))?
+        .label("issue target at 1,000,000: 2,000/s (old closed form: ~34,500/s)")
+        .legend(chart::swatch(BLACK.mix(0.6)));
+    chart::legend(&mut chart, SeriesLabelPosition::UpperLeft)?;
     root.present()?;
     Ok(())
 }

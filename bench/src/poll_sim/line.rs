@@ -34,6 +34,16 @@ impl Line {
         self.len == 0
     }
 
+    /// Tickets handed out so far (the next ticket's number).
+    pub fn issued(&self) -> usize {
+        self.next_ticket
+    }
+
+    /// True while `ticket` waits (issued, neither admitted nor dropped).
+    pub fn contains(&self, ticket: usize) -> bool {
+        self.waiting.get(ticket).copied().unwrap_or(false)
+    }
+
     /// A new ticket at the back.
     pub fn join(&mut self) -> usize {
         let t = self.next_ticket;
@@ -63,7 +73,8 @@ impl Line {
         })
     }
 
-    /// 1-based position of a waiting ticket.
+    /// 1-based position of a waiting ticket; for any other ticket, the
+    /// waiting tickets before it.
     pub fn position(&self, ticket: usize) -> u64 {
         let mut i = ticket + 1;
         let mut sum = 0u64;
@@ -110,5 +121,7 @@ mod tests {
         assert_eq!(line.pop_front(), Some(t[3]));
         assert_eq!(line.position(t[4]), 1);
         assert_eq!(line.len(), 1);
+        assert_eq!(line.issued(), 5);
+        assert!(line.contains(t[4]) && !line.contains(t[3]) && !line.contains(7));
     }
 }

@@ -1,0 +1,139 @@
+//! Issue 24's question in virtual time: Redis requests per second, by kind,
+//! when only the visitors near the head poll Redis (docs/uncapped-line.md),
+//! for crowds far beyond today's cap. `poll_sim uncapped` prints the tables
+//! and draws the chart from these runs.
+
+use std::time::{Duration, Instant};
+
+use super::{run, Fleet, NearZone, Outcome, Polling, Scenario, SteadyLoad};
+
+/// How a crowd is simulated.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Model {
+    /// The uncapped line, every poll an event.
+    Full,
+    /// The uncapped line, far-back stayers counted in bulk
+    /// ([`NearZone::aggregate_far`]).
+    Aggregate,
+    /// Today's line with its cap lifted: every poll a Redis call, silence
+    /// drops a visitor anywhere in the line.
+    Old,
+}
+
+impl Model {
+    /// A short name for tables.
+    pub fn label(&self) -> &'static str {
+        match self {
+            Model::Full => "near zone, every poll simulated",
+            Model::Aggregate => "near zone, far back in bulk",
+            Model::Old => "old: every poll to Redis",
+        }
+    }
+}
+
+/// The share of its peak the line holds in the steady line.
+pub const STEADY_SHARE: f64 = 0.9;
+
+/// Every crowd arrives at the mean rate of 1,000,000 in ten minutes
+/// (0.6 ms a visitor; density falling linearly, so twice that at the
+/// opening): 50,000 in 30 s, 10,000,000 in 6,000 s.
+pub fn window_ms(crowd: u64) -> u64 {
+    crowd * 6 / 10
+}
+
+/// The scenario of `crowd` under `model`: production defaults, no cap.
+pub fn scenario(crowd: u64, model: Model, exact_zone_ms: u64) -> Scenario {
+    let zone = NearZone {
+        exact_zone_ms,
+        aggregate_far: model == Model::Aggregate,
+    };
+    let mut s = Scenario::uncapped(crowd, window_ms(crowd), zone);
+    if model == Model::Old {
+        s.near_zone = None;
+    }
+    s
+}
+
+/// One crowd simulated, with its steady line.
+#[derive(Debug, Clone)]
+pub struct CrowdRun {
+    /// Arrivals.
+    pub crowd: u64,
+    /// How it was simulated.
+    pub model: Model,
+    /// What was simulated.
+    pub scenario: Scenario,
+    /// What came out.
+    pub outcome: Outcome,
+    /// Wall-clock time of the run.
+    pub wall: Duration,
+    /// The steady line: seconds after the last arrival with the line at
+    /// ≥ [`STEADY_SHARE`] of its peak.
+    pub steady: Vec<usize>,
+}
+
+impl CrowdRun {
+    /// Simulates `crowd` under `model` (adaptive polling, shared's policy).
+    pub fn simulate(crowd: u64, model: Model, exact_zone_ms: u64) -> CrowdRun {
+        let scenario = scenario(crowd, model, exact_zone_ms);
+        let started = Instant::now();
+        let outcome = run(
+            &scenario,
+            Polling::Adaptive(scenario.settings.poll_policy()),
+        );
+        let wall = started.elapsed();
+        let steady = outcome.steady_seconds(scenario.window_ms, STEADY_SHARE);
+        CrowdRun {
+            crowd,
+            model,
+            scenario,
+            outcome,
+            wall,
+            steady,
+        }
+    }
+
+    /// Redis requests/s by kind over the steady line, refreshes for `fleet`.
+    pub fn load(&self, fleet: Fleet) -> SteadyLoad {
+        self.outcome.load_over(&self.steady, fleet)
+    }
+
+    /// The longest line (at the start of a second).
+    pub fn peak_waiting(&self) -> u32 {
+        self.outcome
+            .waiting_per_second
+            .iter()
+            .copied()
+            .max()
+            .unwrap_or(0)
+    }
+
+    /// Mean line over the steady line.
+    pub fn steady_waiting(&self) -> f64 {
+        let w = &self.outcome.waiting_per_second;
+        let sum: f64 = self.steady.iter().map(|&s| f64::from(w[s])).sum();
+        sum / self.steady.len().max(1) as f64
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn windows_keep_one_mean_arrival_rate() {
+        assert_eq!(window_ms(50_000), 30_000);
+        assert_eq!(window_ms(1_000_000), 600_000);
+        assert_eq!(window_ms(10_000_000), 6_000_000);
+        let s = scenario(50_000, Model::Old, 180_000);
+        assert!(s.near_zone.is_none() && s.settings.max_waiting > 50_000);
+        let s = scenario(50_000, Model::Aggregate, 120_000);
+        assert_eq!(
+            s.near_zone,
+            Some(NearZone {
+                exact_zone_ms: 120_000,
+                aggregate_far: true
+            })
+        );
+    }
+}
