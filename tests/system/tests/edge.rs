@@ -395,7 +395,11 @@ async fn jwt_mode_takes_the_user_from_sub_and_refuses_tampering() {
     );
     // Only the place, signed for the JWT's user.
     assert_eq!(r.set_cookies.len(), 1, "{:?}", r.set_cookies);
-    assert!(r.set_cookies[0].starts_with("qg_place=main."), "{:?}", r.set_cookies);
+    assert!(
+        r.set_cookies[0].starts_with("qg_place=main."),
+        "{:?}",
+        r.set_cookies
+    );
     let mut conn = stack.queue.conn.clone();
     let rank: Option<u64> = redis::cmd("ZRANK")
         .arg(stack.queue.keys.waiting())
