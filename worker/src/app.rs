@@ -280,7 +280,14 @@ impl App {
         let (queue, keys) = self.queue(req)?;
         let visitor = self.identify(req, false)?;
         let place = Place::of(req.cookies(), &visitor.user);
-        if let Some(ticket) = place.ticket(self.place_key(), &queue) {
+        // A ticket the zone's front has passed is near for good: no
+        // snapshot is read for it.
+        let far = place.ticket(self.place_key(), &queue).filter(|&t| {
+            self.snapshots
+                .front(queue.as_str())
+                .is_none_or(|front| t > front)
+        });
+        if let Some(ticket) = far {
             let now = Date::now().as_millis();
             if let Some(state) = self
                 .snapshot(&queue, &keys, now)

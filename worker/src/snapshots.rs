@@ -53,6 +53,14 @@ impl SnapshotCache {
         (None, true)
     }
 
+    /// The near zone's front in the last snapshot of `queue`, if any: a
+    /// ticket at or before it is near for good (the front never moves
+    /// back), so its poll needs no snapshot at all.
+    pub fn front(&self, queue: &str) -> Option<u64> {
+        let map = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        Some(map.get(queue)?.snapshot.as_ref()?.zone_front)
+    }
+
     /// Keeps what a refresh read (None: nothing usable, e.g. before the
     /// first tick of a scheduler that writes snapshots).
     pub fn record(&self, queue: &str, snapshot: Option<Snapshot>) {
@@ -110,5 +118,7 @@ mod tests {
         );
         // Another queue has its own.
         assert_eq!(cache.get_or_start("other", 11_001), (None, true));
+        assert_eq!(cache.front("main"), Some(10));
+        assert_eq!(cache.front("other"), None);
     }
 }
