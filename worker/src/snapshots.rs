@@ -4,17 +4,19 @@
 //! many there are. A refresh under way counts as fresh too: requests that
 //! arrive meanwhile use the last snapshot instead of reading again.
 
-use std::collections::HashMap;
 use std::sync::Mutex;
 
 use queuegate_shared::snapshot::{Snapshot, REFRESH_MS};
 
-/// The isolate's snapshots, by queue id.
+/// The isolate's snapshots, by queue id: a short list (a worker serves a
+/// few queues; a `HashMap` and its hasher would add kilobytes to the wasm).
 #[derive(Debug, Default)]
-pub struct SnapshotCache(Mutex<HashMap<String, Entry>>);
+pub struct SnapshotCache(Mutex<Vec<Entry>>);
 
 #[derive(Debug)]
 struct Entry {
+    /// The queue id.
+    queue: String,
     /// When the last refresh started (epoch ms).
     started: u64,
     /// What the last finished refresh read (None: nothing usable).
@@ -32,24 +34,22 @@ impl SnapshotCache {
     /// reports what it read with [`Self::record`]).
     pub fn get_or_start(&self, queue: &str, now_ms: u64) -> (Option<Snapshot>, bool) {
         // Held for a few loads, never across an await; wasm has one thread.
-        let mut map = self.0.lock().unwrap_or_else(|p| p.into_inner());
-        if let Some(e) = map.get_mut(queue) {
+        let mut list = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(e) = list.iter_mut().find(|e| e.queue == queue) {
             if now_ms.saturating_sub(e.started) < REFRESH_MS {
                 return (e.snapshot.clone(), false);
             }
             e.started = now_ms;
             return (e.snapshot.clone(), true);
         }
-        if map.len() >= MAX_QUEUES {
-            map.clear();
+        if list.len() >= MAX_QUEUES {
+            list.clear();
         }
-        map.insert(
-            queue.to_string(),
-            Entry {
-                started: now_ms,
-                snapshot: None,
-            },
-        );
+        list.push(Entry {
+            queue: queue.to_string(),
+            started: now_ms,
+            snapshot: None,
+        });
         (None, true)
     }
 
@@ -57,15 +57,16 @@ impl SnapshotCache {
     /// ticket at or before it is near for good (the front never moves
     /// back), so its poll needs no snapshot at all.
     pub fn front(&self, queue: &str) -> Option<u64> {
-        let map = self.0.lock().unwrap_or_else(|p| p.into_inner());
-        Some(map.get(queue)?.snapshot.as_ref()?.zone_front)
+        let list = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        let e = list.iter().find(|e| e.queue == queue)?;
+        Some(e.snapshot.as_ref()?.zone_front)
     }
 
     /// Keeps what a refresh read (None: nothing usable, e.g. before the
     /// first tick of a scheduler that writes snapshots).
     pub fn record(&self, queue: &str, snapshot: Option<Snapshot>) {
-        let mut map = self.0.lock().unwrap_or_else(|p| p.into_inner());
-        if let Some(e) = map.get_mut(queue) {
+        let mut list = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(e) = list.iter_mut().find(|e| e.queue == queue) {
             e.snapshot = snapshot;
         }
     }
