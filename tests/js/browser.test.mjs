@@ -5,7 +5,8 @@
 // visitor who comes before the opening sees the countdown, gets a drawn
 // place and is notified of their turn, and a newcomer to the empty line
 // is admitted on entry; a challenge gone stale while it was solved (the
-// line grew past a difficulty level) is solved again without an error.
+// line grew past a difficulty level) is solved again without an error; and
+// far from the head the place shown is the edge's estimate ("about N").
 // Screenshots land in artifacts/.
 import { test } from "node:test";
 import assert from "node:assert/strict";
@@ -510,5 +511,48 @@ test("drop day: countdown, a drawn place at the opening, then the turn with a no
     if (browser) await browser.close();
     stop(stack.child);
     rmSync(dir, { recursive: true, force: true });
+  }
+});
+
+test("far from the head the page shows an approximate place, answered at the edge", { timeout: 120_000 }, async () => {
+  mkdirSync(artifacts, { recursive: true });
+  // At 0.05 admissions/s the near zone (180 s) is 9 visitors: behind a
+  // crowd of 30 our visitor is far back, and its polls are answered from
+  // its place cookie and the isolate's snapshot (docs/uncapped-line.md).
+  const stack = startStack(["--admit-rate", "0.05", "--challenge-difficulty", "5000", "--exit-after", "110"]);
+  let browser;
+  try {
+    const base = await stack.url;
+    await crowd(base, 30);
+    browser = await launch();
+    const context = await browser.newContext();
+    const page = await context.newPage();
+    const problems = [], replies = [];
+    page.on("console", (m) => { if (m.type() === "error") problems.push(m.text()); });
+    page.on("response", async (r) => {
+      if (/\/queue\/(enter|position)/.test(r.url())) replies.push(await r.json().catch(() => null));
+    });
+    await page.goto(base + "/queue");
+    await page.waitForSelector("#figures:not([hidden])", { timeout: 30_000 });
+    const exact = await page.textContent("#position");
+    assert.match(exact, /^\d+$/, "the entry's place is exact");
+    const cookies = await context.cookies();
+    assert.ok(cookies.some((c) => c.name === "qg_place" && c.value.startsWith("main.")), "a place cookie was set");
+    // The next poll (the page waits retryAfterMs: 30 s this far back).
+    await page.waitForFunction(() => /^about /.test(document.querySelector("#position")?.textContent || ""),
+      null, { timeout: 60_000, polling: 500 });
+    const about = await page.textContent("#position");
+    const n = Number(about.replace(/[^0-9]/g, ""));
+    assert.ok(n >= 9 && n <= Number(exact), `about ${n}, entered at ${exact}`);
+    const far = replies.filter((r) => r && r.approximate === true);
+    assert.ok(far.length >= 1, JSON.stringify(replies));
+    assert.equal(far[0].state, "waiting");
+    await page.screenshot({ path: join(artifacts, "browser-far-back.png") });
+    // (The first enter's 403 challenge_required is logged as a failed
+    // load; only script errors such as CSP violations count.)
+    assert.deepEqual(problems.filter((p) => /Content Security Policy|Uncaught/.test(p)), []);
+  } finally {
+    if (browser) await browser.close();
+    stop(stack.child);
   }
 });
