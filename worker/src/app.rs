@@ -218,7 +218,7 @@ impl App {
         };
         match reply {
             EnterReply::Entered(observed) => {
-                let place = Place::of(req.cookies(), &visitor.user);
+                let place = Place::of(self.place_key(), req.cookies(), &queue, &visitor.user);
                 self.state_reply(&queue, observed, visitor.new_cookie, Some(place))
             }
             EnterReply::Full { .. } => Err(EdgeError::QueueFull),
@@ -279,10 +279,10 @@ impl App {
     async fn position(&self, req: &Request) -> Result<Response, EdgeError> {
         let (queue, keys) = self.queue(req)?;
         let visitor = self.identify(req, false)?;
-        let place = Place::of(req.cookies(), &visitor.user);
+        let place = Place::of(self.place_key(), req.cookies(), &queue, &visitor.user);
         // A ticket the zone's front has passed is near for good: no
         // snapshot is read for it.
-        let far = place.ticket(self.place_key(), &queue).filter(|&t| {
+        let far = place.ticket.filter(|&t| {
             self.snapshots
                 .front(queue.as_str())
                 .is_none_or(|front| t > front)
@@ -351,16 +351,12 @@ impl App {
         place: Option<Place<'_>>,
     ) -> Result<Response, EdgeError> {
         let place_cookie = match (&observed, place) {
-            (Observed::Waiting(w), Some(p))
-                if p.ticket(self.place_key(), queue) != Some(w.ticket) =>
-            {
-                Some(set_cookie(
-                    PLACE_COOKIE,
-                    &place::mint(self.place_key(), queue, p.user, w.ticket),
-                    crate::visitor::VISITOR_COOKIE_MAX_AGE_S,
-                    self.config.cookie_secure,
-                ))
-            }
+            (Observed::Waiting(w), Some(p)) if p.ticket != Some(w.ticket) => Some(set_cookie(
+                PLACE_COOKIE,
+                &place::mint(self.place_key(), queue, p.user, w.ticket),
+                crate::visitor::VISITOR_COOKIE_MAX_AGE_S,
+                self.config.cookie_secure,
+            )),
             _ => None,
         };
         // Settings are published to Redis by the scheduler; the defaults
@@ -628,23 +624,19 @@ fn page_url(queue: &QueueId) -> String {
     format!("/queue?queue={queue}")
 }
 
-/// The place cookie a request brought, and the visitor it must belong to.
+/// The place cookie a request brought, checked once: the visitor it must
+/// belong to, and its ticket if it is this visitor's, for this queue, and
+/// signed by us.
 struct Place<'a> {
-    value: Option<&'a str>,
     user: &'a UserId,
+    ticket: Option<u64>,
 }
 
 impl<'a> Place<'a> {
-    fn of(cookies: &'a str, user: &'a UserId) -> Place<'a> {
+    fn of(key: &Key, cookies: &str, queue: &QueueId, user: &'a UserId) -> Place<'a> {
         Place {
-            value: cookie(cookies, PLACE_COOKIE),
             user,
+            ticket: cookie(cookies, PLACE_COOKIE).and_then(|v| place::verify(key, v, queue, user)),
         }
-    }
-
-    /// Its ticket in `queue`, if it is this visitor's, for this queue, and
-    /// signed by us.
-    fn ticket(&self, key: &Key, queue: &QueueId) -> Option<u64> {
-        place::verify(key, self.value?, queue, self.user)
     }
 }
