@@ -11,8 +11,7 @@ use std::collections::BTreeMap;
 
 use anyhow::{bail, Context, Result};
 use queuegate_bench::redis_cost::{
-    add_evalsha, bench_user as uid, fill, phase, prepare_queue, reset_stats, usec_per_call,
-    used_memory,
+    add_evalsha, bench_user as uid, phase, prepare_queue, reset_stats, usec_per_call, used_memory,
 };
 use queuegate_scheduler::engine;
 use queuegate_shared::ops::{Admit, AdmitReply, Consume, Enter, Outcome, Position, Settle};
@@ -22,6 +21,8 @@ use queuegate_testkit::RedisServer;
 use redis::aio::MultiplexedConnection;
 
 const CALLS: usize = 2_000;
+/// Enters per pipeline while filling.
+const FILL_PIPELINE: usize = 1_000;
 
 #[tokio::main(flavor = "current_thread")]
 async fn main() -> Result<()> {
@@ -34,16 +35,43 @@ async fn main() -> Result<()> {
         let mut conn = client.get_multiplexed_async_connection().await?;
         let q = Bench::new(conn.clone(), depth).await?;
         let before = used_memory(&mut conn).await?;
+        let started = std::time::Instant::now();
         q.fill(depth).await?;
         let after = used_memory(&mut conn).await?;
-        memory.push((depth, (after - before) as f64 / depth as f64));
-        for (name, cost) in q.measure().await? {
+        eprintln!(
+            "depth {depth}: filled in {:.1} s",
+            started.elapsed().as_secs_f64()
+        );
+        let mut m = q.memory(before, after).await?;
+        let (costs, admitted) = q.measure().await?;
+        for (name, cost) in costs {
             table.entry(name).or_default().push(cost);
         }
+        m.admitted = admitted;
+        memory.push(m);
         eprintln!("depth {depth}: done");
     }
     print_report(&depths, &table, &memory);
     Ok(())
+}
+
+/// Redis memory at one depth, read right after the fill.
+struct Memory {
+    depth: usize,
+    /// `used_memory` before and after the fill.
+    before: i64,
+    after: i64,
+    /// `used_memory_rss` and `mem_clients_normal` (the clients' buffers,
+    /// inside used_memory) after the fill.
+    rss: i64,
+    clients: i64,
+    /// The `seen:*` bitmaps after the fill: how many, and their `MEMORY
+    /// USAGE` summed.
+    seen_keys: usize,
+    seen_bytes: u64,
+    /// Mean `MEMORY USAGE` of an admitted visitor's token and status keys,
+    /// read after the admit phase.
+    admitted: (f64, f64),
 }
 
 struct Bench {
@@ -60,6 +88,13 @@ impl Bench {
             max_waiting: 10_000_000,
             max_active: 10_000_000,
             activation_jitter_ms: 0,
+            // Nobody polls during the fill: with the default 90 s a fill
+            // longer than that (10M takes minutes) turns the head of the line
+            // into leavers, which admit drops instead of admitting. An hour
+            // outlasts any fill; the near zone must cover abandon_after +
+            // 2 × poll_max (settings.rs), so it grows with it.
+            abandon_after_ms: 3_600_000,
+            exact_zone_ms: 3_600_000 + 2 * Settings::default().poll_max_ms,
             // QG_BENCH_SCAN overrides the rolling leaver scan per tick, to
             // split admit's cost between admission and the scan.
             leaver_scan_per_tick: std::env::var("QG_BENCH_SCAN")
@@ -77,12 +112,55 @@ impl Bench {
         })
     }
 
-    /// `depth` waiting users, built with the enter script itself.
+    /// `depth` waiting users, built with the enter script itself. EVALSHA
+    /// (prepare_queue loaded the script), not `redis_cost::fill`'s EVAL:
+    /// the same script, without sending its ~20 KB source with every call,
+    /// which made the client, not Redis, the bottleneck of a 10M fill.
     async fn fill(&self, depth: usize) -> Result<()> {
-        fill(&mut self.conn.clone(), &self.keys, depth, uid).await
+        let mut conn = self.conn.clone();
+        for start in (0..depth).step_by(FILL_PIPELINE) {
+            let mut pipe = redis::pipe();
+            for n in start..(start + FILL_PIPELINE).min(depth) {
+                let u = uid(n);
+                let enter = Enter {
+                    keys: &self.keys,
+                    user: &u,
+                    guard: Default::default(),
+                    token: None,
+                };
+                add_evalsha(&mut pipe, &queuegate_shared::Operation::invocation(&enter));
+            }
+            let _: Vec<redis::Value> = pipe.query_async(&mut conn).await?;
+        }
+        Ok(())
     }
 
-    async fn measure(&self) -> Result<Vec<(&'static str, f64)>> {
+    /// Memory after a fill (`before`, `after`: its used_memory).
+    async fn memory(&self, before: i64, after: i64) -> Result<Memory> {
+        let mut conn = self.conn.clone();
+        let seen: Vec<String> = redis::cmd("KEYS")
+            .arg(format!("{}seen:*", self.keys.base()))
+            .query_async(&mut conn)
+            .await?;
+        let mut seen_bytes = 0;
+        for key in &seen {
+            seen_bytes += key_bytes(&mut conn, key).await?;
+        }
+        Ok(Memory {
+            depth: self.depth,
+            before,
+            after,
+            rss: memory_field(&mut conn, "used_memory_rss").await?,
+            clients: memory_field(&mut conn, "mem_clients_normal").await?,
+            seen_keys: seen.len(),
+            seen_bytes,
+            admitted: (0.0, 0.0),
+        })
+    }
+
+    /// The cost of each operation, and the mean `MEMORY USAGE` of the
+    /// token and status keys of the visitors the admit phase admitted.
+    async fn measure(&self) -> Result<(Vec<(&'static str, f64)>, (f64, f64))> {
         let mut out = Vec::new();
         // Spread over the whole line, and a different set of users for the
         // bare ZRANK and for position, so neither runs on nodes the other
@@ -181,9 +259,13 @@ impl Bench {
             .arg(-1)
             .query_async(&mut conn)
             .await?;
+        let n = admitted.len().max(1) as f64;
         let mut pairs = Vec::new();
+        let (mut token_bytes, mut status_bytes) = (0, 0);
         for id in &admitted {
             let user = UserId::new(id)?;
+            token_bytes += key_bytes(&mut conn, &self.keys.token(&user)).await?;
+            status_bytes += key_bytes(&mut conn, &self.keys.status(&user)).await?;
             let rec: String = redis::cmd("GET")
                 .arg(self.keys.token(&user))
                 .query_async(&mut conn)
@@ -220,7 +302,7 @@ impl Bench {
             .await?;
         }
         out.push(("settle", usec_per_call(&mut conn, "evalsha").await?));
-        Ok(out)
+        Ok((out, (token_bytes as f64 / n, status_bytes as f64 / n)))
     }
 
     /// Resets the stats, sends CALLS commands in pipelines, returns the
@@ -230,11 +312,31 @@ impl Bench {
     }
 }
 
-fn print_report(
-    depths: &[usize],
-    table: &BTreeMap<&'static str, Vec<f64>>,
-    memory: &[(usize, f64)],
-) {
+/// `MEMORY USAGE key SAMPLES 0` (0 for a missing key): the key's own
+/// allocations, without its entry in the expires dict.
+async fn key_bytes(conn: &mut MultiplexedConnection, key: &str) -> Result<u64> {
+    let bytes: Option<u64> = redis::cmd("MEMORY")
+        .arg("USAGE")
+        .arg(key)
+        .arg("SAMPLES")
+        .arg(0)
+        .query_async(conn)
+        .await?;
+    Ok(bytes.unwrap_or(0))
+}
+
+/// A number from `INFO memory`.
+async fn memory_field(conn: &mut MultiplexedConnection, field: &str) -> Result<i64> {
+    let text: String = redis::cmd("INFO").arg("memory").query_async(conn).await?;
+    text.lines()
+        .find_map(|l| l.strip_prefix(field)?.strip_prefix(':'))
+        .with_context(|| format!("no {field} in INFO memory"))?
+        .trim()
+        .parse()
+        .with_context(|| format!("{field} is not a number"))
+}
+
+fn print_report(depths: &[usize], table: &BTreeMap<&'static str, Vec<f64>>, memory: &[Memory]) {
     let header: Vec<String> = depths.iter().map(|d| format!("{d:>10}")).collect();
     println!("usec_per_call (Redis-side) by queue depth");
     println!("{:<18}{}  last÷first", "operation", header.join(""));
@@ -252,7 +354,19 @@ fn print_report(
         println!("{:<18}{}", "position÷ZRANK", ratios.join(""));
     }
     println!();
-    for (depth, bytes) in memory {
+    for m in memory {
+        let (depth, delta) = (m.depth, m.after - m.before);
+        let bytes = delta as f64 / depth as f64;
         println!("memory per waiting user at depth {depth}: {bytes:.1} bytes (used_memory delta ÷ users)");
+        println!(
+            "  used_memory {} → {} (delta {delta}); after the fill: used_memory_rss {}, \
+             mem_clients_normal {}, {} seen bitmaps of {} bytes (MEMORY USAGE)",
+            m.before, m.after, m.rss, m.clients, m.seen_keys, m.seen_bytes
+        );
+        println!(
+            "  per admitted visitor: token key {:.1} bytes, status key {:.1} bytes \
+             (mean MEMORY USAGE after the admit phase)",
+            m.admitted.0, m.admitted.1
+        );
     }
 }
