@@ -1,12 +1,18 @@
-//! The place cookie: a visitor's ticket in one queue's line, signed with
-//! the identity key and bound to the visitor, so the edge can answer a
-//! far-back poll without Redis (docs/uncapped-line.md). It grants nothing:
-//! admission, the token and everything after it stay with Redis, and a
-//! visitor near the head is always asked there.
+//! The place cookie: a visitor's ticket in one queue's line, or its slot
+//! in a pre-queue's draw, signed with the identity key and bound to the
+//! visitor, so the edge can answer a far-back or pre-queued poll without
+//! Redis (docs/uncapped-line.md). It grants nothing: admission, the token
+//! and everything after it stay with Redis, and a visitor near the head
+//! is always asked there.
+//!
+//! `<queue>.<ticket>.<mac>` holds a ticket; `<queue>.s<draw>-<round>-<index>.<mac>`
+//! a slot in draw number `draw` (the seals counted), so a slot of one
+//! pre-queue never reads another's draw.
 
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use base64::Engine;
 use hmac::Mac;
+use queuegate_shared::draw::DrawSlot;
 use queuegate_shared::{QueueId, UserId};
 
 use crate::identity::MacKey;
@@ -14,6 +20,67 @@ use crate::mac::HmacSha256;
 
 /// Domain separation for place MACs (the key also signs visitor cookies).
 const PLACE_CONTEXT: &[u8] = b"queuegate-place-v1:";
+
+/// Domain separation for slot MACs.
+const SLOT_CONTEXT: &[u8] = b"queuegate-slot-v1:";
+
+/// What a place cookie holds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Held {
+    /// A ticket in line.
+    Ticket(u64),
+    /// A slot in draw number `draw`.
+    Slot {
+        /// The draw's number.
+        draw: u64,
+        /// The slot.
+        slot: DrawSlot,
+    },
+}
+
+/// The MAC over a slot, fed and ready to finalize or verify.
+fn fed_slot(
+    key: &(impl MacKey + ?Sized),
+    queue: &QueueId,
+    user: &UserId,
+    draw: u64,
+    slot: DrawSlot,
+) -> HmacSha256 {
+    let mut m = key.keyed();
+    m.update(SLOT_CONTEXT);
+    m.update(queue.as_str().as_bytes());
+    m.update(b"\0");
+    m.update(user.as_str().as_bytes());
+    m.update(b"\0");
+    m.update(&draw.to_be_bytes());
+    m.update(&slot.round.to_be_bytes());
+    m.update(&slot.index.to_be_bytes());
+    m
+}
+
+/// The cookie value for `user`'s `slot` in `queue`'s draw number `draw`.
+pub fn mint_slot(
+    key: &(impl MacKey + ?Sized),
+    queue: &QueueId,
+    user: &UserId,
+    opens: u64,
+    slot: DrawSlot,
+) -> String {
+    let sig = URL_SAFE_NO_PAD.encode(
+        &fed_slot(key, queue, user, opens, slot)
+            .finalize()
+            .into_bytes()[..MAC_LEN],
+    );
+    format!("{queue}.s{opens}-{}-{}.{sig}", slot.round, slot.index)
+}
+
+/// A decimal u64 of at most 20 digits, nothing else (no sign, no space).
+fn number(text: &str) -> Option<u64> {
+    if text.is_empty() || text.len() > 20 || !text.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    text.parse().ok()
+}
 
 /// Bytes of the HMAC kept: 128 bits, as forging one place a visitor cannot
 /// use for anything but an estimate is worth no more.
@@ -38,29 +105,41 @@ pub fn mint(key: &(impl MacKey + ?Sized), queue: &QueueId, user: &UserId, ticket
     format!("{queue}.{ticket}.{sig}")
 }
 
-/// The ticket a cookie value holds for `user` in `queue`; `None` for
-/// another queue's place, another visitor's, or a forged or malformed one.
+/// What a cookie value holds for `user` in `queue`; `None` for another
+/// queue's place, another visitor's, or a forged or malformed one.
 pub fn verify(
     key: &(impl MacKey + ?Sized),
     value: &str,
     queue: &QueueId,
     user: &UserId,
-) -> Option<u64> {
+) -> Option<Held> {
     let mut parts = value.splitn(3, '.');
-    let (q, ticket, sig) = (parts.next()?, parts.next()?, parts.next()?);
-    if q != queue.as_str() || ticket.len() > 20 || !ticket.bytes().all(|b| b.is_ascii_digit()) {
+    let (q, held, sig) = (parts.next()?, parts.next()?, parts.next()?);
+    if q != queue.as_str() {
         return None;
     }
-    let ticket: u64 = ticket.parse().ok()?;
+    let held = match held.strip_prefix('s') {
+        None => Held::Ticket(number(held)?),
+        Some(slot) => {
+            let mut n = slot.splitn(3, '-');
+            let (draw, round, index) = (number(n.next()?)?, number(n.next()?)?, number(n.next()?)?);
+            Held::Slot {
+                draw,
+                slot: DrawSlot { round, index },
+            }
+        }
+    };
     let sig = URL_SAFE_NO_PAD.decode(sig).ok()?;
     if sig.len() != MAC_LEN {
         return None;
     }
+    let mac = match held {
+        Held::Ticket(ticket) => fed(key, queue, user, ticket),
+        Held::Slot { draw, slot } => fed_slot(key, queue, user, draw, slot),
+    };
     // Constant-time, on the kept bytes.
-    fed(key, queue, user, ticket)
-        .verify_truncated_left(&sig)
-        .ok()?;
-    Some(ticket)
+    mac.verify_truncated_left(&sig).ok()?;
+    Some(held)
 }
 
 #[cfg(test)]
@@ -81,7 +160,10 @@ mod tests {
     fn a_place_reads_back_for_its_visitor_and_queue_only() {
         let value = mint(KEY, &q("main"), &u("alice"), 412_345);
         assert!(value.starts_with("main.412345."), "{value}");
-        assert_eq!(verify(KEY, &value, &q("main"), &u("alice")), Some(412_345));
+        assert_eq!(
+            verify(KEY, &value, &q("main"), &u("alice")),
+            Some(Held::Ticket(412_345))
+        );
         assert_eq!(verify(KEY, &value, &q("main"), &u("bob")), None, "borrowed");
         assert_eq!(verify(KEY, &value, &q("other"), &u("alice")), None);
         assert_eq!(
@@ -115,5 +197,43 @@ mod tests {
                 "{forged}"
             );
         }
+    }
+
+    #[test]
+    fn a_slot_reads_back_for_its_visitor_queue_and_opening_only() {
+        let slot = DrawSlot {
+            round: 2,
+            index: 41,
+        };
+        let value = mint_slot(KEY, &q("main"), &u("alice"), 3, slot);
+        assert!(value.starts_with("main.s3-2-41."), "{value}");
+        assert_eq!(
+            verify(KEY, &value, &q("main"), &u("alice")),
+            Some(Held::Slot { draw: 3, slot })
+        );
+        assert_eq!(verify(KEY, &value, &q("main"), &u("bob")), None, "borrowed");
+        let sig = value.rsplit('.').next().unwrap();
+        for forged in [
+            format!("main.s3-1-41.{sig}"),
+            format!("main.s3-2-0.{sig}"),
+            format!("main.s4-2-41.{sig}"),
+            format!("main.s3-2-41-1.{sig}"),
+            format!("main.s3-2.{sig}"),
+            format!("main.s-2-41.{sig}"),
+            // A ticket MAC never verifies as a slot, nor the reverse.
+            format!("main.3.{sig}"),
+        ] {
+            assert_eq!(
+                verify(KEY, &forged, &q("main"), &u("alice")),
+                None,
+                "{forged}"
+            );
+        }
+        let ticket = mint(KEY, &q("main"), &u("alice"), 7);
+        let tsig = ticket.rsplit('.').next().unwrap();
+        assert_eq!(
+            verify(KEY, &format!("main.s7-1-0.{tsig}"), &q("main"), &u("alice")),
+            None
+        );
     }
 }

@@ -117,7 +117,7 @@ mod tests {
             "queuegate_tick_duration_seconds_bucket",
             "queuegate_lease_held{queue=\"main\"} 0",
             "queuegate_admission_rate_per_second{queue=\"main\"} 175",
-            "queuegate_config_max_waiting{queue=\"main\"} 52500",
+            "queuegate_config_max_waiting{queue=\"main\"} 10000000",
         ] {
             assert!(body.contains(want), "{want} missing from:\n{body}");
         }

@@ -1,7 +1,6 @@
 -- admit: one scheduler tick for one queue, atomically.
 -- KEYS[1] waiting  KEYS[2] active  KEYS[3] lock  KEYS[4] config  KEYS[5] stats
--- KEYS[6] guard (entry budgets and used solutions)  KEYS[7] pre
--- KEYS[8] groups (a pre-queued leaver's draw round loses one visitor)
+-- KEYS[6] guard (entry budgets and used solutions)  KEYS[7] pre (counted)
 -- ARGV[1] lease owner id     ARGV[2] key base '<prefix>:{<queue>}:'
 -- ARGV[3] allowance (most admissions this tick, from the caller's token bucket)
 -- ARGV[4] max_active  ARGV[5] token_ttl_ms  ARGV[6] status_ttl_ms
@@ -85,32 +84,25 @@ elseif #at == 0 then
   if #last > 0 and tonumber(last[2]) > front then front = tonumber(last[2]) end
 end
 
--- 3. A rolling scan drops leavers in the near zone (and in a pre-queue),
---    so positions and the size limit count live visitors there; the cursor
---    wraps at the zone's front (the pre-queue's end).
+-- 3. A rolling scan drops leavers in the near zone, so positions and the
+--    size limit count live visitors there; the cursor wraps at the zone's
+--    front. (A pre-queue is far back: nobody leaves it for silence.)
 local abandoned = 0
-local function drop_leavers(key, cursor_field, upto)
-  local cursor = redis.call('HGET', KEYS[5], cursor_field) or '0'
-  local batch = redis.call('ZRANGEBYSCORE', key, '(' .. cursor, upto, 'WITHSCORES', 'LIMIT', 0, scan)
+if scan > 0 then
+  local cursor = redis.call('HGET', KEYS[5], SF_SCAN_CURSOR) or '0'
+  local batch = redis.call('ZRANGEBYSCORE', KEYS[1], '(' .. cursor, front, 'WITHSCORES', 'LIMIT', 0, scan)
   local dead = {}
   for i = 1, #batch, 2 do
-    -- A pre-queue's score carries its draw round: pre_seq is the ticket
-    -- (a line ticket is its own pre_seq).
-    if not alive(pre_seq(tonumber(batch[i + 1]))) then
+    if not alive(tonumber(batch[i + 1])) then
       dead[#dead + 1] = batch[i]
       abandon(batch[i])
-      if key == KEYS[7] then redis.call('HINCRBY', KEYS[8], round_field(tonumber(batch[i + 1])), -1) end
     end
   end
-  if #dead > 0 then redis.call('ZREM', key, unpack(dead)) end
-  abandoned = abandoned + #dead
+  if #dead > 0 then redis.call('ZREM', KEYS[1], unpack(dead)) end
+  abandoned = #dead
   local next_cursor = '0'
   if #batch >= 2 * scan then next_cursor = batch[#batch] end
-  redis.call('HSET', KEYS[5], cursor_field, next_cursor)
-end
-if scan > 0 then
-  drop_leavers(KEYS[1], SF_SCAN_CURSOR, front)
-  if redis.call('EXISTS', KEYS[7]) == 1 then drop_leavers(KEYS[7], SF_PRE_CURSOR, '+inf') end
+  redis.call('HSET', KEYS[5], SF_SCAN_CURSOR, next_cursor)
 end
 
 -- 4. Admit from the head up to the free slots and the allowance, one token

@@ -1,10 +1,10 @@
 -- challenge: what a new proof-of-work challenge for this queue needs.
 -- KEYS[1] config  KEYS[2] waiting  KEYS[3] pre
--- Reply: {max_number, ttl_ms, max_waiting, size} · UNCONFIGURED (no
+-- Reply: {max_number, ttl_ms, challenge_crowd, size} · UNCONFIGURED (no
 --   published settings), where size counts every place a new one would
 --   queue behind, as enter counts them: the waiting line, the pre-queue
 --   and the places a running draw has still to give out. Read-only.
-local cfg = required_config(KEYS[1], CF_CHALLENGE_MAX_NUMBER, CF_CHALLENGE_TTL_MS, CF_MAX_WAITING)
+local cfg = required_config(KEYS[1], CF_CHALLENGE_MAX_NUMBER, CF_CHALLENGE_TTL_MS, CF_CHALLENGE_CROWD)
 if not cfg then return UNCONFIGURED end
 local left = tonumber(redis.call('HGET', KEYS[1], CF_DRAW_LEFT) or '0')
 local size = redis.call('ZCARD', KEYS[2]) + redis.call('ZCARD', KEYS[3]) + left

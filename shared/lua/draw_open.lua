@@ -3,6 +3,7 @@
 -- a running draw its seed, once.
 -- KEYS[1] pre  KEYS[2] draw  KEYS[3] seq  KEYS[4] config  KEYS[5] lock
 -- KEYS[6] groups (the pre-queue's counts per address group; gone at sealing)
+-- KEYS[7] waiting (counted at sealing: the visitors ahead of the draw)
 -- ARGV[1] lease owner id  ARGV[2] a fresh random seed (hex), kept only if
 --   the draw has none yet: a holder that takes over mid-draw carries on
 --   with the same permutation
@@ -20,7 +21,7 @@ if left == 0 then
   if before_opening(cfg, now) or redis.call('EXISTS', KEYS[1]) == 0 then
     return {'idle', redis.call('ZCARD', KEYS[1])}
   end
-  left = seal(KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[6])
+  left = seal(KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[6], KEYS[7])
   if left == 0 then return {'idle', 0} end
   cfg = read_config(KEYS[4], CF_DRAW_DONE, CF_DRAW_SEED, CF_DRAW_ROUNDS)
 end

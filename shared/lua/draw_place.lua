@@ -8,33 +8,27 @@
 -- ARGV[3] the cursor this batch starts at (draw_done as the caller read it)
 -- ARGV[4..] the drawn ticket of each visitor from that rank on
 -- Reply: {'not_owner'} · {'moved', done} (the cursor is elsewhere: nothing
---   written) · {'placed', placed, dropped, left}: a visitor who stopped
---   polling in the pre-queue is dropped like any leaver, never placed.
+--   written) · {'placed', placed, dropped, left}. Everyone is placed
+--   (dropped is 0: nobody leaves a pre-queue for silence) and marked seen
+--   now, the grace in which to poll; far back the near zone's front gives
+--   it again when it passes (docs/uncapped-line.md).
 if redis.call('GET', KEYS[5]) ~= ARGV[1] then return {'not_owner'} end
-local d = redis.call('HMGET', KEYS[3], CF_DRAW_LEFT, CF_DRAW_DONE, CF_ABANDON_AFTER_MS, CF_STATUS_TTL_MS)
+local d = redis.call('HMGET', KEYS[3], CF_DRAW_LEFT, CF_DRAW_DONE, CF_ABANDON_AFTER_MS)
 local left, done = tonumber(d[1] or '0'), tonumber(d[2] or '0')
 if left == 0 or done ~= tonumber(ARGV[3]) then return {'moved', done} end
 local base = ARGV[2]
-local abandon_after, status_ttl = tonumber(d[3]), tonumber(d[4])
+local abandon_after = tonumber(d[3])
 local now = now_ms()
-local alive = seen_checker(base, now, abandon_after)
 local want = math.min(#ARGV - 3, left)
-local batch = redis.call('ZRANGE', KEYS[1], done, done + want - 1, 'WITHSCORES')
+local batch = redis.call('ZRANGE', KEYS[1], done, done + want - 1)
 local placed, dropped = 0, 0
-local abandoned_rec = record(ST_ABANDONED, now)
-for i = 1, #batch, 2 do
-  local uid = batch[i]
-  if alive(pre_seq(tonumber(batch[i + 1]))) then
-    local ticket = tonumber(ARGV[3 + (i + 1) / 2])
-    redis.call('ZADD', KEYS[2], 'NX', ticket, uid)
-    mark_seen(base, now, ticket, abandon_after)
-    placed = placed + 1
-  else
-    redis.call('SET', base .. K_STATUS .. uid, abandoned_rec, 'PX', status_ttl)
-    dropped = dropped + 1
-  end
+for i = 1, #batch do
+  local ticket = tonumber(ARGV[3 + i])
+  redis.call('ZADD', KEYS[2], 'NX', ticket, batch[i])
+  mark_seen(base, now, ticket, abandon_after)
+  placed = placed + 1
 end
-local moved = #batch / 2
+local moved = #batch
 -- `draw` holds exactly the unplaced visitors from the cursor on; an empty
 -- batch (it cannot be, unless the key was removed by hand) ends the draw.
 left = moved == 0 and 0 or left - moved

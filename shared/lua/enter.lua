@@ -36,11 +36,12 @@ local uid, base = ARGV[1], ARGV[2]
 -- The budget's and passthrough's settings come with the rest of the
 -- config: one HMGET.
 local CFG_BUDGET_PER_MINUTE, CFG_BUDGET_BURST, CFG_PASSTHROUGH, CFG_MAX_ACTIVE, CFG_TOKEN_TTL,
-  CFG_RATE_NOW, CFG_TICK, CFG_STATUS_TTL, CFG_PLACES_CAP = CFG_MORE, CFG_MORE + 1, CFG_MORE + 2,
-  CFG_MORE + 3, CFG_MORE + 4, CFG_MORE + 5, CFG_MORE + 6, CFG_MORE + 7, CFG_MORE + 8
+  CFG_RATE_NOW, CFG_TICK, CFG_STATUS_TTL, CFG_PLACES_CAP, CFG_CROWD = CFG_MORE, CFG_MORE + 1,
+  CFG_MORE + 2, CFG_MORE + 3, CFG_MORE + 4, CFG_MORE + 5, CFG_MORE + 6, CFG_MORE + 7, CFG_MORE + 8,
+  CFG_MORE + 9
 local cfg = read_config(KEYS[6], CF_ENTRY_BUDGET_PER_MINUTE, CF_ENTRY_BUDGET_BURST,
   CF_IDLE_PASSTHROUGH, CF_MAX_ACTIVE, CF_TOKEN_TTL_MS, CF_RATE_NOW, CF_TICK_MS, CF_STATUS_TTL_MS,
-  CF_ENTRY_PLACES_PER_ADDRESS)
+  CF_ENTRY_PLACES_PER_ADDRESS, CF_CHALLENGE_CROWD)
 local now = now_ms()
 
 local ticket = redis.call('ZSCORE', KEYS[1], uid)
@@ -50,12 +51,9 @@ if ticket then
   return line_reply(KEYS[1], uid, ticket, cfg, now)
 end
 local left = drawing_left(cfg)
-local pre_ticket = redis.call('ZSCORE', KEYS[9], uid)
-if not pre_ticket and left > 0 then pre_ticket = redis.call('ZSCORE', KEYS[10], uid) end
-if pre_ticket then
-  if cfg[CFG_ABANDON] then mark_seen(base, now, pre_seq(tonumber(pre_ticket)), tonumber(cfg[CFG_ABANDON])) end
-  return pre_queue_reply(cfg, now)
-end
+local slot, sealed = redis.call('ZSCORE', KEYS[9], uid), false
+if not slot and left > 0 then slot, sealed = redis.call('ZSCORE', KEYS[10], uid), true end
+if slot then return pre_queue_reply(cfg, now, slot, draw_number(KEYS[6], sealed)) end
 
 local current = settled_state(KEYS[3], KEYS[4])
 if current[1] == 'admitted' or current[1] == 'in_flight' then
@@ -79,7 +77,7 @@ local pre_queue = before_opening(cfg, now)
 local pre_exists = redis.call('EXISTS', KEYS[9]) == 1
 if not pre_queue and pre_exists then
   if left == 0 then
-    left = seal(KEYS[9], KEYS[10], KEYS[2], KEYS[6], KEYS[11])
+    left = seal(KEYS[9], KEYS[10], KEYS[2], KEYS[6], KEYS[11], KEYS[1])
     pre_exists = false
   else
     pre_queue = true
@@ -95,9 +93,11 @@ if ARGV[6] ~= '' then
   return {'guard', ARGV[6]}
 end
 -- The level in force, as shared/src/guard challenge_level computes it from
--- the same size: 2 from three quarters full, 1 from half full, else 0.
+-- the same size: 2 from three quarters of challenge_crowd, 1 from half of
+-- it, else 0 (max_waiting before that setting existed).
 if ARGV[8] ~= '' then
-  local level = (size * 4 >= max * 3 and 2) or (size * 2 >= max and 1) or 0
+  local crowd = tonumber(cfg[CFG_CROWD] or '') or max
+  local level = (size * 4 >= crowd * 3 and 2) or (size * 2 >= crowd and 1) or 0
   if tonumber(ARGV[8]) < level then
     redis.call('HINCRBY', KEYS[7], SF_REFUSED_STALE, 1)
     return {'stale'}
@@ -180,13 +180,13 @@ end
 local abandon_after = tonumber(cfg[CFG_ABANDON])
 if pre_queue then
   -- Ranked for the draw by its address group's round, then by arrival.
-  local round = draw_round(KEYS[11], ARGV[3], ARGV[9], ARGV[10])
-  local pre_ticket_new = redis.call('INCR', KEYS[2])
-  redis.call('ZADD', KEYS[9], (round - 1) * ROUND_SPAN + pre_ticket_new, uid)
-  mark_seen(base, now, pre_ticket_new, abandon_after)
+  -- Not marked seen: a pre-queue is far back, where nobody is dropped for
+  -- silence (the grace starts when the draw places it).
+  local score = draw_slot(KEYS[11], ARGV[3], ARGV[9], ARGV[10])
+  redis.call('ZADD', KEYS[9], score, uid)
   count_place()
   redis.call('HINCRBY', KEYS[7], SF_ENTERED, 1)
-  return pre_queue_reply(cfg, now)
+  return pre_queue_reply(cfg, now, score, draw_number(KEYS[6], false))
 end
 
 -- Idle passthrough: nobody waits (size counts the line, a draw and a

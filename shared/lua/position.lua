@@ -1,5 +1,6 @@
--- position: the user's state; a waiting or pre-queued user is marked as
--- seen (not a leaver).
+-- position: the user's state; a waiting user is marked as seen (not a
+-- leaver). A pre-queued one need not be: nobody is dropped from a
+-- pre-queue for silence.
 -- KEYS[1] waiting  KEYS[2] token:<uid>  KEYS[3] status:<uid>  KEYS[4] config
 -- KEYS[5] pre  KEYS[6] draw
 -- ARGV[1] uid  ARGV[2] key base '<prefix>:{<queue>}:' (for the seen bitmaps)
@@ -14,11 +15,7 @@ if ticket then
   if cfg[CFG_ABANDON] then mark_seen(base, now, ticket, tonumber(cfg[CFG_ABANDON])) end
   return line_reply(KEYS[1], uid, ticket, cfg, now)
 end
-local pre = redis.call('ZSCORE', KEYS[5], uid) or redis.call('ZSCORE', KEYS[6], uid)
-if pre then
-  local cfg = read_config(KEYS[4])
-  local now = now_ms()
-  if cfg[CFG_ABANDON] then mark_seen(base, now, pre_seq(tonumber(pre)), tonumber(cfg[CFG_ABANDON])) end
-  return pre_queue_reply(cfg, now)
-end
+local slot, sealed = redis.call('ZSCORE', KEYS[5], uid), false
+if not slot then slot, sealed = redis.call('ZSCORE', KEYS[6], uid), true end
+if slot then return pre_queue_reply(read_config(KEYS[4]), now_ms(), slot, draw_number(KEYS[4], sealed)) end
 return settled_state(KEYS[2], KEYS[3])

@@ -145,25 +145,20 @@ local function drawing_left(cfg)
   return tonumber(cfg[CFG_DRAW_LEFT] or '0')
 end
 
--- A pre-queued visitor's score is (round - 1) * ROUND_SPAN + pre-ticket
--- (fields.rs DRAW_ROUND_SPAN): the pre-ticket is what the seen bitmaps
--- index.
-local function pre_seq(score)
-  return score % ROUND_SPAN
-end
-
--- The `groups` hash also keeps each round's size, as field GR_ROUND ..
--- round (no address group starts with it): the seal reads them at once.
-local function round_field(score)
-  return GR_ROUND .. (math.floor(score / ROUND_SPAN) + 1)
-end
-
--- The draw round of a new pre-queued identity from address group `group`
--- (and, for IPv6, its /56 and /48, '' for IPv4): its group's count of
--- pre-queued identities with this one, a /56 counted as at most PER_56
--- addresses and a /48 as at most PER_48. '' (no address): round 1. The
--- round's size counts it.
-local function draw_round(groups_key, group, net56, net48)
+-- A pre-queued visitor's score is (round - 1) * ROUND_SPAN + index, its
+-- 1-based arrival index in its round (fields.rs DRAW_ROUND_SPAN): its slot
+-- in the draw's permutation, which the edge can evaluate from the slot
+-- signed into its cookie (shared/src/draw.rs). Nobody leaves a pre-queue
+-- for silence (liveness is checked once a visitor nears the head), so the
+-- indices stay dense: the k-th visitor of a round is at index k.
+-- The draw slot of a new pre-queued identity from address group `group`
+-- (and, for IPv6, its /56 and /48, '' for IPv4): its round is its group's
+-- count of pre-queued identities with this one, a /56 counted as at most
+-- PER_56 addresses and a /48 as at most PER_48 ('' no address: round 1);
+-- its index the round's size with it (the `groups` hash keeps each round's
+-- size as field GR_ROUND .. round; no address group starts with it).
+-- Returns the score.
+local function draw_slot(groups_key, group, net56, net48)
   local round = 1
   if group ~= '' then
     round = redis.call('HINCRBY', groups_key, group, 1)
@@ -175,15 +170,16 @@ local function draw_round(groups_key, group, net56, net48)
     -- (the score stays exact below 2^53).
     round = math.min(round, MAX_ROUND)
   end
-  redis.call('HINCRBY', groups_key, GR_ROUND .. round, 1)
-  return round
+  local index = redis.call('HINCRBY', groups_key, GR_ROUND .. round, 1)
+  return (round - 1) * ROUND_SPAN + index
 end
 
--- The sizes of a sealed draw's rounds, in round order, without the empty
--- ones: from the counts `enter` kept (and the leaver scan lowered), read
--- with one HMGET per 1,000 rounds up to the last visitor's. Counts that do
--- not add up to `n` (a pre-queue written before rounds were counted) are
--- recounted from `draw`, two calls per round.
+-- The sizes of a sealed draw's rounds, in round order from round 1, the
+-- empty ones as 0 (a round's position in the list is its number): the
+-- counts `enter` kept, read with one HMGET per 1,000 rounds up to the last
+-- visitor's. Counts that do not add up to `n` (a pre-queue some older
+-- version wrote) give '' instead: one round, ranked by score, which the
+-- scheduler can still draw but whose slots no cookie may name.
 local function round_sizes(groups_key, draw_key, n)
   local top = redis.call('ZRANGE', draw_key, -1, -1, 'WITHSCORES')
   local last = math.floor(tonumber(top[2]) / ROUND_SPAN) + 1
@@ -193,50 +189,51 @@ local function round_sizes(groups_key, draw_key, n)
     for r = from, math.min(from + 999, last) do fields[#fields + 1] = GR_ROUND .. r end
     for _, v in ipairs(redis.call('HMGET', groups_key, unpack(fields))) do
       local size = tonumber(v or '0') or 0
-      if size > 0 then
-        sizes[#sizes + 1] = size
-        total = total + size
-      end
+      sizes[#sizes + 1] = size
+      total = total + size
     end
   end
-  if total == n then return sizes end
-  sizes = {}
-  -- Bounds are passed as numbers or formatted with %d: Lua's own tostring
-  -- keeps only 14 digits.
-  local from = 0
-  while true do
-    local first = redis.call('ZRANGEBYSCORE', draw_key, from, '+inf', 'WITHSCORES', 'LIMIT', 0, 1)
-    if #first == 0 then break end
-    local r = math.floor(tonumber(first[2]) / ROUND_SPAN)
-    from = (r + 1) * ROUND_SPAN
-    sizes[#sizes + 1] = redis.call('ZCOUNT', draw_key, r * ROUND_SPAN, string.format('(%d', from))
-  end
-  return sizes
+  if total == n then return table.concat(sizes, ',') end
+  return ''
 end
 
 -- Seals the pre-queue: RENAME, INCRBY, and the rounds' sizes for the
--- scheduler's permutation (one HGETALL of `groups`). Returns how many
--- visitors the draw places. Only called once the opening has passed, no
--- draw runs and `pre` exists. The group counts start again for the next
--- pre-queue.
-local function seal(pre_key, draw_key, seq_key, config_key, groups_key)
+-- permutation. Returns how many visitors the draw places. Only called
+-- once the opening has passed, no draw runs and `pre` exists. The group
+-- counts start again for the next pre-queue. Also kept for the edge: the
+-- draw's number (draw_number counts the seals: a slot is signed with the
+-- number its pre-queue gets, so it never reads another draw) and the
+-- visitors in line ahead of the reserved range (draw_ahead).
+local function seal(pre_key, draw_key, seq_key, config_key, groups_key, waiting_key)
   local n = redis.call('ZCARD', pre_key)
   if n == 0 then return 0 end
   redis.call('RENAME', pre_key, draw_key)
-  local sizes = round_sizes(groups_key, draw_key, n)
+  local rounds = round_sizes(groups_key, draw_key, n)
   redis.call('UNLINK', groups_key)
   local last = redis.call('INCRBY', seq_key, n)
+  redis.call('HINCRBY', config_key, CF_DRAW_NUMBER, 1)
   redis.call('HSET', config_key, CF_DRAW_BASE, last - n, CF_DRAW_END, last, CF_DRAW_LEFT, n,
-    CF_DRAW_DONE, 0, CF_DRAW_ROUNDS, table.concat(sizes, ','))
+    CF_DRAW_DONE, 0, CF_DRAW_ROUNDS, rounds, CF_DRAW_AHEAD, redis.call('ZCARD', waiting_key))
   redis.call('HDEL', config_key, CF_DRAW_SEED)
   return n
 end
 
 -- {'pre_queue', opens at (ms, '' once cleared), now, poll min, poll max,
---  opening spread, abandon after}: no position exists before the draw.
-local function pre_queue_reply(cfg, now)
+--  opening spread, abandon after, the visitor's draw slot (its score) and
+--  the number of the draw it belongs to ('' '' for a drawn visitor already
+--  on its ticket while the draw runs)}: no position exists before the
+--  draw.
+local function pre_queue_reply(cfg, now, slot, number)
   return {'pre_queue', cfg[CFG_OPENS_AT] or '', now, cfg[CFG_POLL_MIN] or '', cfg[CFG_POLL_MAX] or '',
-    cfg[CFG_SPREAD] or '', cfg[CFG_ABANDON] or ''}
+    cfg[CFG_SPREAD] or '', cfg[CFG_ABANDON] or '', slot or '', number or ''}
+end
+
+-- The number of the draw a pre-queued visitor's slot belongs to: the last
+-- sealed one for a visitor of `draw` (sealed), the next one for `pre`.
+local function draw_number(config_key, sealed)
+  local n = tonumber(redis.call('HGET', config_key, CF_DRAW_NUMBER) or '0')
+  if sealed then return n end
+  return n + 1
 end
 
 -- The reply for a user in the line. While a draw runs, a drawn user has no

@@ -42,6 +42,9 @@ names!(
         CHALLENGE_MAX_NUMBER = "challenge_max_number",
         /// Setting: a challenge's lifetime.
         CHALLENGE_TTL_MS = "challenge_ttl_ms",
+        /// Setting: the line size the challenge's difficulty levels count
+        /// from.
+        CHALLENGE_CROWD = "challenge_crowd",
         /// Setting: whether origin control steers the rate.
         ORIGIN_CONTROL = "origin_control",
         /// Setting: the lowest rate origin control cuts to.
@@ -113,7 +116,17 @@ names!(
         /// …) and by arrival within a round; each round's places are drawn
         /// among its own visitors only. Set when the pre-queue is sealed
         /// (absent in a draw sealed before rounds existed: one round).
+        /// Every round from 1 to the last is listed, an empty one as 0,
+        /// so a round's number is its place in the list; '' for a
+        /// pre-queue whose counts did not add up (one round).
         DRAW_ROUNDS = "draw_rounds",
+        /// Draw: how many pre-queues were sealed, so the number of the
+        /// last draw. A slot's place cookie names the number of its draw,
+        /// so it never reads another (docs/uncapped-line.md).
+        DRAW_NUMBER = "draw_number",
+        /// Draw: visitors in line ahead of the reserved range at sealing:
+        /// a drawn place's position while the draw runs is behind them.
+        DRAW_AHEAD = "draw_ahead",
     }
 );
 
@@ -186,9 +199,10 @@ names!(
 );
 
 /// A pre-queued visitor's score in `pre` and `draw` is
-/// `(round − 1) × DRAW_ROUND_SPAN + pre-ticket`: ranked by draw round
-/// first, by arrival within it. Pre-tickets stay far below 2^32 and rounds
-/// below 2^21, so the score is exact in a double.
+/// `(round − 1) × DRAW_ROUND_SPAN + index`, its 1-based arrival index in
+/// its round ([`crate::draw::DrawSlot`]): ranked by draw round first, by
+/// arrival within it. Indices stay below 2^32 and rounds below 2^21, so
+/// the score is exact in a double.
 pub const DRAW_ROUND_SPAN: u64 = 1 << 32;
 
 /// The last draw round: an address group's identities beyond it share it.
@@ -386,6 +400,8 @@ mod tests {
                 config::DRAW_DONE,
                 config::DRAW_SEED,
                 config::DRAW_ROUNDS,
+                config::DRAW_NUMBER,
+                config::DRAW_AHEAD,
                 config::TARGET_RATE,
                 config::ORIGIN_CUT_AT,
                 config::ORIGIN_ERROR_SHARE,

@@ -6,6 +6,7 @@
 //! * [`fields`] — the fields of the queue's hashes and records.
 //! * [`guard`] — the entry guard: address budgets, proof of work.
 //! * [`script`] — the Lua scripts (`lua/*.lua`) and their SHA-1s.
+//! * [`draw`] — the pre-queue's draw: a keyed permutation both sides evaluate.
 //! * [`ops`] — one typed request and reply per script.
 //! * [`value`] — the reply type both clients convert into.
 //! * [`settings`] — queue settings, their validation and hash codec.
@@ -16,6 +17,7 @@
 #[macro_use]
 mod names;
 
+pub mod draw;
 pub mod fields;
 pub mod guard;
 pub mod keys;

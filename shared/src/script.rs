@@ -324,22 +324,22 @@ mod tests {
     }
 
     const PINNED: &[(&str, &str)] = &[
-        ("enter", "230ee1c8403a8d65747ef05f6a3868c32e52eb06"),
-        ("position", "54db5c4f1d7f10e156e49eccea47a8b23b21da70"),
-        ("admit", "4566ef17c70b872a891edc1c1de9e6c285c60aa4"),
-        ("consume", "aa6c7665b3edd89e358a888f2996741dba52aebe"),
-        ("settle", "5f1aae9908f3a2a608b5bfd5b1d6e930372d9459"),
+        ("enter", "11cf6034272b2554c067ae374adcf70951bb1dba"),
+        ("position", "737cec025aca66697fa22b569ca2c4b7470b1dfc"),
+        ("admit", "3ebabf1669240a2e8c1d2c414e63ebed9d9795e3"),
+        ("consume", "c33353d663737e96989dd4e803774e9b48313bce"),
+        ("settle", "a67ae43400eed643d1db8fd2c2450233cacb3672"),
         ("lease_acquire", "4417c0c8463d1512b8a962680ec405744d0ecf6b"),
         ("lease_release", "d4530721362acba6eca833ae5bc15a5d5b5b9ad2"),
         ("configure", "1d52985d53a6c04b90e28d5a62f889228d80d953"),
         ("set_state", "ae9c182fa0a45b938998d992eae146e34fe08ffe"),
         ("status", "ad9e99bb0fd0e55027c706afebaa60cb3faaf0a1"),
-        ("challenge", "9a4aa960d3516e005886af4aaba3b4f138aeb746"),
-        ("origin_window", "06ab2777976d0c2ca38a853c42d93d5cf4ebd77d"),
-        ("pass", "a041a1e8f781a9e5a99a53474cf3e20363f1cb56"),
-        ("draw_open", "9322c6eddc80ccbf3033881473ac9d226eef2739"),
-        ("draw_place", "30bc9aa125dd27fa6f34cc2530b3df5d1c2abc68"),
+        ("challenge", "7ddc798cf5411083989d479cbf9d6f1b1252b701"),
+        ("origin_window", "4af783003c572d533596b6816af6e2daac821568"),
+        ("pass", "aad3b0d91b724a0cf7a4236d42c8f1f3a2781a9a"),
+        ("draw_open", "40054c1eadb54414a7fd2587660d472f2959e341"),
+        ("draw_place", "25bb5bb36506c9f0f9fbb63acd36789690ec7b41"),
         ("schedule", "21a081b0dab3004d63b1ea6556d565bf4a8c48c8"),
-        ("unconsume", "82332182acea2a0a311ad758e3b0c9a8b5c1bf5b"),
+        ("unconsume", "26af9d549f9f677f01e5fe8f4a82e08ba0533c49"),
     ];
 }

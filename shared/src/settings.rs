@@ -16,8 +16,11 @@ pub struct Settings {
     pub admit_rate_per_second: f64,
     /// Order slots the origin can have in use at once.
     pub max_active: u64,
-    /// Longest line accepted; the seed design sizes it as the longest
-    /// acceptable wait times the admit rate (5 min × 175/s).
+    /// Longest line accepted (waiting, pre-queued and being drawn): a
+    /// safety limit set by Redis memory, no longer a way to shape traffic,
+    /// since far-back visitors cost Redis nothing per poll
+    /// (docs/uncapped-line.md). The default, 10,000,000, needs about
+    /// 1.4 GB of Redis memory (BENCHMARKS.md, *Queue engine*).
     pub max_waiting: u64,
     /// How long an issued entry token stays valid.
     pub token_ttl_ms: u64,
@@ -66,6 +69,11 @@ pub struct Settings {
     /// Proof-of-work difficulty: the ALTCHA `maxnumber` (a solver tries
     /// half of it on average); doubled as the line fills up.
     pub challenge_max_number: u64,
+    /// The line size the difficulty counts from: doubled from half of it,
+    /// doubled again from three quarters. The default, 52,500, is the old
+    /// line cap (5 min at 175/s), so a crowd pays what it paid when that
+    /// cap was the limit.
+    pub challenge_crowd: u64,
     /// How long a challenge may be solved and used (at most 2 min: a
     /// solution is a stock of places taken at once, and a short life keeps
     /// that stock from being gathered in advance).
@@ -124,7 +132,7 @@ impl Default for Settings {
             tick_ms: 100,
             admit_rate_per_second: 175.0,
             max_active: 1_000,
-            max_waiting: 52_500,
+            max_waiting: 10_000_000,
             token_ttl_ms: 300_000,
             status_ttl_ms: 420_000,
             activation_jitter_ms: 2_000,
@@ -141,6 +149,7 @@ impl Default for Settings {
             entry_budget_burst: 40,
             entry_places_per_address: 0,
             challenge_max_number: 100_000,
+            challenge_crowd: 52_500,
             challenge_ttl_ms: 120_000,
             origin_control: true,
             min_admit_rate_per_second: 1.0,
@@ -316,6 +325,9 @@ impl Settings {
                 self.challenge_max_number,
                 "must be 1000 to 100000000",
             ));
+        }
+        if self.challenge_crowd == 0 {
+            return Err(invalid("challenge_crowd", 0, "must be at least 1"));
         }
         if !(10_000..=120_000).contains(&self.challenge_ttl_ms) {
             return Err(invalid(
@@ -494,7 +506,8 @@ mod tests {
     fn defaults_are_valid_and_match_the_seed_design() {
         let s = Settings::default();
         s.validate().unwrap();
-        assert_eq!(s.max_waiting, (300.0 * s.admit_rate_per_second) as u64);
+        assert_eq!(s.challenge_crowd, (300.0 * s.admit_rate_per_second) as u64);
+        assert_eq!(s.max_waiting, 10_000_000);
         assert_eq!(s.tick_ms, 100);
         assert_eq!(s.token_ttl_ms, 5 * 60_000);
         assert_eq!(s.status_ttl_ms, 7 * 60_000);
@@ -634,6 +647,13 @@ mod tests {
                     ..Default::default()
                 },
                 "challenge_max_number",
+            ),
+            (
+                Settings {
+                    challenge_crowd: 0,
+                    ..Default::default()
+                },
+                "challenge_crowd",
             ),
             (
                 Settings {

@@ -5,8 +5,10 @@
 //! the head, or whenever the snapshot cannot be trusted, the edge asks
 //! Redis as before.
 
+use crate::draw::{DrawPermutation, DrawSlot};
 use crate::fields::config;
-use crate::policy::PollPolicy;
+use crate::ops::{parse_rounds, DrawSeed};
+use crate::policy::{PollPolicy, PreQueuePolicy};
 use crate::settings::QueueState;
 use crate::state::UserState;
 
@@ -19,7 +21,7 @@ pub const REFRESH_MS: u64 = 1_000;
 
 /// The config fields a snapshot is read from, in [`Snapshot::decode`]'s
 /// order (one `HMGET`).
-pub const FIELDS: [&str; 12] = [
+pub const FIELDS: [&str; 21] = [
     config::ZONE_FRONT,
     config::ZONE_COUNT,
     config::TAIL,
@@ -32,7 +34,40 @@ pub const FIELDS: [&str; 12] = [
     config::POLL_MIN_MS,
     config::POLL_MAX_MS,
     config::MARKS,
+    config::OPENS_AT,
+    config::OPENING_SPREAD_MS,
+    config::ABANDON_AFTER_MS,
+    config::DRAW_BASE,
+    config::DRAW_END,
+    config::DRAW_ROUNDS,
+    config::DRAW_SEED,
+    config::DRAW_NUMBER,
+    config::DRAW_AHEAD,
 ];
+
+/// The last sealed draw, as far as the edge can evaluate it: its seed is
+/// set and its rounds were kept.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SnapDraw {
+    /// The last ticket before its reserved range.
+    pub base: u64,
+    /// Its rounds' sizes from round 1.
+    pub rounds: Vec<u64>,
+    /// Its permutation's seed.
+    pub seed: DrawSeed,
+    /// Visitors in line ahead of the range at sealing.
+    pub ahead: u64,
+}
+
+/// What the snapshot says to a visitor holding a draw slot.
+#[derive(Debug, Clone, PartialEq)]
+pub enum SlotAnswer {
+    /// The answer itself: still pre-queued, or drawn while the draw runs.
+    State(UserState),
+    /// The drawn ticket: the draw is over, and the visitor is answered as
+    /// one holding this ticket.
+    Ticket(u64),
+}
 
 /// One queue's snapshot.
 #[derive(Debug, Clone, PartialEq)]
@@ -58,6 +93,14 @@ pub struct Snapshot {
     /// Points `(rank, ticket)` of the far part's rank-to-ticket map, in
     /// order (up to a second older than the rest).
     pub marks: Vec<(u64, u64)>,
+    /// The scheduled opening, if any.
+    pub opens_at: Option<u64>,
+    /// The pre-queue's poll policy.
+    pub pre_policy: PreQueuePolicy,
+    /// The number of the last sealed draw (0: none yet).
+    pub sealed: u64,
+    /// The last draw, when its slots can be evaluated here.
+    pub draw: Option<SnapDraw>,
 }
 
 impl Snapshot {
@@ -86,7 +129,72 @@ impl Snapshot {
                 poll_max_ms: int(10)?,
             },
             marks: text(11).map(parse_marks).unwrap_or_default(),
+            opens_at: int(12),
+            pre_policy: PreQueuePolicy {
+                poll_min_ms: int(9)?,
+                poll_max_ms: int(10)?,
+                opening_spread_ms: int(13)?,
+                abandon_after_ms: int(14)?,
+            },
+            sealed: int(19).unwrap_or(0),
+            draw: (|| {
+                let base = int(15)?;
+                Some(SnapDraw {
+                    base,
+                    rounds: parse_rounds(text(17)?, int(16)?.checked_sub(base)?)?,
+                    seed: DrawSeed::parse(text(18)?)?,
+                    ahead: int(20)?,
+                })
+            })(),
         })
+    }
+
+    /// The answer for a visitor whose signed slot is `slot` in draw
+    /// number `number`, at `now_ms`; `spread` in `[0, 1)` is this reply's
+    /// random draw for the opening's spread window. `None` sends the poll
+    /// to Redis.
+    ///
+    /// Before that draw is sealed the visitor is pre-queued for the
+    /// scheduled opening; once it is sealed and seeded, its place is the
+    /// permutation's
+    /// (shared/src/draw.rs), the same the scheduler places it on: while the
+    /// draw runs it waits behind the visitors ahead of the range, and once
+    /// the draw is over it holds its ticket.
+    pub fn slot(
+        &self,
+        number: u64,
+        slot: DrawSlot,
+        now_ms: u64,
+        spread: f64,
+    ) -> Option<SlotAnswer> {
+        if !self.is_fresh(now_ms) || self.state == QueueState::Closed {
+            return None;
+        }
+        if number == self.sealed {
+            let d = self.draw.as_ref()?;
+            let place =
+                DrawPermutation::new(&d.seed.bytes()).place(&d.rounds, slot.round, slot.index)?;
+            if self.draw_left == 0 {
+                return Some(SlotAnswer::Ticket(d.base + place + 1));
+            }
+            let position = d.ahead + place + 1;
+            let admitting = self.state.admits();
+            return Some(SlotAnswer::State(UserState::Waiting {
+                position,
+                eta_seconds: self
+                    .policy
+                    .eta_seconds(position, self.measured_rate, admitting),
+                retry_after_ms: self
+                    .policy
+                    .retry_after_ms(position, self.measured_rate, admitting),
+                approximate: true,
+            }));
+        }
+        let opens = self.opens_at.filter(|_| number == self.sealed + 1)?;
+        Some(SlotAnswer::State(UserState::PreQueue {
+            opens_at: opens,
+            retry_after_ms: self.pre_policy.retry_after_ms(opens, now_ms, spread),
+        }))
     }
 
     /// Whether the snapshot may answer at `now_ms` (the edge's clock).
@@ -201,6 +309,15 @@ mod tests {
                 poll_max_ms: 30_000,
             },
             marks: Vec::new(),
+            opens_at: None,
+            pre_policy: PreQueuePolicy {
+                poll_min_ms: 1_000,
+                poll_max_ms: 30_000,
+                opening_spread_ms: 30_000,
+                abandon_after_ms: 90_000,
+            },
+            sealed: 0,
+            draw: None,
         }
     }
 
@@ -328,11 +445,46 @@ mod tests {
             "1000",
             "30000",
             "",
+            "",
+            "30000",
+            "90000",
+            "",
+            "",
+            "",
+            "",
+            "",
+            "",
         ]
         .iter()
         .map(|t| Some(t.to_string()))
         .collect();
         assert_eq!(Snapshot::decode(&full), Some(snapshot()));
+        // A draw is read once seeded and signed for an opening.
+        let mut drawn = full.clone();
+        for (i, v) in [
+            (15, "1000000"),
+            (16, "1000010"),
+            (17, "7,0,3"),
+            (18, &"ab".repeat(32)),
+            (19, "3"),
+            (20, "12"),
+        ] {
+            drawn[i] = Some(v.to_string());
+        }
+        let read = Snapshot::decode(&drawn).unwrap();
+        assert_eq!(read.sealed, 3);
+        let d = read.draw.unwrap();
+        assert_eq!((d.base, d.ahead), (1_000_000, 12));
+        assert_eq!(d.rounds, [7, 0, 3]);
+        for (i, unusable) in [(18, ""), (17, "7,0,4"), (17, "")] {
+            let mut bad = drawn.clone();
+            bad[i] = Some(unusable.to_string());
+            assert_eq!(
+                Snapshot::decode(&bad).unwrap().draw,
+                None,
+                "{i}: {unusable:?}"
+            );
+        }
         let mut before_a_tick = full.clone();
         before_a_tick[0] = None;
         assert_eq!(Snapshot::decode(&before_a_tick), None);
@@ -343,5 +495,105 @@ mod tests {
             Snapshot::decode(&marked).unwrap().marks,
             [(37_801, 37_801), (45_362, 45_400)]
         );
+    }
+
+    fn drawn(left: u64) -> Snapshot {
+        Snapshot {
+            draw_left: left,
+            opens_at: Some(NOW - 60_000),
+            sealed: 4,
+            draw: Some(SnapDraw {
+                base: 2_000,
+                rounds: vec![900_000, 0, 100_000],
+                seed: DrawSeed::from_random([9; 32]),
+                ahead: 1_500,
+            }),
+            ..snapshot()
+        }
+    }
+
+    #[test]
+    fn a_slot_reads_its_place_from_the_draw() {
+        let opens = 4;
+        let perm = DrawPermutation::new(&[9; 32]);
+        let rounds = [900_000, 0, 100_000];
+        let slot = DrawSlot {
+            round: 3,
+            index: 41,
+        };
+        let place = perm.place(&rounds, 3, 41).unwrap();
+        assert!(place >= 900_000, "round 3 comes after round 1");
+        // The draw is over: the drawn ticket.
+        assert_eq!(
+            drawn(0).slot(opens, slot, NOW, 0.5),
+            Some(SlotAnswer::Ticket(2_000 + place + 1))
+        );
+        // While it runs: behind the visitors ahead of the range.
+        match drawn(5).slot(opens, slot, NOW, 0.5) {
+            Some(SlotAnswer::State(UserState::Waiting {
+                position,
+                approximate: true,
+                ..
+            })) => assert_eq!(position, 1_500 + place + 1),
+            other => panic!("{other:?}"),
+        }
+        // A slot of another opening, outside the rounds, or under a stale
+        // or closed snapshot goes to Redis.
+        assert_eq!(
+            drawn(0).slot(opens - 1, slot, NOW, 0.5),
+            None,
+            "an earlier draw"
+        );
+        assert_eq!(
+            drawn(0).slot(opens, DrawSlot { round: 2, index: 0 }, NOW, 0.5),
+            None
+        );
+        assert_eq!(
+            drawn(0).slot(opens, slot, NOW + MAX_AGE_MS + 1_000, 0.5),
+            None
+        );
+        let closed = Snapshot {
+            state: QueueState::Closed,
+            ..drawn(0)
+        };
+        assert_eq!(closed.slot(opens, slot, NOW, 0.5), None);
+    }
+
+    #[test]
+    fn before_its_draw_a_slot_is_pre_queued() {
+        let opens = NOW + 600_000;
+        let s = Snapshot {
+            opens_at: Some(opens),
+            ..drawn(0)
+        };
+        let slot = DrawSlot { round: 1, index: 0 };
+        // Draw 4 is the last sealed: this pre-queue will be number 5.
+        assert_eq!(
+            s.slot(5, slot, NOW, 0.0),
+            Some(SlotAnswer::State(UserState::PreQueue {
+                opens_at: opens,
+                retry_after_ms: 30_000,
+            }))
+        );
+        // Past the opening, not sealed yet: the spread window.
+        let (now, spread) = (opens + 200, 0.5);
+        let expected = s.pre_policy.retry_after_ms(opens, now, spread);
+        let later = Snapshot {
+            snap_at: opens,
+            ..s.clone()
+        };
+        assert_eq!(
+            later.slot(5, slot, now, spread),
+            Some(SlotAnswer::State(UserState::PreQueue {
+                opens_at: opens,
+                retry_after_ms: expected,
+            }))
+        );
+        assert_eq!(s.slot(6, slot, NOW, 0.0), None, "a later draw");
+        let unscheduled = Snapshot {
+            opens_at: None,
+            ..s.clone()
+        };
+        assert_eq!(unscheduled.slot(5, slot, NOW, 0.0), None);
     }
 }

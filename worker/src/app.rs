@@ -4,14 +4,15 @@
 
 use queuegate_edge::cookie::{cookie, set_cookie, PLACE_COOKIE, TOKEN_COOKIE};
 use queuegate_edge::identity::Key;
-use queuegate_edge::{altcha, place, url, TOKEN_HEADER};
+use queuegate_edge::place::{self, Held};
+use queuegate_edge::{altcha, url, TOKEN_HEADER};
 use queuegate_shared::guard::{EntryGuard, GuardCheck};
 use queuegate_shared::ops::{
     ChallengeTerms, Consume, ConsumeReply, Enter, EnterReply, Observed, Outcome, Pass, PassReply,
     Position, QueueNeeded, Refusal, Settle, Unconsume,
 };
 use queuegate_shared::policy::retry_after_header_seconds;
-use queuegate_shared::snapshot::{self, Snapshot};
+use queuegate_shared::snapshot::{self, SlotAnswer, Snapshot};
 use queuegate_shared::state::{StateReply, UserState};
 use queuegate_shared::token::EntryToken;
 use queuegate_shared::{QueueId, QueueKeys, Settings, UserId};
@@ -280,22 +281,50 @@ impl App {
         let (queue, keys) = self.queue(req)?;
         let visitor = self.identify(req, false)?;
         let place = Place::of(self.place_key(), req.cookies(), &queue, &visitor.user);
-        // A ticket the zone's front has passed is near for good: no
-        // snapshot is read for it.
-        let far = place.ticket.filter(|&t| {
-            self.snapshots
-                .front(queue.as_str())
-                .is_none_or(|front| t > front)
-        });
-        if let Some(ticket) = far {
-            let now = Date::now().as_millis();
-            if let Some(state) = self
-                .snapshot(&queue, &keys, now)
-                .await
-                .and_then(|s| s.far_back(ticket, now))
+        match place.held {
+            // A ticket the zone's front has passed is near for good: no
+            // snapshot is read for it.
+            Some(Held::Ticket(ticket))
+                if self
+                    .snapshots
+                    .front(queue.as_str())
+                    .is_none_or(|front| ticket > front) =>
             {
-                return self.reply(&queue, state, None);
+                let now = Date::now().as_millis();
+                if let Some(state) = self
+                    .snapshot(&queue, &keys, now)
+                    .await
+                    .and_then(|s| s.far_back(ticket, now))
+                {
+                    return self.reply(&queue, state, None);
+                }
             }
+            // A pre-queued visitor learns its drawn place from the draw's
+            // seed, not from Redis; once the draw is over it holds the
+            // ticket the scheduler placed it on, signed into its cookie.
+            Some(Held::Slot { draw, slot }) => {
+                let now = Date::now().as_millis();
+                if let Some(snap) = self.snapshot(&queue, &keys, now).await {
+                    match snap.slot(draw, slot, now, random_unit()?) {
+                        Some(SlotAnswer::State(state)) => return self.reply(&queue, state, None),
+                        Some(SlotAnswer::Ticket(ticket)) => {
+                            if let Some(state) = snap.far_back(ticket, now) {
+                                let resp = self.reply(&queue, state, None)?;
+                                let c = self.place_cookie(&place::mint(
+                                    self.place_key(),
+                                    &queue,
+                                    &visitor.user,
+                                    ticket,
+                                ));
+                                http::append(resp.headers(), "set-cookie", &c)?;
+                                return Ok(resp);
+                            }
+                        }
+                        None => {}
+                    }
+                }
+            }
+            _ => {}
         }
         let observed = self
             .redis()?
@@ -305,6 +334,16 @@ impl App {
             })
             .await?;
         self.state_reply(&queue, observed, None, Some(place))
+    }
+
+    /// The `Set-Cookie` of a place cookie holding `value`.
+    fn place_cookie(&self, value: &str) -> String {
+        set_cookie(
+            PLACE_COOKIE,
+            value,
+            crate::visitor::VISITOR_COOKIE_MAX_AGE_S,
+            self.config.cookie_secure,
+        )
     }
 
     /// The key place cookies are signed with: the identity secret.
@@ -351,12 +390,21 @@ impl App {
         place: Option<Place<'_>>,
     ) -> Result<Response, EdgeError> {
         let place_cookie = match (&observed, place) {
-            (Observed::Waiting(w), Some(p)) if p.ticket != Some(w.ticket) => Some(set_cookie(
-                PLACE_COOKIE,
-                &place::mint(self.place_key(), queue, p.user, w.ticket),
-                crate::visitor::VISITOR_COOKIE_MAX_AGE_S,
-                self.config.cookie_secure,
-            )),
+            (Observed::Waiting(w), Some(p)) if p.held != Some(Held::Ticket(w.ticket)) => {
+                Some(self.place_cookie(&place::mint(self.place_key(), queue, p.user, w.ticket)))
+            }
+            (Observed::PreQueue(f), Some(p)) => match (f.draw, f.slot) {
+                (Some(draw), Some(slot)) if p.held != Some(Held::Slot { draw, slot }) => {
+                    Some(self.place_cookie(&place::mint_slot(
+                        self.place_key(),
+                        queue,
+                        p.user,
+                        draw,
+                        slot,
+                    )))
+                }
+                _ => None,
+            },
             _ => None,
         };
         // Settings are published to Redis by the scheduler; the defaults
@@ -625,18 +673,18 @@ fn page_url(queue: &QueueId) -> String {
 }
 
 /// The place cookie a request brought, checked once: the visitor it must
-/// belong to, and its ticket if it is this visitor's, for this queue, and
-/// signed by us.
+/// belong to, and what it holds if it is this visitor's, for this queue,
+/// and signed by us.
 struct Place<'a> {
     user: &'a UserId,
-    ticket: Option<u64>,
+    held: Option<Held>,
 }
 
 impl<'a> Place<'a> {
     fn of(key: &Key, cookies: &str, queue: &QueueId, user: &'a UserId) -> Place<'a> {
         Place {
             user,
-            ticket: cookie(cookies, PLACE_COOKIE).and_then(|v| place::verify(key, v, queue, user)),
+            held: cookie(cookies, PLACE_COOKIE).and_then(|v| place::verify(key, v, queue, user)),
         }
     }
 }

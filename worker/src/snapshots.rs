@@ -75,7 +75,7 @@ impl SnapshotCache {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use queuegate_shared::policy::PollPolicy;
+    use queuegate_shared::policy::{PollPolicy, PreQueuePolicy};
     use queuegate_shared::QueueState;
 
     fn snap(at: u64) -> Snapshot {
@@ -94,6 +94,15 @@ mod tests {
                 poll_max_ms: 30_000,
             },
             marks: Vec::new(),
+            opens_at: None,
+            pre_policy: PreQueuePolicy {
+                poll_min_ms: 1_000,
+                poll_max_ms: 30_000,
+                opening_spread_ms: 30_000,
+                abandon_after_ms: 90_000,
+            },
+            sealed: 0,
+            draw: None,
         }
     }
 

@@ -63,14 +63,14 @@ pub struct EntryGuard<'a> {
 /// The highest difficulty level.
 pub const MAX_LEVEL: u8 = 2;
 
-/// The difficulty level in force for a line of `size` places out of
-/// `max_waiting`: 0 below half full, 1 from half full, 2 from three
+/// The difficulty level in force for a line of `size` places, against the
+/// queue's `challenge_crowd`: 0 below half of it, 1 from half, 2 from three
 /// quarters. `size` counts everyone a new place would queue behind: the
 /// waiting line, the pre-queue and the places a running draw has still to
 /// give out. The `enter` script computes the same levels from the same size
 /// (shared/lua/enter.lua) and refuses a solution of a lower level.
-pub fn challenge_level(size: u64, max_waiting: u64) -> u8 {
-    let max = max_waiting.max(1);
+pub fn challenge_level(size: u64, crowd: u64) -> u8 {
+    let max = crowd.max(1);
     if size.saturating_mul(4) >= max.saturating_mul(3) {
         2
     } else if size.saturating_mul(2) >= max {

@@ -152,7 +152,6 @@ impl Operation for Admit<'_> {
                 k.stats(),
                 k.guard(),
                 k.pre(),
-                k.groups(),
             ],
             args,
         }

@@ -77,16 +77,17 @@ impl Drawing {
     }
 }
 
-/// A draw's rounds as `draw_open` sends them: `'3,1'`; `''` (a draw sealed
-/// before rounds were kept) is one round of all `size` visitors. None when
-/// they do not parse or do not add up to `size`.
+/// A draw's rounds as `draw_open` sends them: `'3,0,1'` (every round from
+/// round 1, an empty one as 0); `''` (a draw whose rounds were not kept)
+/// is one round of all `size` visitors. None when they do not parse or do
+/// not add up to `size`.
 pub fn parse_rounds(text: &str, size: u64) -> Option<Vec<u64>> {
     if text.is_empty() {
         return Some(if size == 0 { Vec::new() } else { vec![size] });
     }
     let rounds = text
         .split(',')
-        .map(|n| n.parse::<u64>().ok().filter(|&n| n > 0))
+        .map(|n| n.parse::<u64>().ok())
         .collect::<Option<Vec<u64>>>()?;
     let total = rounds.iter().try_fold(0u64, |sum, &n| sum.checked_add(n))?;
     (total == size).then_some(rounds)
@@ -113,7 +114,15 @@ impl Operation for DrawOpen<'_> {
         let k = self.keys;
         Invocation {
             script: &DRAW_OPEN,
-            keys: vec![k.pre(), k.draw(), k.seq(), k.config(), k.lock(), k.groups()],
+            keys: vec![
+                k.pre(),
+                k.draw(),
+                k.seq(),
+                k.config(),
+                k.lock(),
+                k.groups(),
+                k.waiting(),
+            ],
             args: vec![self.owner.to_string(), self.seed.to_hex()],
         }
     }
@@ -240,12 +249,17 @@ mod tests {
     fn rounds_parse_and_add_up() {
         assert_eq!(parse_rounds("3,1,1", 5), Some(vec![3, 1, 1]));
         assert_eq!(
+            parse_rounds("2,0,3", 5),
+            Some(vec![2, 0, 3]),
+            "an empty round"
+        );
+        assert_eq!(
             parse_rounds("", 4),
             Some(vec![4]),
             "a draw sealed before rounds"
         );
         assert_eq!(parse_rounds("", 0), Some(vec![]));
-        for (bad, size) in [("3,1", 5), ("3,,2", 5), ("0,5", 5), ("x", 1), ("-1,6", 5)] {
+        for (bad, size) in [("3,1", 5), ("3,,2", 5), ("0,5", 6), ("x", 1), ("-1,6", 5)] {
             assert_eq!(parse_rounds(bad, size), None, "{bad:?} of {size}");
         }
         assert_eq!(

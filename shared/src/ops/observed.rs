@@ -1,5 +1,6 @@
 //! The state reply that enter and position share, and the position call.
 
+use crate::draw::DrawSlot;
 use crate::keys::{QueueKeys, UserId};
 use crate::policy::{PollPolicy, PreQueuePolicy};
 use crate::script::{Invocation, Operation, POSITION};
@@ -34,6 +35,11 @@ pub struct PreQueueFacts {
     /// When to poll again around the opening (see
     /// [`PreQueuePolicy`](crate::policy::PreQueuePolicy)).
     pub policy: Option<PreQueuePolicy>,
+    /// The visitor's slot in the draw (None for a drawn visitor already
+    /// on its ticket while the draw still runs).
+    pub slot: Option<DrawSlot>,
+    /// The number of the draw the slot belongs to (the seals counted).
+    pub draw: Option<u64>,
 }
 
 /// A user's state as the enter and position scripts report it: the facts
@@ -115,6 +121,10 @@ impl Observed {
                     opens_at: f.opt_f64(1).map(|v| v as u64),
                     now: f.uint(2)?,
                     policy,
+                    slot: f
+                        .opt_f64(7)
+                        .and_then(|score| DrawSlot::from_score(score as u64)),
+                    draw: f.opt_f64(8).map(|n| n as u64),
                 })
             }
             "admitted" => Observed::Settled(UserState::Admitted {

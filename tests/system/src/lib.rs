@@ -244,20 +244,14 @@ impl TestQueue {
     }
 
     /// Checks the counter identities every run must keep:
-    /// entered = seq = waiting + abandoned + admitted, and
-    /// admitted = active + ordered + expired + lapsed.
-    pub async fn assert_conserved(&self) {
-        self.assert_conserved_after_draws(0).await;
-    }
-
-    /// The identities with drop day's terms: a pre-queued visitor is
-    /// entered until drawn (in `pre`, or in `draw` while unplaced), idle
-    /// passthrough admits without a ticket (`passed`), and each seal takes
-    /// `reserved` tickets beyond the entered ones:
-    /// seq = entered + reserved,
+    /// with drop day's terms: a pre-queued visitor is entered until drawn
+    /// (in `pre`, or in `draw` while unplaced) and takes no ticket until
+    /// its pre-queue is sealed (the seal reserves one for each), and idle
+    /// passthrough admits without a ticket (`passed`):
+    /// seq = entered − pre,
     /// entered = waiting + pre + unplaced + abandoned + admitted − passed,
     /// admitted = active + ordered + expired + lapsed.
-    pub async fn assert_conserved_after_draws(&self, reserved: i64) {
+    pub async fn assert_conserved(&self) {
         let entered = self.stat("entered").await;
         let admitted = self.stat("admitted").await;
         let passed = self.stat(queuegate_shared::fields::stats::PASSED).await;
@@ -283,8 +277,8 @@ impl TestQueue {
         let unplaced = unplaced.unwrap_or(0);
         assert_eq!(
             seq.unwrap_or(0),
-            entered + reserved,
-            "every ticket counted as entered (or reserved by a draw: {reserved})"
+            entered - pre,
+            "every ticket counted as entered ({entered}), pre-queued visitors ({pre}) taking none until sealed"
         );
         assert_eq!(
             entered,

@@ -5,6 +5,7 @@
 
 use std::time::{Duration, Instant};
 
+use queuegate_shared::draw::DrawSlot;
 use queuegate_shared::fields::{config as cf, stats as sf};
 use queuegate_shared::guard::{ClientAddress, EntryGuard, GuardCheck};
 use queuegate_shared::ops::{
@@ -52,6 +53,7 @@ async fn before_the_opening_visitors_pre_queue_keep_their_draw_and_count_toward_
     let redis = RedisServer::start();
     let settings = Settings {
         max_waiting: 6,
+        challenge_crowd: 6,
         abandon_after_ms: 60_000,
         ..fast_settings()
     };
@@ -197,7 +199,7 @@ async fn before_the_opening_visitors_pre_queue_keep_their_draw_and_count_toward_
     );
     assert_eq!(entered_position(&q.enter(&user(1)).await), Some(1));
     assert_eq!(entered_position(&q.enter(&user(14)).await), Some(6));
-    q.assert_conserved_after_draws(4).await;
+    q.assert_conserved().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -268,7 +270,7 @@ async fn the_draw_places_2000_pre_queued_visitors_at_random_right_behind_the_lin
     assert!(!exists(&q, &q.keys.draw()).await);
     assert_eq!(config_field(&q, cf::DRAW_LEFT).await.as_deref(), Some("0"));
     assert_eq!(q.stat(sf::DRAWN).await, N as i64);
-    q.assert_conserved_after_draws(N as i64).await;
+    q.assert_conserved().await;
 }
 
 /// Enters `u` from `address` (no solution needed: the guard's checks are
@@ -389,7 +391,7 @@ async fn the_draw_is_fair_per_address_group_not_per_identity() {
         people_positions.windows(2).any(|w| w[0] > w[1]),
         "shuffled within the round"
     );
-    q.assert_conserved_after_draws(total as i64).await;
+    q.assert_conserved().await;
 }
 
 async fn hget(q: &TestQueue, key: &str, field: &str) -> Option<i64> {
@@ -402,51 +404,53 @@ async fn hget(q: &TestQueue, key: &str, field: &str) -> Option<i64> {
         .expect("HGET")
 }
 
-/// The rounds' sizes come from the counts the enters kept, lowered when
-/// the leaver scan drops a pre-queued visitor; counts that do not add up
-/// (a pre-queue from before rounds were counted, a hand-edited key) are
-/// recounted from the sealed draw itself.
+/// The rounds' sizes are the counts the enters kept, every round from 1
+/// listed (an empty one as 0): a pre-queued visitor's round and arrival
+/// index are its slot, so nobody may leave a pre-queue before the draw
+/// (a silent one is not dropped there; it is checked once near the head).
+/// Counts that do not add up (a pre-queue some older version wrote, a
+/// hand-edited key) give one round, and no slot is signed for the edge.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn the_rounds_follow_leavers_and_are_recounted_when_their_counts_are_off() {
+async fn the_rounds_keep_every_slot_and_counts_that_are_off_give_one_round() {
     let redis = RedisServer::start();
     let settings = Settings {
         entry_budget_per_minute: 0,
         ..fast_settings()
     };
-    // Leavers: users 0 and 1 of the address with three, who never poll.
-    let q = TestQueue::open(&redis.url(), "recount", settings).await;
+    let q = TestQueue::open(&redis.url(), "rounds", settings).await;
     schedule(&q, Change::Set(in_ms(60_000)), Change::Keep).await;
+    let mut slots = Vec::new();
     for i in 0..3 {
-        assert!(is_pre_queued_reply(
-            &enter_from(&q, &user(i), "198.18.0.5").await
-        ));
+        let r = enter_from(&q, &user(i), "198.18.0.5").await;
+        slots.push(pre_slot(&r));
     }
     for i in 3..5 {
         let ip = format!("198.18.1.{i}");
-        assert!(is_pre_queued_reply(&enter_from(&q, &user(i), &ip).await));
+        slots.push(pre_slot(&enter_from(&q, &user(i), &ip).await));
     }
-    assert_eq!(hget(&q, &q.keys.groups(), "#1").await, Some(3));
-    // Users 2..5 keep polling; 0 and 1 are dropped by the tick's scan.
-    q.set_lock("test").await;
-    assert!(
-        eventually(Duration::from_secs(5), || async {
-            for i in 2..5 {
-                q.position(&user(i)).await;
-            }
-            q.admit("test", 0, &[]).await;
-            q.zcard(&q.keys.pre()).await == 3
-        })
-        .await,
-        "the leavers were dropped"
+    // Arrival within the address's rounds; the other addresses' firsts
+    // are round 1 too, behind the first one.
+    let slot = |round, index| Some(DrawSlot { round, index });
+    assert_eq!(
+        slots,
+        [slot(1, 0), slot(2, 0), slot(3, 0), slot(1, 1), slot(1, 2)]
     );
-    assert_eq!(hget(&q, &q.keys.groups(), "#1").await, Some(2));
-    assert_eq!(hget(&q, &q.keys.groups(), "#2").await, Some(0));
-    // User 2 is its address's third: round 3, alone.
+    // Nobody polls for longer than abandon_after, and ticks run: the
+    // pre-queue keeps everyone (and a poll reads the same slot back).
+    q.set_lock("test").await;
+    tokio::time::sleep(Duration::from_millis(1_500)).await;
+    q.admit("test", 0, &[]).await;
+    assert_eq!(q.zcard(&q.keys.pre()).await, 5);
+    match q.position(&user(2)).await {
+        Observed::PreQueue(f) => assert_eq!((f.slot, f.draw), (slot(3, 0), Some(1))),
+        other => panic!("{other:?}"),
+    }
     open_now(&q).await;
     let run = DrawRun::open(&q, "test", seed()).await.expect("sealed");
-    assert_eq!(run.drawing().rounds, [2, 1]);
+    assert_eq!(run.drawing().rounds, [3, 1, 1]);
+    assert_eq!(config_text(&q, cf::DRAW_NUMBER).await.as_deref(), Some("1"));
 
-    // The same pre-queue with its counts gone: recounted from `draw`.
+    // The same pre-queue with its counts off: one round, no slots.
     let q = TestQueue::open(&redis.url(), "lost", fast_settings()).await;
     schedule(&q, Change::Set(in_ms(60_000)), Change::Keep).await;
     for i in 0..3 {
@@ -454,9 +458,6 @@ async fn the_rounds_follow_leavers_and_are_recounted_when_their_counts_are_off()
             &enter_from(&q, &user(i), "198.18.0.5").await
         ));
     }
-    assert!(is_pre_queued_reply(
-        &enter_from(&q, &user(3), "198.18.0.6").await
-    ));
     let mut conn = q.conn.clone();
     let _: () = redis::cmd("HSET")
         .arg(q.keys.groups())
@@ -467,7 +468,26 @@ async fn the_rounds_follow_leavers_and_are_recounted_when_their_counts_are_off()
         .expect("HSET");
     open_now(&q).await;
     let run = DrawRun::open(&q, "test", seed()).await.expect("sealed");
-    assert_eq!(run.drawing().rounds, [2, 1, 1]);
+    assert_eq!(run.drawing().rounds, [3]);
+    assert_eq!(config_text(&q, cf::DRAW_ROUNDS).await.as_deref(), Some(""));
+}
+
+async fn config_text(q: &TestQueue, field: &str) -> Option<String> {
+    let mut conn = q.conn.clone();
+    redis::cmd("HGET")
+        .arg(q.keys.config())
+        .arg(field)
+        .query_async(&mut conn)
+        .await
+        .expect("HGET")
+}
+
+/// The draw slot a pre-queue reply holds.
+fn pre_slot(r: &EnterReply) -> Option<DrawSlot> {
+    match r {
+        EnterReply::Entered(Observed::PreQueue(f)) => f.slot,
+        other => panic!("{other:?}"),
+    }
 }
 
 /// `entry_places_per_address`: an address group holds at most that many
@@ -535,8 +555,11 @@ async fn an_address_holds_at_most_entry_places_per_address_live_places() {
     assert!(entered_position(&enter_from(&q, &user(3), "198.18.0.9").await).is_some());
 }
 
+/// Nobody leaves a pre-queue for silence: the draw places everyone and
+/// gives each a grace of `abandon_after` from its placement; a visitor who
+/// left is then dropped near the head, never admitted.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn pre_queued_visitors_who_stop_polling_are_dropped_at_the_draw() {
+async fn pre_queued_visitors_who_left_are_placed_then_dropped_before_admission() {
     let redis = RedisServer::start();
     // Leavers go after 1–1.25 s without a poll.
     let q = TestQueue::open(&redis.url(), "leavers", fast_settings()).await;
@@ -547,18 +570,22 @@ async fn pre_queued_visitors_who_stop_polling_are_dropped_at_the_draw() {
             EnterReply::Entered(Observed::PreQueue(_))
         ));
     }
-    // Users 8 and 9 never poll again; the others keep polling.
-    let until = Instant::now() + Duration::from_millis(1_600);
-    while Instant::now() < until {
-        for i in 0..8 {
-            assert!(is_pre_queued(&q.position(&user(i)).await));
-        }
-        tokio::time::sleep(Duration::from_millis(150)).await;
-    }
     open_now(&q).await;
     let mut run = DrawRun::open(&q, "test", seed()).await.expect("sealed");
     run.finish(&q, 3).await;
-    assert_eq!((run.placed(), run.dropped()), (8, 2));
+    assert_eq!((run.placed(), run.dropped()), (10, 0));
+    assert_eq!(q.stat(sf::DRAWN).await, 10);
+    // Users 8 and 9 never poll again; the others keep polling past the
+    // grace, while ticks run (no admission: max_active is reached).
+    let until = Instant::now() + Duration::from_millis(1_800);
+    while Instant::now() < until {
+        for i in 0..8 {
+            assert!(position(&q.position(&user(i)).await).is_some());
+        }
+        q.admit("test", 0, &[]).await;
+        tokio::time::sleep(Duration::from_millis(150)).await;
+    }
+    q.admit("test", 0, &[]).await;
     for i in 8..10 {
         assert_eq!(score(&q, &q.keys.waiting(), &user(i)).await, None);
         assert_eq!(
@@ -566,17 +593,19 @@ async fn pre_queued_visitors_who_stop_polling_are_dropped_at_the_draw() {
             Observed::Settled(UserState::Abandoned)
         );
     }
-    let mut placed: Vec<u64> = Vec::new();
+    q.admit("test", 20, &grants(20, 0)).await;
     for i in 0..8 {
-        placed.push(position(&q.position(&user(i)).await).expect("placed"));
+        assert!(
+            matches!(
+                q.position(&user(i)).await,
+                Observed::Settled(UserState::Admitted { .. })
+            ),
+            "user {i}"
+        );
     }
-    placed.sort_unstable();
-    assert_eq!(placed, (1..=8).collect::<Vec<_>>());
-    // The leavers' reserved tickets are gaps nobody waits behind.
-    assert_eq!(entered_position(&q.enter(&user(10)).await), Some(9));
-    assert_eq!(q.stat(sf::DRAWN).await, 8);
+    assert_eq!(q.stat(sf::ADMITTED).await, 8);
     assert_eq!(q.stat(sf::ABANDONED).await, 2);
-    q.assert_conserved_after_draws(10).await;
+    q.assert_conserved().await;
 }
 
 fn runtime() -> Runtime {
@@ -759,7 +788,7 @@ fn kill_9_during_a_draw_of_20000_places_everyone_exactly_once() {
             N as u64 - placed_then
         );
         assert!(rho.abs() < 0.05, "ρ = {rho}");
-        q.assert_conserved_after_draws(N as i64).await;
+        q.assert_conserved().await;
     });
     assert_eq!(kills, KILLS, "kills landed during the draw");
 }

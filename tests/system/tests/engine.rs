@@ -943,6 +943,7 @@ async fn a_solution_below_the_level_in_force_is_stale_and_changes_nothing() {
     let max_waiting = 8;
     let settings = Settings {
         max_waiting,
+        challenge_crowd: max_waiting,
         entry_budget_per_minute: 0,
         ..fast_settings()
     };

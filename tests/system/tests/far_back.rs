@@ -3,13 +3,19 @@
 //! place cookie and the isolate's snapshot, without a Redis call; its
 //! position is an estimate marked `approximate`, measured here against the
 //! exact rank on a line of 20,000 with gaps; near the head every poll is
-//! exact. The zone's liveness rule is in engine.rs.
+//! exact. A pre-queue of 20,000 learns its drawn places the same way. The
+//! zone's liveness rule is in engine.rs.
 
 use std::time::Instant;
 
 use queuegate_edge::identity;
 use queuegate_edge::place;
+use queuegate_shared::draw::DrawSlot;
+use queuegate_shared::ops::Change;
 use queuegate_shared::{QueueId, Settings, UserId};
+use queuegate_system_tests::drop_day::{
+    enter_pipelined, in_ms, open_now, patient, schedule, DrawRun,
+};
 use queuegate_system_tests::edge::{EdgeStack, Visitor, IDENTITY_SECRET};
 use queuegate_testkit::RedisServer;
 
@@ -114,7 +120,7 @@ async fn far_back_polls_are_estimates_without_redis_and_near_ones_are_exact() {
                 &main,
                 &user
             ),
-            Some(ticket)
+            Some(place::Held::Ticket(ticket))
         );
         polled.push((i, v, exact));
     }
@@ -220,4 +226,196 @@ async fn a_borrowed_or_forged_place_is_ignored() {
         assert!(r.json.get("approximate").is_none(), "{forged}");
         assert_eq!(v.cookies["qg_place"], far_place, "{forged}");
     }
+}
+
+/// Polls every visitor once, 16 at a time; the replies in visitor order.
+async fn poll_all(visitors: &mut [Visitor]) -> Vec<queuegate_system_tests::edge::Reply> {
+    let mut replies = Vec::with_capacity(visitors.len());
+    for chunk in visitors.chunks_mut(16) {
+        let mut set = tokio::task::JoinSet::new();
+        for (i, v) in chunk.iter().enumerate() {
+            let mut v = v.clone();
+            set.spawn(async move { (i, v.position().await, v) });
+        }
+        let mut done: Vec<_> = set.join_all().await;
+        done.sort_by_key(|(i, ..)| *i);
+        for (i, r, v) in done {
+            chunk[i] = v;
+            replies.push(r);
+        }
+    }
+    replies
+}
+
+/// The opening of a big pre-queue (issue #24): 20,000 pre-queued visitors,
+/// each holding the signed slot its enter gave it, are told "pre-queued"
+/// before the opening and their drawn place after it by the edge itself,
+/// from the draw's seed in the snapshot: the same place the scheduler's
+/// placement put them on, with Redis requests far below one per visitor.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pre_queue_of_20000_learns_its_drawn_places_at_the_edge() {
+    const PRE: usize = 20_000;
+    let settings = Settings {
+        admit_rate_per_second: RATE,
+        idle_passthrough: false,
+        max_waiting: 100_000,
+        ..Settings::default()
+    };
+    let zone = settings.near_zone_visitors(RATE);
+    let stack = EdgeStack::start(settings, "anonymous", RedisServer::start()).await;
+    let q = &stack.queue;
+    let main = QueueId::new("main").unwrap();
+    schedule(q, Change::Set(in_ms(600_000)), Change::Keep).await;
+
+    // Two enter through the worker: the reply signs their slot.
+    let users: Vec<(UserId, Visitor)> = (0..PRE).map(|i| visitor_for(&stack, i)).collect();
+    let mut visitors: Vec<Visitor> = Vec::with_capacity(PRE);
+    for (u, v) in &users[..2] {
+        let mut v = v.clone();
+        let r = v.enter().await;
+        assert_eq!((r.status, r.state()), (200, "pre_queue"), "{:?}", r.json);
+        match place::verify(IDENTITY_SECRET.as_bytes(), &v.cookies["qg_place"], &main, u) {
+            Some(place::Held::Slot { draw: 1, .. }) => {}
+            other => panic!("{other:?}"),
+        }
+        visitors.push(v);
+    }
+    // The rest through the script, pipelined; each cookie is signed with
+    // the slot its score holds, as the worker does.
+    let rest: Vec<UserId> = users[2..].iter().map(|(u, _)| u.clone()).collect();
+    enter_pipelined(q, &rest).await;
+    let mut conn = patient(q);
+    let scores: Vec<(String, u64)> = redis::cmd("ZRANGE")
+        .arg(q.keys.pre())
+        .arg(0)
+        .arg(-1)
+        .arg("WITHSCORES")
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    assert_eq!(scores.len(), PRE);
+    let slot_of: std::collections::HashMap<String, u64> = scores.into_iter().collect();
+    for (u, v) in &users[2..] {
+        let slot = DrawSlot::from_score(slot_of[u.as_str()]).unwrap();
+        let mut v = v.clone();
+        let value = place::mint_slot(IDENTITY_SECRET.as_bytes(), &main, u, 1, slot);
+        v.cookies.insert("qg_place".into(), value);
+        visitors.push(v);
+    }
+    // A tick writes the snapshot.
+    q.set_lock("test").await;
+    q.admit_at("test", 0, &[], RATE).await;
+
+    // Before the opening a sample is told so at the edge. One poll first
+    // reads the isolate's snapshot (a cold isolate's concurrent first
+    // polls would go to Redis while that read is under way).
+    let mut first = visitors[0].clone();
+    assert_eq!(first.position().await.state(), "pre_queue");
+    let before = sent(&stack).await;
+    let started = Instant::now();
+    let mut sample: Vec<Visitor> = visitors.iter().step_by(50).cloned().collect();
+    for r in poll_all(&mut sample).await {
+        assert_eq!((r.status, r.state()), (200, "pre_queue"), "{:?}", r.json);
+    }
+    let after = sent(&stack).await;
+    let secs = started.elapsed().as_secs_f64();
+    let diff =
+        |a: &std::collections::BTreeMap<String, u64>,
+         b: &std::collections::BTreeMap<String, u64>,
+         cmd: &str| { b.get(cmd).copied().unwrap_or(0) - a.get(cmd).copied().unwrap_or(0) };
+    assert_eq!(
+        diff(&before, &after, "EVALSHA"),
+        0,
+        "{before:?} → {after:?}"
+    );
+    assert!((diff(&before, &after, "HMGET") as f64) <= secs.ceil() + 1.0);
+
+    // The opening: the scheduler's placement draws everyone; a tick
+    // writes the snapshot.
+    open_now(q).await;
+    let mut run = DrawRun::open(q, "test", [0x24; 32]).await.expect("sealed");
+    run.finish(q, 2_000).await;
+    assert_eq!(run.placed(), PRE as u64);
+    q.admit_at("test", 0, &[], RATE).await;
+
+    // Ticks keep the snapshot fresh while everyone polls (a snapshot more
+    // than 10 s old is not used), admitting nobody.
+    let ticking = {
+        let q = q.clone();
+        tokio::spawn(async move {
+            loop {
+                tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+                q.admit_at("test", 0, &[], RATE).await;
+            }
+        })
+    };
+    // Everyone polls once (after one poll that reads the snapshot the draw
+    // left: the isolate's last one is from before the opening).
+    let r = visitors[0].clone().position().await;
+    assert_eq!(r.state(), "waiting", "{:?}", r.json);
+    let before = sent(&stack).await;
+    let started = Instant::now();
+    let replies = poll_all(&mut visitors).await;
+    let secs = started.elapsed().as_secs_f64();
+    let after = sent(&stack).await;
+    ticking.abort();
+    let mut pipe = redis::pipe();
+    for (u, _) in &users {
+        pipe.zscore(q.keys.waiting(), u.as_str());
+        pipe.zrank(q.keys.waiting(), u.as_str());
+    }
+    let exact: Vec<(u64, u64)> = pipe.query_async(&mut conn).await.unwrap();
+    let (mut near, mut far, mut errors) = (0u64, 0u64, Vec::new());
+    for (i, r) in replies.iter().enumerate() {
+        assert_eq!((r.status, r.state()), (200, "waiting"), "{i}: {:?}", r.json);
+        let (ticket, rank) = exact[i];
+        let shown = r.json["position"].as_u64().unwrap();
+        // The ticket the edge worked out is the one the draw placed.
+        assert_eq!(
+            place::verify(
+                IDENTITY_SECRET.as_bytes(),
+                &visitors[i].cookies["qg_place"],
+                &main,
+                &users[i].0
+            ),
+            Some(place::Held::Ticket(ticket)),
+            "{i}"
+        );
+        if rank < zone {
+            assert!(r.json.get("approximate").is_none(), "{i}: {:?}", r.json);
+            assert_eq!(shown, rank + 1);
+            near += 1;
+        } else {
+            assert_eq!(r.json["approximate"], true, "{i}: {:?}", r.json);
+            errors.push((shown as f64 - (rank + 1) as f64).abs() / (rank + 1) as f64);
+            far += 1;
+        }
+    }
+    let (evalsha, hmget) = (
+        diff(&before, &after, "EVALSHA"),
+        diff(&before, &after, "HMGET"),
+    );
+    let all: u64 = after.values().sum::<u64>() - before.values().sum::<u64>();
+    errors.sort_by(f64::total_cmp);
+    let p95 = errors[errors.len() * 95 / 100];
+    eprintln!(
+        "{PRE} drawn visitors polled in {secs:.1} s: {far} answered at the edge, {near} near (exact); \
+         {evalsha} EVALSHA, {hmget} HMGET, {all} requests in all ({:.4} a visitor); \
+         relative error p50 {:.4} %, p95 {:.4} %, max {:.4} %",
+        all as f64 / PRE as f64,
+        errors[errors.len() / 2] * 100.0,
+        p95 * 100.0,
+        errors.last().unwrap() * 100.0
+    );
+    assert_eq!(near, zone);
+    assert_eq!(evalsha, near, "only the near zone asks Redis");
+    assert!(
+        (hmget as f64) <= secs.ceil() + 1.0,
+        "{hmget} snapshot reads in {secs:.1} s"
+    );
+    assert!(
+        (all as f64) / (PRE as f64) <= 0.1,
+        "{all} requests for {PRE} visitors"
+    );
+    assert!(p95 <= 0.02, "p95 relative error {p95}");
 }

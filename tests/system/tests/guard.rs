@@ -381,6 +381,7 @@ async fn take_place(stack: &EdgeStack, queue: &str, ip: &str) -> String {
 async fn a_challenge_carries_its_level_and_a_stale_one_is_refused() {
     let settings = Settings {
         max_waiting: 8,
+        challenge_crowd: 8,
         ..guarded(40)
     };
     let stack =
@@ -435,6 +436,7 @@ async fn a_challenge_carries_its_level_and_a_stale_one_is_refused() {
         "other",
         Settings {
             max_waiting: 8,
+            challenge_crowd: 8,
             ..guarded(40)
         },
     )

@@ -336,6 +336,7 @@ async fn guarded_routes(ck: &mut Checker) {
         entry_budget_burst: 2,
         challenge_max_number: 1_000,
         max_waiting: 4,
+        challenge_crowd: 4,
         idle_passthrough: false,
         ..Settings::default()
     };

@@ -54,11 +54,14 @@ struct Args {
     #[arg(long)]
     challenge_difficulty: Option<u64>,
     /// Longest line (waiting, pre-queue and draw together); the product
-    /// default (52500) when not given. The challenge gets harder from half
-    /// of it and again from three quarters, so a small value shows the
-    /// difficulty levels with a small crowd.
+    /// default (10000000) when not given.
     #[arg(long)]
     max_waiting: Option<u64>,
+    /// The line size the challenge's difficulty counts from (product
+    /// default 52500): harder from half of it and again from three
+    /// quarters, so a small value shows the levels with a small crowd.
+    #[arg(long)]
+    challenge_crowd: Option<u64>,
     /// Share of orders the demo shop answers with 503 at the start (0 to 1);
     /// change it while running with `POST /_demo/conditions`.
     #[arg(long, default_value_t = 0.0)]
@@ -137,6 +140,9 @@ async fn main() -> anyhow::Result<()> {
     }
     if let Some(n) = args.max_waiting {
         settings.push(("max_waiting".to_string(), n.to_string()));
+    }
+    if let Some(n) = args.challenge_crowd {
+        settings.push(("challenge_crowd".to_string(), n.to_string()));
     }
     if queue.min_admit_rate_per_second != Settings::default().min_admit_rate_per_second {
         settings.push((
@@ -257,6 +263,9 @@ fn queue_settings(args: &Args) -> Result<(Settings, Vec<String>), String> {
     if let Some(n) = args.max_waiting {
         s.max_waiting = n;
     }
+    if let Some(n) = args.challenge_crowd {
+        s.challenge_crowd = n;
+    }
     let rate = s.admit_rate_per_second;
     if !(rate.is_finite() && rate > 0.0) {
         return Err(format!("--admit-rate {rate}: must be above 0"));
@@ -292,6 +301,7 @@ fn flag_of(field: &str) -> Option<&'static str> {
         "entry_budget_per_minute" | "entry_budget_burst" => "--entry-budget",
         "challenge_max_number" => "--challenge-difficulty",
         "max_waiting" => "--max-waiting",
+        "challenge_crowd" => "--challenge-crowd",
         _ => return None,
     })
 }

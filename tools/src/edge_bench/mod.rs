@@ -405,7 +405,7 @@ impl Rig {
             for ((user, visitor, place), score) in chunk.iter().zip(scores) {
                 let ticket = score.context("a far-back visitor is not in line")? as u64;
                 ensure!(
-                    place::verify(key, place, &queue, user) == Some(ticket),
+                    place::verify(key, place, &queue, user) == Some(place::Held::Ticket(ticket)),
                     "the place cookie {place} does not hold ticket {ticket}"
                 );
                 out.push((

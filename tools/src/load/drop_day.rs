@@ -116,6 +116,7 @@ impl DropOptions {
             ("token_ttl_ms", self.token_ttl_ms),
             ("activation_jitter_ms", self.activation_jitter_ms),
             ("max_waiting", self.pre_queue + self.later + 100),
+            ("challenge_crowd", self.pre_queue + self.later + 100),
             ("opening_spread_ms", spread_ms),
         ]
         .into_iter()

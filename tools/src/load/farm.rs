@@ -208,6 +208,12 @@ impl FarmOptions {
                 "max_waiting",
                 self.max_waiting.unwrap_or(self.population() + 100),
             ),
+            // The difficulty counts from the line's size, as it did when it
+            // counted from max_waiting: the farm's figures stay comparable.
+            (
+                "challenge_crowd",
+                self.max_waiting.unwrap_or(self.population() + 100),
+            ),
             ("entry_budget_per_minute", self.entry_budget_per_minute),
             ("entry_budget_burst", self.entry_budget_burst),
             ("challenge_max_number", self.challenge_max_number),

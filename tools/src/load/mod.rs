@@ -148,6 +148,7 @@ impl Options {
             ("token_ttl_ms", self.token_ttl_ms),
             ("activation_jitter_ms", self.activation_jitter_ms),
             ("max_waiting", self.visitors + extra + 100),
+            ("challenge_crowd", self.visitors + extra + 100),
         ]
         .into_iter()
         .map(|(k, v)| (k.to_string(), v.to_string()))
