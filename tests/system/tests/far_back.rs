@@ -330,6 +330,25 @@ async fn a_pre_queue_of_20000_learns_its_drawn_places_at_the_edge() {
     );
     assert!((diff(&before, &after, "HMGET") as f64) <= secs.ceil() + 1.0);
 
+    // A borrowed slot is not this visitor's: the poll asks Redis, and the
+    // cookie is set to the visitor's own slot again.
+    let mut borrower = visitors[3].clone();
+    let own = borrower.cookies["qg_place"].clone();
+    borrower
+        .cookies
+        .insert("qg_place".into(), visitors[2].cookies["qg_place"].clone());
+    let before = sent(&stack).await;
+    assert_eq!(borrower.position().await.state(), "pre_queue");
+    let after = sent(&stack).await;
+    // (One script: an EVALSHA, and an EVAL after it if Redis had not
+    // loaded the script yet.)
+    assert_eq!(
+        diff(&before, &after, "EVALSHA"),
+        1,
+        "{before:?} → {after:?}"
+    );
+    assert_eq!(borrower.cookies["qg_place"], own);
+
     // The opening: the scheduler's placement draws everyone; a tick
     // writes the snapshot.
     open_now(q).await;
