@@ -5,7 +5,9 @@
 //! and everything after it stay with Redis, and a visitor near the head
 //! is always asked there.
 //!
-//! `<queue>.<ticket>.<mac>` holds a ticket; `<queue>.s<draw>-<round>-<index>.<mac>`
+//! `<queue>.<ticket>-<seen>.<mac>` holds a ticket and when the visitor last
+//! asked Redis (epoch seconds: the edge sends a near visitor to Redis when
+//! that is `liveness_ms` old, so it proves it is alive); `<queue>.s<draw>-<round>-<index>.<mac>`
 //! a slot in draw number `draw` (the seals counted), so a slot of one
 //! pre-queue never reads another's draw.
 
@@ -27,8 +29,14 @@ const SLOT_CONTEXT: &[u8] = b"queuegate-slot-v1:";
 /// What a place cookie holds.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Held {
-    /// A ticket in line.
-    Ticket(u64),
+    /// A ticket in line, and when the visitor last asked Redis (epoch ms,
+    /// to the second).
+    Ticket {
+        /// The ticket.
+        ticket: u64,
+        /// The visitor's last Redis request.
+        seen_ms: u64,
+    },
     /// A slot in draw number `draw`.
     Slot {
         /// The draw's number.
@@ -63,15 +71,15 @@ pub fn mint_slot(
     key: &(impl MacKey + ?Sized),
     queue: &QueueId,
     user: &UserId,
-    opens: u64,
+    draw: u64,
     slot: DrawSlot,
 ) -> String {
     let sig = URL_SAFE_NO_PAD.encode(
-        &fed_slot(key, queue, user, opens, slot)
+        &fed_slot(key, queue, user, draw, slot)
             .finalize()
             .into_bytes()[..MAC_LEN],
     );
-    format!("{queue}.s{opens}-{}-{}.{sig}", slot.round, slot.index)
+    format!("{queue}.s{draw}-{}-{}.{sig}", slot.round, slot.index)
 }
 
 /// A decimal u64 of at most 20 digits, nothing else (no sign, no space).
@@ -87,7 +95,13 @@ fn number(text: &str) -> Option<u64> {
 const MAC_LEN: usize = 16;
 
 /// The MAC over a place, fed and ready to finalize or verify.
-fn fed(key: &(impl MacKey + ?Sized), queue: &QueueId, user: &UserId, ticket: u64) -> HmacSha256 {
+fn fed(
+    key: &(impl MacKey + ?Sized),
+    queue: &QueueId,
+    user: &UserId,
+    ticket: u64,
+    seen_s: u64,
+) -> HmacSha256 {
     let mut m = key.keyed();
     m.update(PLACE_CONTEXT);
     m.update(queue.as_str().as_bytes());
@@ -95,14 +109,26 @@ fn fed(key: &(impl MacKey + ?Sized), queue: &QueueId, user: &UserId, ticket: u64
     m.update(user.as_str().as_bytes());
     m.update(b"\0");
     m.update(&ticket.to_be_bytes());
+    m.update(&seen_s.to_be_bytes());
     m
 }
 
-/// The cookie value for `user`'s `ticket` in `queue`.
-pub fn mint(key: &(impl MacKey + ?Sized), queue: &QueueId, user: &UserId, ticket: u64) -> String {
-    let sig =
-        URL_SAFE_NO_PAD.encode(&fed(key, queue, user, ticket).finalize().into_bytes()[..MAC_LEN]);
-    format!("{queue}.{ticket}.{sig}")
+/// The cookie value for `user`'s `ticket` in `queue`, its last Redis
+/// request at `seen_ms` (kept to the second).
+pub fn mint(
+    key: &(impl MacKey + ?Sized),
+    queue: &QueueId,
+    user: &UserId,
+    ticket: u64,
+    seen_ms: u64,
+) -> String {
+    let seen_s = seen_ms / 1_000;
+    let sig = URL_SAFE_NO_PAD.encode(
+        &fed(key, queue, user, ticket, seen_s)
+            .finalize()
+            .into_bytes()[..MAC_LEN],
+    );
+    format!("{queue}.{ticket}-{seen_s}.{sig}")
 }
 
 /// What a cookie value holds for `user` in `queue`; `None` for another
@@ -119,7 +145,13 @@ pub fn verify(
         return None;
     }
     let held = match held.strip_prefix('s') {
-        None => Held::Ticket(number(held)?),
+        None => {
+            let (ticket, seen) = held.split_once('-')?;
+            Held::Ticket {
+                ticket: number(ticket)?,
+                seen_ms: number(seen)?.checked_mul(1_000)?,
+            }
+        }
         Some(slot) => {
             let mut n = slot.splitn(3, '-');
             let (draw, round, index) = (number(n.next()?)?, number(n.next()?)?, number(n.next()?)?);
@@ -134,7 +166,7 @@ pub fn verify(
         return None;
     }
     let mac = match held {
-        Held::Ticket(ticket) => fed(key, queue, user, ticket),
+        Held::Ticket { ticket, seen_ms } => fed(key, queue, user, ticket, seen_ms / 1_000),
         Held::Slot { draw, slot } => fed_slot(key, queue, user, draw, slot),
     };
     // Constant-time, on the kept bytes.
@@ -158,11 +190,14 @@ mod tests {
 
     #[test]
     fn a_place_reads_back_for_its_visitor_and_queue_only() {
-        let value = mint(KEY, &q("main"), &u("alice"), 412_345);
-        assert!(value.starts_with("main.412345."), "{value}");
+        let value = mint(KEY, &q("main"), &u("alice"), 412_345, 1_800_000_000_999);
+        assert!(value.starts_with("main.412345-1800000000."), "{value}");
         assert_eq!(
             verify(KEY, &value, &q("main"), &u("alice")),
-            Some(Held::Ticket(412_345))
+            Some(Held::Ticket {
+                ticket: 412_345,
+                seen_ms: 1_800_000_000_000
+            })
         );
         assert_eq!(verify(KEY, &value, &q("main"), &u("bob")), None, "borrowed");
         assert_eq!(verify(KEY, &value, &q("other"), &u("alice")), None);
@@ -179,16 +214,18 @@ mod tests {
 
     #[test]
     fn a_forged_or_malformed_place_is_refused() {
-        let value = mint(KEY, &q("main"), &u("alice"), 412_345);
+        let value = mint(KEY, &q("main"), &u("alice"), 412_345, 1_800_000_000_000);
         let sig = value.rsplit('.').next().unwrap();
         for forged in [
-            format!("main.1.{sig}"),
-            format!("main.412345.{}", &sig[1..]),
-            "main.412345".to_string(),
-            format!("main.-1.{sig}"),
-            format!("main.+412345.{sig}"),
-            format!("main.412345.{sig}.x"),
-            format!("main.{}.{sig}", "9".repeat(30)),
+            format!("main.1-1800000000.{sig}"),
+            format!("main.412345-1800000001.{sig}"),
+            format!("main.412345.{sig}"),
+            format!("main.412345-1800000000.{}", &sig[1..]),
+            "main.412345-1800000000".to_string(),
+            format!("main.-1-1800000000.{sig}"),
+            format!("main.+412345-1800000000.{sig}"),
+            format!("main.412345-1800000000.{sig}.x"),
+            format!("main.{}-1.{sig}", "9".repeat(30)),
             String::new(),
         ] {
             assert_eq!(
@@ -229,7 +266,7 @@ mod tests {
                 "{forged}"
             );
         }
-        let ticket = mint(KEY, &q("main"), &u("alice"), 7);
+        let ticket = mint(KEY, &q("main"), &u("alice"), 7, 0);
         let tsig = ticket.rsplit('.').next().unwrap();
         assert_eq!(
             verify(KEY, &format!("main.s7-1-0.{tsig}"), &q("main"), &u("alice")),

@@ -14,7 +14,8 @@
 --   allowance is also bounded by the rate bucket idle passthrough shares
 --   (see prelude), and the rate is recorded as rate_now for it
 -- ARGV[16] the near zone's size in visitors (docs/uncapped-line.md)
--- ARGV[17..] pairs: token, activation jitter ms (one pair per possible admission)
+-- ARGV[17] the exact head's size in visitors (0: none)
+-- ARGV[18..] pairs: token, activation jitter ms (one pair per possible admission)
 -- Reply: {code, admitted, expired, lapsed, abandoned, waiting, active,
 --   then the totals of refused entries: budget, challenge, reused, turnstile,
 --   then the pre-queued, then the total of stale solutions refused, then
@@ -40,7 +41,7 @@ local limit = tonumber(ARGV[8])
 local scan = tonumber(ARGV[9])
 local rate, tick_ms = tonumber(ARGV[14]), tonumber(ARGV[15])
 local zone = math.max(1, tonumber(ARGV[16]))
-local FIRST_GRANT = 17
+local FIRST_GRANT = 18
 local now = now_ms()
 local alive = seen_checker(base, now, abandon_after)
 local token_base, status_base = base .. K_TOKEN, base .. K_STATUS
@@ -155,25 +156,38 @@ if lapsed > 0 then redis.call('HINCRBY', KEYS[5], SF_LAPSED, lapsed) end
 if abandoned > 0 then redis.call('HINCRBY', KEYS[5], SF_ABANDONED, abandoned) end
 if ARGV[10] ~= '' then redis.call('HSET', KEYS[4], CF_MEASURED_RATE, ARGV[10]) end
 local waiting = redis.call('ZCARD', KEYS[1])
-local last = redis.call('ZRANGE', KEYS[1], -1, -1, 'WITHSCORES')
-local near = redis.call('ZCOUNT', KEYS[1], '-inf', front)
-redis.call('HSET', KEYS[4], CF_ZONE_FRONT, front, CF_ZONE_COUNT, near, CF_TAIL, last[2] or 0,
-  CF_WAITING, waiting, CF_SNAP_AT, now)
--- Once a second, marks of the far part's rank-to-ticket map at ranks
--- growing by a fifth from the zone's (`rank:ticket,…`, at most MARKS):
--- the edge interpolates between them, so gaps spread unevenly over the
--- far part (a draw's leavers) cost the estimate little.
-local MARKS = 64
-if now - tonumber(redis.call('HGET', KEYS[4], CF_MARKS_AT) or '0') >= 1000 then
-  local marks, rank = {}, near
-  while #marks < MARKS do
-    rank = math.floor(rank * 1.2) + 1
-    if rank >= waiting then break end
-    local at_rank = redis.call('ZRANGE', KEYS[1], rank - 1, rank - 1, 'WITHSCORES')
-    marks[#marks + 1] = rank .. ':' .. at_rank[2]
+-- (a block of its own: the script's locals stay within Lua's budget)
+do
+  local last = redis.call('ZRANGE', KEYS[1], -1, -1, 'WITHSCORES')
+  local near = redis.call('ZCOUNT', KEYS[1], '-inf', front)
+  -- The exact head: the ticket at rank `head` (the last one in a shorter
+  -- line); 0 without a head.
+  local head = math.min(tonumber(ARGV[17]), zone)
+  local head_front, head_count = 0, 0
+  if head > 0 and waiting > 0 then
+    head_count = math.min(head, waiting)
+    head_front = redis.call('ZRANGE', KEYS[1], head_count - 1, head_count - 1, 'WITHSCORES')[2]
   end
-  local listed = table.concat(marks, ',')
-  redis.call('HSET', KEYS[4], CF_MARKS, listed, CF_MARKS_AT, now)
+  redis.call('HSET', KEYS[4], CF_ZONE_FRONT, front, CF_ZONE_COUNT, near, CF_TAIL, last[2] or 0,
+    CF_WAITING, waiting, CF_SNAP_AT, now, CF_HEAD_FRONT, head_front, CF_HEAD_COUNT, head_count)
+  -- Once a second, marks of the rank-to-ticket map behind the head at ranks
+  -- growing by a fifth from the head's (the zone's without a head;
+  -- `rank:ticket,…`, at most MARKS): the edge interpolates between them, so
+  -- gaps spread unevenly (a draw's leavers, near leavers not dropped yet)
+  -- cost the estimate little.
+  local MARKS = 64
+  if now - tonumber(redis.call('HGET', KEYS[4], CF_MARKS_AT) or '0') >= 1000 then
+    local marks, rank = {}, near
+    if head_count > 0 then rank = head_count end
+    while #marks < MARKS do
+      rank = math.floor(rank * 1.2) + 1
+      if rank >= waiting then break end
+      local at_rank = redis.call('ZRANGE', KEYS[1], rank - 1, rank - 1, 'WITHSCORES')
+      marks[#marks + 1] = rank .. ':' .. at_rank[2]
+    end
+    local listed = table.concat(marks, ',')
+    redis.call('HSET', KEYS[4], CF_MARKS, listed, CF_MARKS_AT, now)
+  end
 end
 
 -- 6. Entry guard upkeep: a rolling scan of the guard hash deletes used

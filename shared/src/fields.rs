@@ -74,6 +74,12 @@ names!(
         ZONE_FRONT = "zone_front",
         /// Snapshot: visitors at or before `zone_front`.
         ZONE_COUNT = "zone_count",
+        /// Setting: the exact head's length in time.
+        EXACT_HEAD_MS = "exact_head_ms",
+        /// Snapshot: the exact head's last ticket (0: no head).
+        HEAD_FRONT = "head_front",
+        /// Snapshot: visitors at or before `head_front`.
+        HEAD_COUNT = "head_count",
         /// Snapshot: the last ticket in line (0: none).
         TAIL = "tail",
         /// Snapshot: the line's length.
@@ -408,6 +414,8 @@ mod tests {
                 config::ORIGIN_P95_MS,
                 config::ZONE_FRONT,
                 config::ZONE_COUNT,
+                config::HEAD_FRONT,
+                config::HEAD_COUNT,
                 config::TAIL,
                 config::WAITING,
                 config::SNAP_AT,

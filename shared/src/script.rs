@@ -326,7 +326,7 @@ mod tests {
     const PINNED: &[(&str, &str)] = &[
         ("enter", "11cf6034272b2554c067ae374adcf70951bb1dba"),
         ("position", "737cec025aca66697fa22b569ca2c4b7470b1dfc"),
-        ("admit", "3ebabf1669240a2e8c1d2c414e63ebed9d9795e3"),
+        ("admit", "dda31db8ed397e1049305c26d19788ed2f7f3bc8"),
         ("consume", "c33353d663737e96989dd4e803774e9b48313bce"),
         ("settle", "a67ae43400eed643d1db8fd2c2450233cacb3672"),
         ("lease_acquire", "4417c0c8463d1512b8a962680ec405744d0ecf6b"),

@@ -55,6 +55,14 @@ pub struct Settings {
     /// [`Settings::near_zone_ms`]), so a visitor who left far back is
     /// dropped before it reaches the head.
     pub exact_zone_ms: u64,
+    /// The exact head: the visitors due within this long (at least one)
+    /// are always answered by Redis, so their positions and their notice
+    /// of admission are exact. Behind it, the near zone's polls go to
+    /// Redis only when the visitor's last Redis request is
+    /// `abandon_after_ms / 2` old (to prove it is alive); the edge answers
+    /// the others from its snapshot (docs/uncapped-line.md). 0: every near
+    /// poll goes to Redis.
+    pub exact_head_ms: u64,
     /// New places one client address may take per minute (its refill);
     /// 0 turns the per-address budget off. Raise it for big NATs.
     pub entry_budget_per_minute: u64,
@@ -145,6 +153,7 @@ impl Default for Settings {
             sweep_limit: 1_000,
             leaver_scan_per_tick: 100,
             exact_zone_ms: 180_000,
+            exact_head_ms: 5_000,
             entry_budget_per_minute: 40,
             entry_budget_burst: 40,
             entry_places_per_address: 0,
@@ -203,6 +212,29 @@ impl Settings {
             self.abandon_after_ms
                 .saturating_add(self.poll_max_ms.saturating_mul(2)),
         )
+    }
+
+    /// Visitors in the exact head at `rate` admissions per second (0 when
+    /// it is off), at most the near zone's.
+    pub fn exact_head_visitors(&self, rate: f64) -> u64 {
+        if self.exact_head_ms == 0 {
+            return 0;
+        }
+        let n = (rate.max(0.0) * self.exact_head_ms as f64 / 1_000.0).ceil();
+        let n = if n.is_finite() && n >= 1.0 {
+            n as u64
+        } else {
+            1
+        };
+        n.min(self.near_zone_visitors(rate))
+    }
+
+    /// How old a near visitor's last Redis request may be before its next
+    /// poll goes to Redis again: half of `abandon_after_ms`, so with a poll
+    /// at most `poll_max_ms` later (validated: at most half of it) it is
+    /// never taken for a leaver.
+    pub fn liveness_ms(&self) -> u64 {
+        self.abandon_after_ms / 2
     }
 
     /// Visitors in the near zone at `rate` admissions per second: at least
@@ -268,6 +300,13 @@ impl Settings {
                 "abandon_after_ms",
                 self.abandon_after_ms,
                 "must be at least 2 × poll_max_ms, or visitors who obey retryAfter are dropped",
+            ));
+        }
+        if self.exact_head_ms > self.exact_zone_ms {
+            return Err(invalid(
+                "exact_head_ms",
+                self.exact_head_ms,
+                "must be at most exact_zone_ms",
             ));
         }
         if self.exact_zone_ms > MAX_EXACT_ZONE_MS {

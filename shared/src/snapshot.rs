@@ -16,12 +16,17 @@ use crate::state::UserState;
 /// used: the scheduler has stopped ticking, or the clocks disagree.
 pub const MAX_AGE_MS: u64 = 10_000;
 
-/// How long an isolate keeps a snapshot before it reads a new one.
-pub const REFRESH_MS: u64 = 1_000;
+/// How long an isolate keeps a snapshot before it reads a new one. Its
+/// estimates are moved on by the admissions since it was written (the
+/// measured rate over its age), and the exact head is checked against that
+/// aged position, so a snapshot some seconds old answers as well as a new
+/// one; each isolate's refreshes are what one Redis pays for a fleet of
+/// them (1,000 isolates: 200 a second; BENCHMARKS.md).
+pub const REFRESH_MS: u64 = 5_000;
 
 /// The config fields a snapshot is read from, in [`Snapshot::decode`]'s
 /// order (one `HMGET`).
-pub const FIELDS: [&str; 21] = [
+pub const FIELDS: [&str; 23] = [
     config::ZONE_FRONT,
     config::ZONE_COUNT,
     config::TAIL,
@@ -43,6 +48,8 @@ pub const FIELDS: [&str; 21] = [
     config::DRAW_SEED,
     config::DRAW_NUMBER,
     config::DRAW_AHEAD,
+    config::HEAD_FRONT,
+    config::HEAD_COUNT,
 ];
 
 /// The last sealed draw, as far as the edge can evaluate it: its seed is
@@ -97,6 +104,10 @@ pub struct Snapshot {
     pub opens_at: Option<u64>,
     /// The pre-queue's poll policy.
     pub pre_policy: PreQueuePolicy,
+    /// The exact head's last ticket (0: no head).
+    pub head_front: u64,
+    /// Visitors at or before it.
+    pub head_count: u64,
     /// The number of the last sealed draw (0: none yet).
     pub sealed: u64,
     /// The last draw, when its slots can be evaluated here.
@@ -136,6 +147,8 @@ impl Snapshot {
                 opening_spread_ms: int(13)?,
                 abandon_after_ms: int(14)?,
             },
+            head_front: int(21).unwrap_or(0),
+            head_count: int(22).unwrap_or(0),
             sealed: int(19).unwrap_or(0),
             draw: (|| {
                 let base = int(15)?;
@@ -229,11 +242,16 @@ impl Snapshot {
         {
             return None;
         }
-        let position = self.interpolate(ticket);
+        let at_snapshot = self.between(
+            (self.zone_count, self.zone_front),
+            (self.waiting, self.tail),
+            ticket,
+        );
+        let position = self.aged(at_snapshot, now_ms, admitting);
         let policy = self.policy;
         let retry_after_ms = if admitting {
             let rate = policy.effective_rate(self.measured_rate);
-            let until_near_ms = ((position - self.zone_count) as f64 / rate * 1_000.0) as u64;
+            let until_near_ms = ((at_snapshot - self.zone_count) as f64 / rate * 1_000.0) as u64;
             policy
                 .retry_after_ms(position, self.measured_rate, true)
                 .min(until_near_ms.max(policy.poll_min_ms))
@@ -247,16 +265,76 @@ impl Snapshot {
             approximate: true,
         })
     }
+
+    /// The answer for a visitor holding `ticket` in the near zone behind
+    /// the exact head, whose last Redis request was at `seen_ms` (the
+    /// edge's clock, signed into its place cookie). `None` sends the poll
+    /// to Redis: in the head (exact positions, the notice of admission),
+    /// when the last Redis request is [`Settings::liveness_ms`] old (the
+    /// visitor must prove it is alive: only Redis marks it seen), without a
+    /// head, or under a snapshot that cannot answer.
+    ///
+    /// [`Settings::liveness_ms`]: crate::Settings::liveness_ms
+    pub fn near(&self, ticket: u64, seen_ms: u64, now_ms: u64) -> Option<UserState> {
+        let admitting = match self.state {
+            QueueState::Open | QueueState::Draining => true,
+            QueueState::Paused => false,
+            QueueState::Closed => return None,
+        };
+        if !self.is_fresh(now_ms)
+            || self.draw_left > 0
+            || self.head_count == 0
+            || ticket <= self.head_front
+            || ticket > self.zone_front.min(self.tail)
+            || self.zone_count <= self.head_count
+            || now_ms.saturating_sub(seen_ms) >= self.pre_policy.abandon_after_ms / 2
+        {
+            return None;
+        }
+        // The zone's front never moves back, so it may lie past the tail
+        // (everyone behind it left): the last visitor is then the zone's.
+        let at_snapshot = self.between(
+            (self.head_count, self.head_front),
+            (self.zone_count, self.zone_front.min(self.tail)),
+            ticket,
+        );
+        let position = self.aged(at_snapshot, now_ms, admitting);
+        // The head has moved on since the snapshot: whoever it holds now
+        // asks Redis.
+        if position <= self.head_count {
+            return None;
+        }
+        let policy = self.policy;
+        Some(UserState::Waiting {
+            position,
+            eta_seconds: policy.eta_seconds(position, self.measured_rate, admitting),
+            retry_after_ms: policy.retry_after_ms(position, self.measured_rate, admitting),
+            approximate: true,
+        })
+    }
+
+    /// A rank read from the snapshot, moved on by the admissions since it
+    /// was written (the measured rate over its age, when the scheduler
+    /// has measured one), at least 1.
+    fn aged(&self, rank: u64, now_ms: u64, admitting: bool) -> u64 {
+        let Some(rate) = self.measured_rate.filter(|r| *r > 0.0 && admitting) else {
+            return rank;
+        };
+        let since = (rate * now_ms.saturating_sub(self.snap_at) as f64 / 1_000.0).floor();
+        let since = if since.is_finite() && since > 0.0 {
+            since as u64
+        } else {
+            0
+        };
+        rank.saturating_sub(since).max(1)
+    }
 }
 
 impl Snapshot {
-    /// The rank of `ticket` (beyond the zone's front, at most the tail)
-    /// between the map's points around it.
-    fn interpolate(&self, ticket: u64) -> u64 {
-        let (mut lo, mut hi) = (
-            (self.zone_count, self.zone_front),
-            (self.waiting, self.tail),
-        );
+    /// The rank of `ticket` (beyond the point `lo`, at most `hi`; points
+    /// are `(rank, ticket)`) between the map's points around it.
+    fn between(&self, lo: (u64, u64), hi: (u64, u64), ticket: u64) -> u64 {
+        let (mut lo, mut hi) = (lo, hi);
         // Marks written before the latest pops may lie at or before the
         // front now, or past the tail; only increasing points between
         // them count.
@@ -299,7 +377,7 @@ mod tests {
             zone_count: 31_500,
             tail: 1_000_000,
             waiting: 1_000_000,
-            snap_at: NOW - 400,
+            snap_at: NOW,
             state: QueueState::Open,
             draw_left: 0,
             measured_rate: Some(175.0),
@@ -316,6 +394,8 @@ mod tests {
                 opening_spread_ms: 30_000,
                 abandon_after_ms: 90_000,
             },
+            head_front: 0,
+            head_count: 0,
             sealed: 0,
             draw: None,
         }
@@ -402,7 +482,7 @@ mod tests {
         let s = snapshot();
         assert!(s.far_back(31_500, NOW).is_none(), "near");
         assert!(s.far_back(1_000_001, NOW).is_none(), "beyond the tail");
-        assert!(s.far_back(500_000, NOW + MAX_AGE_MS).is_none(), "stale");
+        assert!(s.far_back(500_000, NOW + MAX_AGE_MS + 1).is_none(), "stale");
         let drawing = Snapshot {
             draw_left: 3,
             ..snapshot()
@@ -437,7 +517,7 @@ mod tests {
             "31500",
             "1000000",
             "1000000",
-            "1799999999600",
+            "1800000000000",
             "open",
             "",
             "175.000",
@@ -448,6 +528,8 @@ mod tests {
             "",
             "30000",
             "90000",
+            "",
+            "",
             "",
             "",
             "",
@@ -595,5 +677,81 @@ mod tests {
             ..s.clone()
         };
         assert_eq!(unscheduled.slot(5, slot, NOW, 0.0), None);
+    }
+
+    #[test]
+    fn an_estimate_moves_on_by_the_admissions_since_the_snapshot() {
+        let s = Snapshot {
+            snap_at: NOW - 400,
+            ..snapshot()
+        };
+        // 175/s over 400 ms: 70 admitted since.
+        let (position, ..) = waiting(&s.far_back(500_000, NOW).unwrap());
+        assert_eq!(position, 500_000 - 70);
+        let paused = Snapshot {
+            state: QueueState::Paused,
+            ..s.clone()
+        };
+        let (position, ..) = waiting(&paused.far_back(500_000, NOW).unwrap());
+        assert_eq!(position, 500_000, "nobody is admitted while paused");
+    }
+
+    fn with_head() -> Snapshot {
+        Snapshot {
+            head_front: 875,
+            head_count: 875,
+            marks: vec![(1_051, 1_100), (31_600, 31_600)],
+            ..snapshot()
+        }
+    }
+
+    #[test]
+    fn near_polls_behind_the_head_are_estimates_until_liveness_is_due() {
+        let s = with_head();
+        let seen = NOW - 10_000;
+        // Between the head and the first mark: 176 ranks over 225 tickets.
+        let (position, eta, retry) = waiting(&s.near(1_000, seen, NOW).unwrap());
+        assert_eq!(position, 875 + 98); // ⌈125 × 176 / 225⌉
+        assert_eq!(eta, Some(6)); // 973 / 175 = 5.6
+        assert_eq!(retry, 2_780); // eta / 2
+                                  // Between the mark and the zone's front: dense.
+        let (position, ..) = waiting(&s.near(20_000, seen, NOW).unwrap());
+        assert_eq!(position, 1_051 + 18_931); // ⌈18,900 × 30,449 / 30,400⌉
+                                              // Redis answers: in the head, once liveness is due (45 s), beyond
+                                              // the zone (the far-back answer's part), without a head.
+        assert!(s.near(875, seen, NOW).is_none(), "the head");
+        assert!(s.near(1_000, NOW - 45_000, NOW).is_none(), "liveness");
+        assert!(s.near(1_000, NOW - 44_999, NOW).is_some());
+        assert!(s.near(31_501, seen, NOW).is_none(), "far back");
+        // Everyone behind the zone's front left: its last visitor is the
+        // tail's.
+        let shrunk = Snapshot {
+            zone_front: 40,
+            zone_count: 21,
+            tail: 21,
+            waiting: 21,
+            head_front: 5,
+            head_count: 5,
+            marks: vec![(17, 17), (21, 21), (26, 26), (39, 39)],
+            ..snapshot()
+        };
+        let (position, ..) = waiting(&shrunk.near(21, seen, NOW).unwrap());
+        assert_eq!(position, 21);
+        assert!(shrunk.near(22, seen, NOW).is_none(), "past the tail");
+        assert!(snapshot().near(1_000, seen, NOW).is_none(), "no head");
+        let stale = Snapshot {
+            snap_at: NOW - MAX_AGE_MS - 1,
+            ..with_head()
+        };
+        assert!(stale.near(1_000, seen, NOW).is_none());
+        // 4 s old at 175/s: 700 admitted since, so ticket 1,000 (973 then)
+        // is 273rd now, in the head of 875: Redis answers.
+        let older = Snapshot {
+            snap_at: NOW - 4_000,
+            ..with_head()
+        };
+        assert!(older.near(1_000, seen, NOW).is_none(), "the head moved on");
+        let (position, ..) = waiting(&older.near(20_000, seen, NOW).unwrap());
+        assert_eq!(position, 19_982 - 700);
     }
 }

@@ -35,8 +35,8 @@ async fn a_tiny_crowd_runs_through_the_whole_room() {
     assert!((1.0..1.3).contains(&rt.per_position()), "{text}");
     assert!((2.0..2.5).contains(&rt.per_order()), "{text}");
     // Besides scripts, only the isolate's snapshot reads (an `HMGET` at
-    // most once a second while a polling visitor's ticket lies beyond the
-    // near zone's front it knows; docs/uncapped-line.md).
+    // most once in `snapshot::REFRESH_MS` while a polling visitor's ticket
+    // lies behind the exact head it knows; docs/uncapped-line.md).
     let others = rt.counters.non_script_commands();
     let hmget = rt.counters.commands.get("HMGET").copied().unwrap_or(0);
     assert_eq!(others, hmget, "{text}");

@@ -282,20 +282,21 @@ impl App {
         let visitor = self.identify(req, false)?;
         let place = Place::of(self.place_key(), req.cookies(), &queue, &visitor.user);
         match place.held {
-            // A ticket the zone's front has passed is near for good: no
-            // snapshot is read for it.
-            Some(Held::Ticket(ticket))
+            // A ticket in the exact head is exact for good: no snapshot is
+            // read for it. Behind the head the snapshot answers, but near
+            // the head only while the visitor's last Redis request is
+            // recent (it must prove it is alive).
+            Some(Held::Ticket { ticket, seen_ms })
                 if self
                     .snapshots
-                    .front(queue.as_str())
+                    .exact_front(queue.as_str())
                     .is_none_or(|front| ticket > front) =>
             {
                 let now = Date::now().as_millis();
-                if let Some(state) = self
-                    .snapshot(&queue, &keys, now)
-                    .await
-                    .and_then(|s| s.far_back(ticket, now))
-                {
+                if let Some(state) = self.snapshot(&queue, &keys, now).await.and_then(|s| {
+                    s.far_back(ticket, now)
+                        .or_else(|| s.near(ticket, seen_ms, now))
+                }) {
                     return self.reply(&queue, state, None);
                 }
             }
@@ -310,11 +311,14 @@ impl App {
                         Some(SlotAnswer::Ticket(ticket)) => {
                             if let Some(state) = snap.far_back(ticket, now) {
                                 let resp = self.reply(&queue, state, None)?;
+                                // Never asked Redis with this ticket: seen 0,
+                                // so near the head it does at once.
                                 let c = self.place_cookie(&place::mint(
                                     self.place_key(),
                                     &queue,
                                     &visitor.user,
                                     ticket,
+                                    0,
                                 ));
                                 http::append(resp.headers(), "set-cookie", &c)?;
                                 return Ok(resp);
@@ -390,9 +394,16 @@ impl App {
         place: Option<Place<'_>>,
     ) -> Result<Response, EdgeError> {
         let place_cookie = match (&observed, place) {
-            (Observed::Waiting(w), Some(p)) if p.held != Some(Held::Ticket(w.ticket)) => {
-                Some(self.place_cookie(&place::mint(self.place_key(), queue, p.user, w.ticket)))
-            }
+            // Every exact reply re-signs the place with the time of this
+            // Redis request: near the head, the edge answers from its
+            // snapshot until that is liveness_ms old.
+            (Observed::Waiting(w), Some(p)) => Some(self.place_cookie(&place::mint(
+                self.place_key(),
+                queue,
+                p.user,
+                w.ticket,
+                Date::now().as_millis(),
+            ))),
             (Observed::PreQueue(f), Some(p)) => match (f.draw, f.slot) {
                 (Some(draw), Some(slot)) if p.held != Some(Held::Slot { draw, slot }) => {
                     Some(self.place_cookie(&place::mint_slot(

@@ -1,7 +1,7 @@
 //! Each isolate's snapshots of its queues (docs/uncapped-line.md): read
-//! with one `HMGET` at most once per [`REFRESH_MS`] per queue, so the
-//! far-back polls an isolate answers cost Redis one call a second, however
-//! many there are. A refresh under way counts as fresh too: requests that
+//! with one `HMGET` at most once per [`REFRESH_MS`] (5 s) per queue, so
+//! the polls an isolate answers at the edge cost Redis one call in five
+//! seconds, however many there are. A refresh under way counts as fresh too: requests that
 //! arrive meanwhile use the last snapshot instead of reading again.
 
 use std::sync::Mutex;
@@ -53,13 +53,18 @@ impl SnapshotCache {
         (None, true)
     }
 
-    /// The near zone's front in the last snapshot of `queue`, if any: a
-    /// ticket at or before it is near for good (the front never moves
-    /// back), so its poll needs no snapshot at all.
-    pub fn front(&self, queue: &str) -> Option<u64> {
+    /// The last ticket the last snapshot of `queue` sends to Redis for
+    /// good, if any: the exact head's front (the near zone's without a
+    /// head). Both only move forward, so a poll at or before it needs no
+    /// snapshot at all.
+    pub fn exact_front(&self, queue: &str) -> Option<u64> {
         let list = self.0.lock().unwrap_or_else(|p| p.into_inner());
-        let e = list.iter().find(|e| e.queue == queue)?;
-        Some(e.snapshot.as_ref()?.zone_front)
+        let s = list.iter().find(|e| e.queue == queue)?.snapshot.as_ref()?;
+        Some(if s.head_count > 0 {
+            s.head_front
+        } else {
+            s.zone_front
+        })
     }
 
     /// Keeps what a refresh read (None: nothing usable, e.g. before the
@@ -101,6 +106,8 @@ mod tests {
                 opening_spread_ms: 30_000,
                 abandon_after_ms: 90_000,
             },
+            head_front: 0,
+            head_count: 0,
             sealed: 0,
             draw: None,
         }
@@ -128,7 +135,7 @@ mod tests {
         );
         // Another queue has its own.
         assert_eq!(cache.get_or_start("other", 11_001), (None, true));
-        assert_eq!(cache.front("main"), Some(10));
-        assert_eq!(cache.front("other"), None);
+        assert_eq!(cache.exact_front("main"), Some(10));
+        assert_eq!(cache.exact_front("other"), None);
     }
 }

@@ -14,7 +14,11 @@
 //! and the chart of the total against the number of worker isolates
 //! (default `docs/benchmarks/uncapped-line-redis.svg`). Options:
 //! `--chart PATH`, `--crowds 50000,1000000,10000000`, `--isolates 1000`,
-//! `--locations 100`, `--zone-ms 180000`, `--full-max 1000000` (larger
+//! `--locations 100`, `--refresh-s 5` (how long an isolate keeps its
+//! snapshot, `snapshot::REFRESH_MS`), `--zone-ms 180000`, `--head-ms 5000` (the exact
+//! head, `exact_head_ms`: behind it near polls ask Redis only every
+//! `abandon_after_ms / 2`; 0 gives the design before it, every near poll
+//! to Redis), `--full-max 1000000` (larger
 //! crowds are simulated with the far back in bulk only; smaller ones both
 //! ways, as a cross-check), `--old-max 50000` (crowds simulated the old way
 //! too, every poll to Redis).
@@ -234,6 +238,7 @@ struct Study {
     crowds: Vec<u64>,
     fleet: Fleet,
     zone_ms: u64,
+    head_ms: u64,
     full_max: u64,
     old_max: u64,
 }
@@ -254,8 +259,10 @@ fn parse_study(args: Vec<String>) -> Result<Study> {
         fleet: Fleet {
             isolates: 1_000,
             locations: 100,
+            refresh_s: queuegate_shared::snapshot::REFRESH_MS / 1_000,
         },
         zone_ms: 180_000,
+        head_ms: queuegate_shared::Settings::default().exact_head_ms,
         full_max: 1_000_000,
         old_max: 50_000,
     };
@@ -275,7 +282,9 @@ fn parse_study(args: Vec<String>) -> Result<Study> {
             }
             "--isolates" => st.fleet.isolates = number(&value)?,
             "--locations" => st.fleet.locations = number(&value)?,
+            "--refresh-s" => st.fleet.refresh_s = number(&value)?,
             "--zone-ms" => st.zone_ms = number(&value)?,
+            "--head-ms" => st.head_ms = number(&value)?,
             "--full-max" => st.full_max = number(&value)?,
             "--old-max" => st.old_max = number(&value)?,
             _ => bail!("unknown option {flag} (see the doc comment of poll_sim.rs)"),
@@ -318,13 +327,13 @@ fn thousands(x: f64) -> String {
     out
 }
 
-fn simulate(crowd: u64, model: Model, zone_ms: u64) -> CrowdRun {
+fn simulate(crowd: u64, model: Model, zone_ms: u64, head_ms: u64) -> CrowdRun {
     eprintln!(
         "simulating {} arrivals: {} …",
         thousands(crowd as f64),
         model.label()
     );
-    let r = CrowdRun::simulate(crowd, model, zone_ms);
+    let r = CrowdRun::simulate(crowd, model, zone_ms, head_ms);
     eprintln!(
         "  {:.1} s wall, {} events",
         r.wall.as_secs_f64(),
@@ -340,13 +349,13 @@ fn uncapped_study(args: Vec<String>) -> Result<()> {
     let mut others = Vec::new();
     for &crowd in &st.crowds {
         if crowd <= st.full_max {
-            primary.push(simulate(crowd, Model::Full, st.zone_ms));
-            others.push(simulate(crowd, Model::Aggregate, st.zone_ms));
+            primary.push(simulate(crowd, Model::Full, st.zone_ms, st.head_ms));
+            others.push(simulate(crowd, Model::Aggregate, st.zone_ms, st.head_ms));
         } else {
-            primary.push(simulate(crowd, Model::Aggregate, st.zone_ms));
+            primary.push(simulate(crowd, Model::Aggregate, st.zone_ms, st.head_ms));
         }
         if crowd <= st.old_max {
-            others.push(simulate(crowd, Model::Old, st.zone_ms));
+            others.push(simulate(crowd, Model::Old, st.zone_ms, st.head_ms));
         }
     }
     let fleet = st.fleet;
@@ -356,7 +365,9 @@ fn uncapped_study(args: Vec<String>) -> Result<()> {
     println!(
         "Near zone (docs/uncapped-line.md), simulated: admit {}/s, tick {} ms, poll {}–{} s, \
          abandon after {} s, {} % leavers, waits ×U(0.8, 1.2), no cap (max_waiting above the \
-         crowd); near zone {} s = Z {} visitors; tables for {} isolates over {} locations. \
+         crowd); near zone {} s = Z {} visitors, exact head {} s (behind it a near poll asks \
+         Redis only every {} s; 0: every near poll does); tables for {} isolates over {} \
+         locations. \
          Each crowd arrives over crowd × 0.6 ms (1,000,000 in 600 s), density falling linearly. \
          Steady line: the seconds after the last arrival in which the line holds ≥ {:.0} % of \
          its peak; per-kind figures are means over those seconds.\n",
@@ -368,6 +379,8 @@ fn uncapped_study(args: Vec<String>) -> Result<()> {
         first.scenario.leave_share * 100.0,
         st.zone_ms / 1_000,
         thousands(z as f64),
+        st.head_ms as f64 / 1_000.0,
+        s.abandon_after_ms / 2_000,
         thousands(fleet.isolates as f64),
         thousands(fleet.locations as f64),
         STEADY_SHARE * 100.0,
@@ -580,16 +593,11 @@ fn by_model_table(all: &[&CrowdRun], fleet: Fleet) {
 }
 
 /// The chart's data: steady-line total against isolates.
-fn sweep(r: &CrowdRun, locations: u64) -> Vec<(u64, f64, f64)> {
+fn sweep(r: &CrowdRun, fleet: Fleet) -> Vec<(u64, f64, f64)> {
     ISOLATES
         .iter()
         .map(|&isolates| {
-            let m = r
-                .load(Fleet {
-                    isolates,
-                    locations,
-                })
-                .mean;
+            let m = r.load(Fleet { isolates, ..fleet }).mean;
             (isolates, m.total_isolate(), m.total_location())
         })
         .collect()
@@ -606,7 +614,7 @@ fn sweep_table(primary: &[CrowdRun], fleet: Fleet) {
     }
     println!();
     println!("|---:|{}", "---:|".repeat(primary.len()));
-    let sweeps: Vec<_> = primary.iter().map(|r| sweep(r, fleet.locations)).collect();
+    let sweeps: Vec<_> = primary.iter().map(|r| sweep(r, fleet)).collect();
     for (i, isolates) in ISOLATES.iter().enumerate() {
         print!("| {} |", thousands(*isolates as f64));
         for sw in &sweeps {
@@ -674,7 +682,7 @@ fn targets(primary: &[CrowdRun], fleet: Fleet) {
 /// refresh per location.
 fn draw_isolates(primary: &[CrowdRun], fleet: Fleet, path: &Path) -> DrawResult {
     let root = chart::canvas(path, (960, 560))?;
-    let sweeps: Vec<_> = primary.iter().map(|r| sweep(r, fleet.locations)).collect();
+    let sweeps: Vec<_> = primary.iter().map(|r| sweep(r, fleet)).collect();
     let y_max = sweeps
         .iter()
         .flatten()

@@ -154,12 +154,26 @@ pub struct NearZone {
     /// cost Redis nothing, so only the refresh estimate and the per-visitor
     /// poll counts see the difference; it makes 10,000,000 feasible.
     pub aggregate_far: bool,
+    /// The exact head (0: none, every near poll is exact): the first
+    /// `⌈rate × exact_head_ms / 1000⌉` visitors poll Redis every time; the
+    /// rest of the near zone polls Redis only when its last Redis request
+    /// is `liveness_ms` old or more (to stay alive) and is answered at the
+    /// edge otherwise (docs/uncapped-line.md, *Near polls at the edge*).
+    pub exact_head_ms: u64,
+    /// See [`NearZone::exact_head_ms`].
+    pub liveness_ms: u64,
 }
 
 impl NearZone {
     /// Visitors in the near zone (Z) at `rate` admissions/s: at least one.
     pub fn visitors(&self, rate: f64) -> u64 {
         ((rate * self.exact_zone_ms as f64 / 1_000.0).ceil() as u64).max(1)
+    }
+
+    /// Visitors in the exact head at `rate`, if there is one.
+    fn head(&self, rate: f64) -> Option<u64> {
+        (self.exact_head_ms > 0)
+            .then(|| ((rate * self.exact_head_ms as f64 / 1_000.0).ceil() as u64).max(1))
     }
 
     /// Rank beyond which the aggregate model lets a stayer sleep.
@@ -236,17 +250,20 @@ pub struct RedisSeconds {
 /// Where the worker answers: `isolates` spread evenly over `locations`
 /// (isolate `i` in location `i mod locations`), far-back polls spread
 /// uniformly at random over the isolates. Each isolate refreshes its
-/// snapshot (one `HMGET`) at most once a second, in a second in which it
-/// answered at least one far-back poll; shared through the Cache API, one
-/// refresh per location serves its isolates. The counts are expectations
-/// given the second's far-back polls `F`: an isolate answers none with
-/// probability `(1 − 1/isolates)^F`.
+/// snapshot (one `HMGET`) at most once every `refresh_s` seconds
+/// (`snapshot::REFRESH_MS`), in such a window in which it answered at least
+/// one poll at the edge; shared through the Cache API, one refresh per
+/// location serves its isolates. The counts are expectations given the
+/// second's edge polls `F`, as if each window held `F × refresh_s` of them:
+/// an isolate answers none with probability `(1 − 1/isolates)^(F·refresh_s)`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Fleet {
     /// Worker isolates serving the queue.
     pub isolates: u64,
     /// Cloudflare locations they run in.
     pub locations: u64,
+    /// Seconds an isolate keeps a snapshot (at least 1).
+    pub refresh_s: u64,
 }
 
 impl Fleet {
@@ -254,7 +271,8 @@ impl Fleet {
     /// isolate refreshing its own snapshot.
     pub fn isolate_refreshes(&self, far_polls: f64) -> f64 {
         let n = self.isolates.max(1);
-        distinct_bins(far_polls, n, 1.0 / n as f64)
+        let r = self.refresh_s.max(1) as f64;
+        distinct_bins(far_polls * r, n, 1.0 / n as f64) / r
     }
 
     /// The same, one refresh per location shared through the Cache API:
@@ -263,8 +281,13 @@ impl Fleet {
         let n = self.isolates.max(1);
         let used = self.locations.clamp(1, n);
         let (each, more) = (n / used, n % used);
-        distinct_bins(far_polls, more, (each + 1) as f64 / n as f64)
-            + distinct_bins(far_polls, used - more, each as f64 / n as f64)
+        let (r, draws) = (
+            self.refresh_s.max(1) as f64,
+            far_polls * self.refresh_s.max(1) as f64,
+        );
+        (distinct_bins(draws, more, (each + 1) as f64 / n as f64)
+            + distinct_bins(draws, used - more, each as f64 / n as f64))
+            / r
     }
 }
 
@@ -424,6 +447,8 @@ struct Visitor {
     polled_near: bool,
     /// Its last request was far back (rank > Z).
     far_at_last: bool,
+    /// Its last Redis request (enter or exact poll).
+    last_exact_ms: u32,
 }
 
 impl Visitor {
@@ -440,6 +465,7 @@ impl Visitor {
             asleep: false,
             polled_near: false,
             far_at_last: false,
+            last_exact_ms: NONE,
         }
     }
 }
@@ -532,6 +558,19 @@ pub fn run(scenario: &Scenario, polling: Polling) -> Outcome {
         }
     };
     let is_exact = |rank: u64| near.is_none_or(|z| rank <= z);
+    let head = zone.and_then(|z| z.head(rate));
+    let liveness_ms = zone.map_or(0, |z| z.liveness_ms);
+    // Whether a poll at `rank` asks Redis: anywhere without a near zone;
+    // in the near zone unless an exact head is set, then in the head, or
+    // when the visitor's last Redis request is liveness_ms old.
+    let asks_redis = |rank: u64, now: u64, last_exact: u32| match head {
+        None => is_exact(rank),
+        Some(h) => {
+            rank <= h
+                || (is_exact(rank)
+                    && (last_exact == NONE || now - u64::from(last_exact) >= liveness_ms))
+        }
+    };
     let (mut zone_front, mut wake_front, mut sleepers) = (0usize, 0usize, 0u64);
 
     loop {
@@ -629,6 +668,7 @@ pub fn run(scenario: &Scenario, polling: Polling) -> Outcome {
                 let ticket = line.join();
                 holder[ticket] = id;
                 v.ticket = ticket as u32;
+                v.last_exact_ms = ms32(now);
                 let rank = line.position(ticket);
                 v.far_at_last = !is_exact(rank);
                 if v.leaves_after == 0 {
@@ -678,7 +718,8 @@ pub fn run(scenario: &Scenario, polling: Polling) -> Outcome {
                     line.position(v.ticket as usize)
                 };
                 v.far_at_last = !is_exact(rank);
-                if v.ticket == NONE || is_exact(rank) {
+                if v.ticket == NONE || asks_redis(rank, now, v.last_exact_ms) {
+                    v.last_exact_ms = ms32(now);
                     out.exact_polls += 1;
                     bump(&mut out.redis.exact_polls, now, 1);
                 } else {
@@ -818,6 +859,8 @@ mod tests {
         s.settings.poll_max_ms = 4_000;
         s.settings.max_waiting = 5;
         s.near_zone = Some(NearZone {
+            exact_head_ms: 0,
+            liveness_ms: 0,
             exact_zone_ms: 1_000,
             aggregate_far: false,
         });
@@ -847,6 +890,7 @@ mod tests {
         let fleet = Fleet {
             isolates: 10,
             locations: 3,
+            refresh_s: 1,
         };
         let c = out.redis_at(2, fleet);
         let near = |a: f64, b: f64| (a - b).abs() < 1e-9;
@@ -902,6 +946,7 @@ mod tests {
         let f = |isolates, locations| Fleet {
             isolates,
             locations,
+            refresh_s: 1,
         };
         assert_eq!(f(1_000, 100).isolate_refreshes(0.0), 0.0);
         assert_eq!(f(1_000, 100).location_refreshes(0.0), 0.0);
@@ -929,6 +974,7 @@ mod tests {
         let fleet = Fleet {
             isolates: 1_000,
             locations: 30,
+            refresh_s: 1,
         };
         for polls in [300u64, 1_000, 3_000] {
             let (mut isolates, mut locations) = (0.0, 0.0);
@@ -965,6 +1011,8 @@ mod tests {
             40_000,
             20_000,
             NearZone {
+                exact_head_ms: 0,
+                liveness_ms: 0,
                 exact_zone_ms: 150_000,
                 aggregate_far,
             },
@@ -998,6 +1046,7 @@ mod tests {
             Fleet {
                 isolates: 1,
                 locations: 1,
+                refresh_s: 1,
             },
         );
         assert!(
@@ -1015,6 +1064,7 @@ mod tests {
             Fleet {
                 isolates: 1,
                 locations: 1,
+                refresh_s: 1,
             },
         );
         assert!(

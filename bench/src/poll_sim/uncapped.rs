@@ -41,11 +41,15 @@ pub fn window_ms(crowd: u64) -> u64 {
     crowd * 6 / 10
 }
 
-/// The scenario of `crowd` under `model`: production defaults, no cap.
-pub fn scenario(crowd: u64, model: Model, exact_zone_ms: u64) -> Scenario {
+/// The scenario of `crowd` under `model`: production defaults, no cap; an
+/// exact head of `exact_head_ms` (0: every near poll exact) whose near
+/// zone asks Redis every `abandon_after_ms / 2` to stay alive.
+pub fn scenario(crowd: u64, model: Model, exact_zone_ms: u64, exact_head_ms: u64) -> Scenario {
     let zone = NearZone {
         exact_zone_ms,
         aggregate_far: model == Model::Aggregate,
+        exact_head_ms,
+        liveness_ms: queuegate_shared::Settings::default().abandon_after_ms / 2,
     };
     let mut s = Scenario::uncapped(crowd, window_ms(crowd), zone);
     if model == Model::Old {
@@ -74,8 +78,8 @@ pub struct CrowdRun {
 
 impl CrowdRun {
     /// Simulates `crowd` under `model` (adaptive polling, shared's policy).
-    pub fn simulate(crowd: u64, model: Model, exact_zone_ms: u64) -> CrowdRun {
-        let scenario = scenario(crowd, model, exact_zone_ms);
+    pub fn simulate(crowd: u64, model: Model, exact_zone_ms: u64, exact_head_ms: u64) -> CrowdRun {
+        let scenario = scenario(crowd, model, exact_zone_ms, exact_head_ms);
         let started = Instant::now();
         let outcome = run(
             &scenario,
@@ -125,14 +129,16 @@ mod tests {
         assert_eq!(window_ms(50_000), 30_000);
         assert_eq!(window_ms(1_000_000), 600_000);
         assert_eq!(window_ms(10_000_000), 6_000_000);
-        let s = scenario(50_000, Model::Old, 180_000);
+        let s = scenario(50_000, Model::Old, 180_000, 0);
         assert!(s.near_zone.is_none() && s.settings.max_waiting > 50_000);
-        let s = scenario(50_000, Model::Aggregate, 120_000);
+        let s = scenario(50_000, Model::Aggregate, 120_000, 10_000);
         assert_eq!(
             s.near_zone,
             Some(NearZone {
                 exact_zone_ms: 120_000,
-                aggregate_far: true
+                aggregate_far: true,
+                exact_head_ms: 10_000,
+                liveness_ms: 45_000,
             })
         );
     }

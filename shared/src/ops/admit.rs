@@ -133,6 +133,7 @@ impl Operation for Admit<'_> {
             rate_arg(self.rate_in_force),
             s.tick_ms.to_string(),
             s.near_zone_visitors(self.rate_in_force).to_string(),
+            s.exact_head_visitors(self.rate_in_force).to_string(),
         ];
         let n = self
             .grants

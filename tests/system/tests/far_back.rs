@@ -12,6 +12,7 @@ use queuegate_edge::identity;
 use queuegate_edge::place;
 use queuegate_shared::draw::DrawSlot;
 use queuegate_shared::ops::Change;
+use queuegate_shared::snapshot;
 use queuegate_shared::{QueueId, Settings, UserId};
 use queuegate_system_tests::drop_day::{
     enter_pipelined, in_ms, open_now, patient, schedule, DrawRun,
@@ -45,6 +46,33 @@ async fn sent(stack: &EdgeStack) -> std::collections::BTreeMap<String, u64> {
         .collect()
 }
 
+/// When the visitor's place cookie says it last asked Redis.
+fn place_seen(v: &Visitor) -> u64 {
+    let value = &v.cookies["qg_place"];
+    let held = value
+        .split('.')
+        .nth(1)
+        .expect("a place cookie has three parts");
+    let (_, seen) = held
+        .split_once('-')
+        .expect("a ticket place holds its seen time");
+    seen.parse::<u64>().expect("seconds") * 1_000
+}
+
+/// The ticket a visitor's place cookie holds for `user` in `main`.
+fn held_ticket(v: &Visitor, user: &UserId) -> Option<u64> {
+    let main = QueueId::new("main").expect("a queue id");
+    match place::verify(
+        IDENTITY_SECRET.as_bytes(),
+        &v.cookies["qg_place"],
+        &main,
+        user,
+    ) {
+        Some(place::Held::Ticket { ticket, .. }) => Some(ticket),
+        _ => None,
+    }
+}
+
 fn visitor_for(stack: &EdgeStack, i: usize) -> (UserId, Visitor) {
     let mut random = [0u8; 16];
     random[..8].copy_from_slice(&(i as u64).to_le_bytes());
@@ -64,6 +92,8 @@ async fn far_back_polls_are_estimates_without_redis_and_near_ones_are_exact() {
     };
     let zone = settings.near_zone_visitors(RATE) as usize;
     assert_eq!(zone, 900);
+    let head = settings.exact_head_visitors(RATE);
+    assert_eq!(head, 25);
     let stack = EdgeStack::start(settings, "anonymous", RedisServer::start()).await;
     let q = &stack.queue;
     let mut conn = q.conn.clone();
@@ -96,6 +126,7 @@ async fn far_back_polls_are_estimates_without_redis_and_near_ones_are_exact() {
     // and is exact (and sets it); the second is far back or near.
     let sample: Vec<usize> = (0..LINE)
         .step_by(100)
+        .chain((5..25).step_by(5))
         .filter(|&i| i < 2 * zone || i % 10 != 3)
         .collect();
     let mut polled: Vec<(usize, Visitor, u64)> = Vec::new();
@@ -120,7 +151,10 @@ async fn far_back_polls_are_estimates_without_redis_and_near_ones_are_exact() {
                 &main,
                 &user
             ),
-            Some(place::Held::Ticket(ticket))
+            Some(place::Held::Ticket {
+                ticket,
+                seen_ms: place_seen(&v)
+            })
         );
         polled.push((i, v, exact));
     }
@@ -129,19 +163,25 @@ async fn far_back_polls_are_estimates_without_redis_and_near_ones_are_exact() {
     let before = sent(&stack).await;
     let started = Instant::now();
     let mut errors = Vec::new();
-    let (mut far, mut near) = (0u64, 0u64);
+    let (mut far, mut near, mut exact_head) = (0u64, 0u64, 0u64);
     for (i, v, exact) in &mut polled {
         let r = v.position().await;
         assert_eq!((r.status, r.state()), (200, "waiting"), "{:?}", r.json);
         let shown = r.json["position"].as_u64().unwrap();
-        if *exact as usize > zone {
-            assert_eq!(r.json["approximate"], true, "{i}: {:?}", r.json);
-            errors.push((shown as f64 - *exact as f64).abs() / *exact as f64);
-            far += 1;
-        } else {
+        if *exact <= head {
             assert!(r.json.get("approximate").is_none(), "{i}: {:?}", r.json);
             assert_eq!(shown, *exact, "{i}");
-            near += 1;
+            exact_head += 1;
+        } else {
+            // Behind the head: from the snapshot, near (its last Redis
+            // request is seconds old) or far back.
+            assert_eq!(r.json["approximate"], true, "{i}: {:?}", r.json);
+            errors.push((shown as f64 - *exact as f64).abs() / *exact as f64);
+            if *exact as usize > zone {
+                far += 1;
+            } else {
+                near += 1;
+            }
         }
         assert!(r.json["etaSeconds"].as_u64().is_some());
     }
@@ -155,20 +195,24 @@ async fn far_back_polls_are_estimates_without_redis_and_near_ones_are_exact() {
     errors.sort_by(f64::total_cmp);
     let p95 = errors[errors.len() * 95 / 100];
     eprintln!(
-        "{far} far-back polls, {near} near: {evalsha} EVALSHA (the near ones), {hmget} HMGET (snapshots) in {secs:.1} s; relative error p50 {:.4} %, p95 {:.4} %, max {:.4} %",
+        "{far} far-back polls, {near} near behind the head, {exact_head} in the head: {evalsha} EVALSHA (the head's), {hmget} HMGET (snapshots) in {secs:.1} s; relative error p50 {:.4} %, p95 {:.4} %, max {:.4} %",
         errors[errors.len() / 2] * 100.0,
         p95 * 100.0,
         errors.last().unwrap() * 100.0
     );
-    assert!(far >= 150 && near >= 9, "{far} far, {near} near");
-    // Near polls are one script each; far ones none; the snapshot is read
-    // at most once a second (plus one): far below 0.05 a far-back poll.
-    assert_eq!(evalsha, near);
+    assert!(
+        far >= 150 && near >= 8 && exact_head >= 5,
+        "{far} far, {near} near, {exact_head} head"
+    );
+    // The head's polls are one script each; the others none; the snapshot
+    // is read at most once in 5 s (so at most once a second here, plus
+    // one): far below 0.05 a poll.
+    assert_eq!(evalsha, exact_head);
     assert!(
         (hmget as f64) <= secs.ceil() + 1.0,
         "{hmget} snapshot reads in {secs:.1} s"
     );
-    assert!((hmget as f64) / (far as f64) <= 0.05);
+    assert!((hmget as f64) / ((far + near) as f64) <= 0.05);
     assert!(p95 <= 0.02, "p95 relative error {p95}");
 }
 
@@ -216,15 +260,20 @@ async fn a_borrowed_or_forged_place_is_ignored() {
             &main,
             &far_user,
             5,
+            0,
         ),
-        place::mint(IDENTITY_SECRET.as_bytes(), &other, &far_user, 5),
+        place::mint(IDENTITY_SECRET.as_bytes(), &other, &far_user, 5, 0),
     ] {
         let mut v = far.clone();
         v.cookies.insert("qg_place".into(), forged.clone());
         let r = v.position().await;
         assert_eq!(r.json["position"], 400, "{forged}: {:?}", r.json);
         assert!(r.json.get("approximate").is_none(), "{forged}");
-        assert_eq!(v.cookies["qg_place"], far_place, "{forged}");
+        assert_eq!(
+            held_ticket(&v, &far_user),
+            held_ticket(&far, &far_user),
+            "{forged}"
+        );
     }
 }
 
@@ -368,10 +417,19 @@ async fn a_pre_queue_of_20000_learns_its_drawn_places_at_the_edge() {
             }
         })
     };
-    // Everyone polls once (after one poll that reads the snapshot the draw
-    // left: the isolate's last one is from before the opening).
-    let r = visitors[0].clone().position().await;
-    assert_eq!(r.state(), "waiting", "{:?}", r.json);
+    // Everyone polls once, once the isolate has read a snapshot the draw
+    // left (its last one is from before the opening, kept for
+    // `snapshot::REFRESH_MS`: until then it says "pre-queued").
+    let deadline = Instant::now() + std::time::Duration::from_millis(snapshot::REFRESH_MS + 3_000);
+    loop {
+        let r = visitors[0].clone().position().await;
+        if r.state() == "waiting" {
+            break;
+        }
+        assert_eq!(r.state(), "pre_queue", "{:?}", r.json);
+        assert!(Instant::now() < deadline, "still {:?}", r.json);
+        tokio::time::sleep(std::time::Duration::from_millis(250)).await;
+    }
     let before = sent(&stack).await;
     let started = Instant::now();
     let replies = poll_all(&mut visitors).await;
@@ -390,16 +448,7 @@ async fn a_pre_queue_of_20000_learns_its_drawn_places_at_the_edge() {
         let (ticket, rank) = exact[i];
         let shown = r.json["position"].as_u64().unwrap();
         // The ticket the edge worked out is the one the draw placed.
-        assert_eq!(
-            place::verify(
-                IDENTITY_SECRET.as_bytes(),
-                &visitors[i].cookies["qg_place"],
-                &main,
-                &users[i].0
-            ),
-            Some(place::Held::Ticket(ticket)),
-            "{i}"
-        );
+        assert_eq!(held_ticket(&visitors[i], &users[i].0), Some(ticket), "{i}");
         if rank < zone {
             assert!(r.json.get("approximate").is_none(), "{i}: {:?}", r.json);
             assert_eq!(shown, rank + 1);
@@ -437,4 +486,91 @@ async fn a_pre_queue_of_20000_learns_its_drawn_places_at_the_edge() {
         "{all} requests for {PRE} visitors"
     );
     assert!(p95 <= 0.02, "p95 relative error {p95}");
+}
+
+/// Near the head but behind its exact part, a visitor is answered at the
+/// edge, except every `abandon_after_ms / 2`, when its poll goes to Redis
+/// to prove it is alive: one that keeps polling through the worker is
+/// never taken for a leaver, while one that went silent is dropped.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_near_visitor_answered_at_the_edge_still_proves_it_is_alive() {
+    const ABANDON_MS: u64 = 4_000;
+    let settings = Settings {
+        admit_rate_per_second: RATE,
+        idle_passthrough: false,
+        abandon_after_ms: ABANDON_MS,
+        poll_min_ms: 200,
+        poll_max_ms: 1_000,
+        exact_head_ms: 1_000,
+        ..Settings::default()
+    };
+    assert_eq!(settings.exact_head_visitors(RATE), 5);
+    let stack = EdgeStack::start(settings, "anonymous", RedisServer::start()).await;
+    let q = &stack.queue;
+    let users: Vec<(UserId, Visitor)> = (0..40).map(|i| visitor_for(&stack, i)).collect();
+    for (u, _) in &users {
+        q.enter(u).await;
+    }
+    q.set_lock("test").await;
+    q.admit_at("test", 0, &[], RATE).await;
+    // Ticks of allowance 0: the leaver scan runs, nobody is admitted; the
+    // 20 visitors ahead keep polling Redis, so the one watched stays 21st.
+    let ahead: Vec<UserId> = users[..20].iter().map(|(u, _)| u.clone()).collect();
+    let ticking = {
+        let q = q.clone();
+        tokio::spawn(async move {
+            loop {
+                tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+                q.admit_at("test", 0, &[], RATE).await;
+                for u in &ahead {
+                    q.position(u).await;
+                }
+            }
+        })
+    };
+    let (polling_user, mut polling) = users[20].clone();
+    let (silent_user, mut silent) = users[30].clone();
+    assert!(polling.position().await.json.get("approximate").is_none());
+    assert!(silent.position().await.json.get("approximate").is_none());
+
+    // 2.5 × abandon_after of polls every 300 ms.
+    let before = sent(&stack).await;
+    let started = Instant::now();
+    let (mut polls, mut at_edge) = (0u64, 0u64);
+    while started.elapsed().as_millis() < u128::from(ABANDON_MS * 5 / 2) {
+        let r = polling.position().await;
+        assert_eq!((r.status, r.state()), (200, "waiting"), "{:?}", r.json);
+        assert_eq!(r.json["position"], 21, "{:?}", r.json);
+        polls += 1;
+        if r.json["approximate"] == true {
+            at_edge += 1;
+        }
+
+        tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    }
+    let after = sent(&stack).await;
+    ticking.abort();
+    let scripts =
+        after.get("EVALSHA").copied().unwrap_or(0) - before.get("EVALSHA").copied().unwrap_or(0);
+    eprintln!(
+        "{polls} polls in {:.1} s: {at_edge} at the edge, {scripts} to Redis",
+        started.elapsed().as_secs_f64()
+    );
+    // One Redis poll every 2 s (abandon_after / 2, the cookie keeping the
+    // time to the second): about 5 in 10 s.
+    assert!((3..=8).contains(&scripts), "{scripts} of {polls}");
+    assert_eq!(polls, at_edge + scripts);
+    // Still in line; the silent one was dropped.
+    let mut conn = q.conn.clone();
+    let score = |u: &UserId| {
+        redis::cmd("ZSCORE")
+            .arg(q.keys.waiting())
+            .arg(u.as_str())
+            .to_owned()
+    };
+    let kept: Option<f64> = score(&polling_user).query_async(&mut conn).await.unwrap();
+    let dropped: Option<f64> = score(&silent_user).query_async(&mut conn).await.unwrap();
+    assert!(kept.is_some(), "the polling visitor was dropped");
+    assert_eq!(dropped, None, "the silent visitor is still in line");
+    assert_eq!(silent.position().await.state(), "abandoned");
 }
