@@ -60,7 +60,8 @@ pub struct Settings {
     /// of admission are exact. Behind it, the near zone's polls go to
     /// Redis only when the visitor's last Redis request is
     /// `abandon_after_ms / 2` old (to prove it is alive); the edge answers
-    /// the others from its snapshot (docs/uncapped-line.md). 0: every near
+    /// the others from its snapshot (docs/uncapped-line.md). 0, or a head
+    /// as long as the near zone (at most the zone is used): every near
     /// poll goes to Redis.
     pub exact_head_ms: u64,
     /// New places one client address may take per minute (its refill);
@@ -302,11 +303,11 @@ impl Settings {
                 "must be at least 2 × poll_max_ms, or visitors who obey retryAfter are dropped",
             ));
         }
-        if self.exact_head_ms > self.exact_zone_ms {
+        if self.exact_head_ms > MAX_EXACT_ZONE_MS {
             return Err(invalid(
                 "exact_head_ms",
                 self.exact_head_ms,
-                "must be at most exact_zone_ms",
+                "must be at most 86400000 (a day)",
             ));
         }
         if self.exact_zone_ms > MAX_EXACT_ZONE_MS {
@@ -547,6 +548,19 @@ mod tests {
         s.validate().unwrap();
         assert_eq!(s.challenge_crowd, (300.0 * s.admit_rate_per_second) as u64);
         assert_eq!(s.max_waiting, 10_000_000);
+        // The exact head: 5 s at 175/s; never more than the near zone.
+        assert_eq!(s.exact_head_visitors(175.0), 875);
+        let wide = Settings {
+            exact_head_ms: 600_000,
+            ..Settings::default()
+        };
+        assert_eq!(wide.exact_head_visitors(175.0), s.near_zone_visitors(175.0));
+        let off = Settings {
+            exact_head_ms: 0,
+            ..Settings::default()
+        };
+        assert_eq!(off.exact_head_visitors(175.0), 0);
+        assert_eq!(s.liveness_ms(), 45_000);
         assert_eq!(s.tick_ms, 100);
         assert_eq!(s.token_ttl_ms, 5 * 60_000);
         assert_eq!(s.status_ttl_ms, 7 * 60_000);
@@ -693,6 +707,13 @@ mod tests {
                     ..Default::default()
                 },
                 "challenge_crowd",
+            ),
+            (
+                Settings {
+                    exact_head_ms: MAX_EXACT_ZONE_MS + 1,
+                    ..Default::default()
+                },
+                "exact_head_ms",
             ),
             (
                 Settings {

@@ -390,6 +390,7 @@ fn uncapped_study(args: Vec<String>) -> Result<()> {
     kinds_table(&primary, &others, fleet);
     lag_table(&all);
     by_model_table(&all, fleet);
+    whole_run_table(&primary, fleet);
     sweep_table(&primary, fleet);
     targets(&primary, fleet);
     draw_isolates(&primary, fleet, &st.chart)
@@ -588,6 +589,34 @@ fn by_model_table(all: &[&CrowdRun], fleet: Fleet) {
             thousands(m.total_isolate()),
             thousands(m.total_location()),
             thousands(m.edge_polls),
+        );
+    }
+}
+
+/// Each crowd's whole run, arrivals to the last admission: what a drop of
+/// that size costs Redis and the worker (BENCHMARKS.md's cost table).
+fn whole_run_table(primary: &[CrowdRun], fleet: Fleet) {
+    println!(
+        "\n| crowd (whole run) | seconds | enters | exact polls | snapshot refreshes per isolate | ticks | orders (consume + settle) | **Redis requests** | polls answered at the edge | worker requests (enters, polls, orders) |"
+    );
+    println!("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
+    for r in primary {
+        let seconds: Vec<usize> = (0..r.outcome.redis.ticks.len()).collect();
+        let n = seconds.len() as f64;
+        let m = r.outcome.load_over(&seconds, fleet).mean;
+        let worker = (m.enters + m.exact_polls + m.edge_polls + m.orders / 2.0) * n;
+        println!(
+            "| {} | {} | {} | {} | {} | {} | {} | **{}** | {} | {} |",
+            thousands(r.crowd as f64),
+            thousands(n),
+            thousands(m.enters * n),
+            thousands(m.exact_polls * n),
+            thousands(m.refreshes_isolate * n),
+            thousands(m.ticks * n),
+            thousands(m.orders * n),
+            thousands(m.total_isolate() * n),
+            thousands(m.edge_polls * n),
+            thousands(worker),
         );
     }
 }
