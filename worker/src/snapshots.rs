@@ -114,27 +114,28 @@ mod tests {
     }
 
     #[test]
-    fn one_refresh_a_second_per_queue_and_none_while_one_runs() {
+    fn one_refresh_per_interval_per_queue_and_none_while_one_runs() {
+        let r = REFRESH_MS;
         let cache = SnapshotCache::default();
         assert_eq!(cache.get_or_start("main", 10_000), (None, true));
         // Under way: the others answer without it (exact path), no read.
         assert_eq!(cache.get_or_start("main", 10_100), (None, false));
         cache.record("main", Some(snap(10_050)));
         assert_eq!(
-            cache.get_or_start("main", 10_900),
+            cache.get_or_start("main", 10_000 + r - 1),
             (Some(snap(10_050)), false)
         );
-        // A second on: one request refreshes, serving the old meanwhile.
+        // An interval on: one request refreshes, serving the old meanwhile.
         assert_eq!(
-            cache.get_or_start("main", 11_000),
+            cache.get_or_start("main", 10_000 + r),
             (Some(snap(10_050)), true)
         );
         assert_eq!(
-            cache.get_or_start("main", 11_001),
+            cache.get_or_start("main", 10_001 + r),
             (Some(snap(10_050)), false)
         );
         // Another queue has its own.
-        assert_eq!(cache.get_or_start("other", 11_001), (None, true));
+        assert_eq!(cache.get_or_start("other", 10_001 + r), (None, true));
         assert_eq!(cache.exact_front("main"), Some(10));
         assert_eq!(cache.exact_front("other"), None);
     }
