@@ -273,8 +273,9 @@ function spies() {
 // harder challenge and solves it again, showing no error.
 test("a challenge gone stale while solving is solved again without an error", { timeout: 120_000 }, async () => {
   mkdirSync(artifacts, { recursive: true });
-  // A line of 8: from 4 the level is 1 (maxnumber x2).
-  const stack = startStack(["--max-waiting", "8", "--challenge-difficulty", "5000", "--exit-after", "110"]);
+  // A line of 8 whose challenge counts from 8: from 4 the level is 1
+  // (maxnumber x2).
+  const stack = startStack(["--max-waiting", "8", "--challenge-crowd", "8", "--challenge-difficulty", "5000", "--exit-after", "110"]);
   const dir = mkdtempSync(join(tmpdir(), "qg-browser-"));
   let browser;
   try {

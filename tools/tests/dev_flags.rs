@@ -30,6 +30,10 @@ fn refused_flags_are_one_line_naming_the_flag() {
             "queuegate-dev: --max-waiting 0:",
         ),
         (
+            &["--challenge-crowd", "0"][..],
+            "queuegate-dev: --challenge-crowd 0:",
+        ),
+        (
             &["--leave-share", "2"][..],
             "queuegate-dev: --leave-share 2:",
         ),
