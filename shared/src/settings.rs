@@ -203,6 +203,12 @@ fn invalid(field: &'static str, value: impl ToString, rule: &'static str) -> Set
     }
 }
 
+/// [`Settings::liveness_ms`] for an `abandon_after_ms`: half of it (the
+/// edge reads it from a snapshot, not from settings).
+pub fn liveness_ms(abandon_after_ms: u64) -> u64 {
+    abandon_after_ms / 2
+}
+
 impl Settings {
     /// The near zone's length in time: `exact_zone_ms`, but at least
     /// `abandon_after_ms + 2 × poll_max_ms` (a visitor coming near gets
@@ -235,7 +241,7 @@ impl Settings {
     /// at most `poll_max_ms` later (validated: at most half of it) it is
     /// never taken for a leaver.
     pub fn liveness_ms(&self) -> u64 {
-        self.abandon_after_ms / 2
+        liveness_ms(self.abandon_after_ms)
     }
 
     /// Visitors in the near zone at `rate` admissions per second: at least

@@ -9,7 +9,7 @@ use crate::draw::{DrawPermutation, DrawSlot};
 use crate::fields::config;
 use crate::ops::{parse_rounds, DrawSeed};
 use crate::policy::{PollPolicy, PreQueuePolicy};
-use crate::settings::QueueState;
+use crate::settings::{liveness_ms, QueueState};
 use crate::state::UserState;
 
 /// A snapshot older than this (by Redis' clock against the edge's) is not
@@ -229,17 +229,8 @@ impl Snapshot {
     /// the visitor's arrival in the near zone, where it must poll Redis to
     /// keep its place.
     pub fn far_back(&self, ticket: u64, now_ms: u64) -> Option<UserState> {
-        let admitting = match self.state {
-            QueueState::Open | QueueState::Draining => true,
-            QueueState::Paused => false,
-            QueueState::Closed => return None,
-        };
-        if !self.is_fresh(now_ms)
-            || self.draw_left > 0
-            || ticket <= self.zone_front
-            || ticket > self.tail
-            || self.waiting <= self.zone_count
-        {
+        let admitting = self.admitting_now(now_ms)?;
+        if ticket <= self.zone_front || ticket > self.tail || self.waiting <= self.zone_count {
             return None;
         }
         let at_snapshot = self.between(
@@ -276,18 +267,12 @@ impl Snapshot {
     ///
     /// [`Settings::liveness_ms`]: crate::Settings::liveness_ms
     pub fn near(&self, ticket: u64, seen_ms: u64, now_ms: u64) -> Option<UserState> {
-        let admitting = match self.state {
-            QueueState::Open | QueueState::Draining => true,
-            QueueState::Paused => false,
-            QueueState::Closed => return None,
-        };
-        if !self.is_fresh(now_ms)
-            || self.draw_left > 0
-            || self.head_count == 0
+        let admitting = self.admitting_now(now_ms)?;
+        if self.head_count == 0
             || ticket <= self.head_front
             || ticket > self.zone_front.min(self.tail)
             || self.zone_count <= self.head_count
-            || now_ms.saturating_sub(seen_ms) >= self.pre_policy.abandon_after_ms / 2
+            || now_ms.saturating_sub(seen_ms) >= liveness_ms(self.pre_policy.abandon_after_ms)
         {
             return None;
         }
@@ -311,6 +296,19 @@ impl Snapshot {
             retry_after_ms: policy.retry_after_ms(position, self.measured_rate, admitting),
             approximate: true,
         })
+    }
+
+    /// Whether the queue admits, when the snapshot may answer a waiting
+    /// visitor at `now_ms` at all: fresh, no draw running, not closed.
+    fn admitting_now(&self, now_ms: u64) -> Option<bool> {
+        if !self.is_fresh(now_ms) || self.draw_left > 0 {
+            return None;
+        }
+        match self.state {
+            QueueState::Open | QueueState::Draining => Some(true),
+            QueueState::Paused => Some(false),
+            QueueState::Closed => None,
+        }
     }
 
     /// A rank read from the snapshot, moved on by the admissions since it

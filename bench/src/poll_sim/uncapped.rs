@@ -49,7 +49,7 @@ pub fn scenario(crowd: u64, model: Model, exact_zone_ms: u64, exact_head_ms: u64
         exact_zone_ms,
         aggregate_far: model == Model::Aggregate,
         exact_head_ms,
-        liveness_ms: queuegate_shared::Settings::default().abandon_after_ms / 2,
+        liveness_ms: queuegate_shared::Settings::default().liveness_ms(),
     };
     let mut s = Scenario::uncapped(crowd, window_ms(crowd), zone);
     if model == Model::Old {

@@ -448,7 +448,10 @@ async fn the_rounds_keep_every_slot_and_counts_that_are_off_give_one_round() {
     open_now(&q).await;
     let run = DrawRun::open(&q, "test", seed()).await.expect("sealed");
     assert_eq!(run.drawing().rounds, [3, 1, 1]);
-    assert_eq!(config_text(&q, cf::DRAW_NUMBER).await.as_deref(), Some("1"));
+    assert_eq!(
+        config_field(&q, cf::DRAW_NUMBER).await.as_deref(),
+        Some("1")
+    );
 
     // The same pre-queue with its counts off: one round, no slots.
     let q = TestQueue::open(&redis.url(), "lost", fast_settings()).await;
@@ -469,17 +472,7 @@ async fn the_rounds_keep_every_slot_and_counts_that_are_off_give_one_round() {
     open_now(&q).await;
     let run = DrawRun::open(&q, "test", seed()).await.expect("sealed");
     assert_eq!(run.drawing().rounds, [3]);
-    assert_eq!(config_text(&q, cf::DRAW_ROUNDS).await.as_deref(), Some(""));
-}
-
-async fn config_text(q: &TestQueue, field: &str) -> Option<String> {
-    let mut conn = q.conn.clone();
-    redis::cmd("HGET")
-        .arg(q.keys.config())
-        .arg(field)
-        .query_async(&mut conn)
-        .await
-        .expect("HGET")
+    assert_eq!(config_field(&q, cf::DRAW_ROUNDS).await.as_deref(), Some(""));
 }
 
 /// The draw slot a pre-queue reply holds.
