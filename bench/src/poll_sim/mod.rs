@@ -376,6 +376,15 @@ impl Outcome {
             .collect()
     }
 
+    /// The settled line: seconds from `from_ms` on in which the line holds
+    /// more than `above` visitors (a far back exists behind the near zone).
+    pub fn settled_seconds(&self, from_ms: u64, above: u64) -> Vec<usize> {
+        let first = from_ms.div_ceil(1_000) as usize;
+        (first..self.waiting_per_second.len())
+            .filter(|&s| u64::from(self.waiting_per_second[s]) > above)
+            .collect()
+    }
+
     /// Mean Redis requests/s by kind over `seconds`, and the per-second
     /// totals.
     pub fn load_over(&self, seconds: &[usize], fleet: Fleet) -> SteadyLoad {
@@ -921,6 +930,10 @@ mod tests {
         assert_eq!(out.steady_seconds(0, 0.5), vec![0, 1, 2]);
         assert_eq!(out.steady_seconds(1_000, 0.5), vec![1, 2]);
         assert_eq!(out.steady_seconds(0, 0.9), vec![0]);
+        // Seconds with more than two waiting: 0 and 1.
+        assert_eq!(out.settled_seconds(0, 2), vec![0, 1]);
+        assert_eq!(out.settled_seconds(1_000, 2), vec![1]);
+        assert_eq!(out.settled_seconds(0, 4), Vec::<usize>::new());
     }
 
     #[test]

@@ -74,6 +74,20 @@ pub struct CrowdRun {
     /// The steady line: seconds after the last arrival with the line at
     /// ≥ [`STEADY_SHARE`] of its peak.
     pub steady: Vec<usize>,
+    /// The settled line ([`settled_from_ms`]): every mechanism running,
+    /// a far back behind the near zone.
+    pub settled: Vec<usize>,
+}
+
+/// Where the settled line starts: after the last arrival, and once the
+/// first visitors' liveness requests are due (`liveness_ms` after the
+/// opening, plus one longest poll interval for the poll that finds it due).
+/// Before that the near zone's Redis requests are only those of the head:
+/// a start-up transient, not a line's steady cost.
+pub fn settled_from_ms(scenario: &Scenario) -> u64 {
+    let s = &scenario.settings;
+    let liveness = scenario.near_zone.map_or(0, |z| z.liveness_ms);
+    scenario.window_ms.max(liveness + s.poll_max_ms)
 }
 
 impl CrowdRun {
@@ -87,6 +101,10 @@ impl CrowdRun {
         );
         let wall = started.elapsed();
         let steady = outcome.steady_seconds(scenario.window_ms, STEADY_SHARE);
+        let settled = outcome.settled_seconds(
+            settled_from_ms(&scenario),
+            outcome.near_zone_visitors.unwrap_or(0),
+        );
         CrowdRun {
             crowd,
             model,
@@ -94,12 +112,18 @@ impl CrowdRun {
             outcome,
             wall,
             steady,
+            settled,
         }
     }
 
     /// Redis requests/s by kind over the steady line, refreshes for `fleet`.
     pub fn load(&self, fleet: Fleet) -> SteadyLoad {
         self.outcome.load_over(&self.steady, fleet)
+    }
+
+    /// Redis requests/s by kind over the settled line.
+    pub fn settled_load(&self, fleet: Fleet) -> SteadyLoad {
+        self.outcome.load_over(&self.settled, fleet)
     }
 
     /// The longest line (at the start of a second).
@@ -114,9 +138,14 @@ impl CrowdRun {
 
     /// Mean line over the steady line.
     pub fn steady_waiting(&self) -> f64 {
+        self.mean_waiting(&self.steady)
+    }
+
+    /// Mean line over `seconds`.
+    pub fn mean_waiting(&self, seconds: &[usize]) -> f64 {
         let w = &self.outcome.waiting_per_second;
-        let sum: f64 = self.steady.iter().map(|&s| f64::from(w[s])).sum();
-        sum / self.steady.len().max(1) as f64
+        let sum: f64 = seconds.iter().map(|&s| f64::from(w[s])).sum();
+        sum / seconds.len().max(1) as f64
     }
 }
 
