@@ -26,7 +26,12 @@ impl Script {
     /// worker then carries no SHA-1 code, and `hashes_are_pinned` checks
     /// each pin against the assembled source, so a script change cannot
     /// ship with a stale hash.
-    const fn new(name: &'static str, prelude: bool, body: &'static str, sha1: &'static str) -> Self {
+    const fn new(
+        name: &'static str,
+        prelude: bool,
+        body: &'static str,
+        sha1: &'static str,
+    ) -> Self {
         Script {
             name,
             prelude,
@@ -67,55 +72,128 @@ impl Script {
 }
 
 /// Takes a ticket (or returns the existing state).
-pub static ENTER: Script = Script::new("enter", true, include_str!("../lua/enter.lua"), "11cf6034272b2554c067ae374adcf70951bb1dba");
+pub static ENTER: Script = Script::new(
+    "enter",
+    true,
+    include_str!("../lua/enter.lua"),
+    "11cf6034272b2554c067ae374adcf70951bb1dba",
+);
 /// Reports a user's state and marks them as seen.
-pub static POSITION: Script = Script::new("position", true, include_str!("../lua/position.lua"), "737cec025aca66697fa22b569ca2c4b7470b1dfc");
+pub static POSITION: Script = Script::new(
+    "position",
+    true,
+    include_str!("../lua/position.lua"),
+    "737cec025aca66697fa22b569ca2c4b7470b1dfc",
+);
 /// One scheduler tick: sweeps, drops leavers, admits.
-pub static ADMIT: Script = Script::new("admit", true, include_str!("../lua/admit.lua"), "dda31db8ed397e1049305c26d19788ed2f7f3bc8");
+pub static ADMIT: Script = Script::new(
+    "admit",
+    true,
+    include_str!("../lua/admit.lua"),
+    "dda31db8ed397e1049305c26d19788ed2f7f3bc8",
+);
 /// Compare-and-delete of an entry token.
-pub static CONSUME: Script = Script::new("consume", true, include_str!("../lua/consume.lua"), "c33353d663737e96989dd4e803774e9b48313bce");
+pub static CONSUME: Script = Script::new(
+    "consume",
+    true,
+    include_str!("../lua/consume.lua"),
+    "c33353d663737e96989dd4e803774e9b48313bce",
+);
 /// Records the origin's outcome after a consume.
-pub static SETTLE: Script = Script::new("settle", true, include_str!("../lua/settle.lua"), "a67ae43400eed643d1db8fd2c2450233cacb3672");
+pub static SETTLE: Script = Script::new(
+    "settle",
+    true,
+    include_str!("../lua/settle.lua"),
+    "a67ae43400eed643d1db8fd2c2450233cacb3672",
+);
 /// Takes or extends the scheduler lease.
 pub static LEASE_ACQUIRE: Script = Script::new(
     "lease_acquire",
     false,
-    include_str!("../lua/lease_acquire.lua"), "4417c0c8463d1512b8a962680ec405744d0ecf6b");
+    include_str!("../lua/lease_acquire.lua"),
+    "4417c0c8463d1512b8a962680ec405744d0ecf6b",
+);
 /// Drops the lease if still owned.
 pub static LEASE_RELEASE: Script = Script::new(
     "lease_release",
     false,
-    include_str!("../lua/lease_release.lua"), "d4530721362acba6eca833ae5bc15a5d5b5b9ad2");
+    include_str!("../lua/lease_release.lua"),
+    "d4530721362acba6eca833ae5bc15a5d5b5b9ad2",
+);
 
 /// Publishes settings without touching the operator's state.
-pub static CONFIGURE: Script =
-    Script::new("configure", false, include_str!("../lua/configure.lua"), "1d52985d53a6c04b90e28d5a62f889228d80d953");
+pub static CONFIGURE: Script = Script::new(
+    "configure",
+    false,
+    include_str!("../lua/configure.lua"),
+    "1d52985d53a6c04b90e28d5a62f889228d80d953",
+);
 /// Reads a new proof-of-work challenge's terms.
-pub static CHALLENGE: Script = Script::new("challenge", true, include_str!("../lua/challenge.lua"), "7ddc798cf5411083989d479cbf9d6f1b1252b701");
+pub static CHALLENGE: Script = Script::new(
+    "challenge",
+    true,
+    include_str!("../lua/challenge.lua"),
+    "7ddc798cf5411083989d479cbf9d6f1b1252b701",
+);
 /// Reads what the operator's `status` shows.
-pub static STATUS: Script = Script::new("status", false, include_str!("../lua/status.lua"), "ad9e99bb0fd0e55027c706afebaa60cb3faaf0a1");
+pub static STATUS: Script = Script::new(
+    "status",
+    false,
+    include_str!("../lua/status.lua"),
+    "ad9e99bb0fd0e55027c706afebaa60cb3faaf0a1",
+);
 /// Switches the operator's queue state.
-pub static SET_STATE: Script =
-    Script::new("set_state", false, include_str!("../lua/set_state.lua"), "ae9c182fa0a45b938998d992eae146e34fe08ffe");
+pub static SET_STATE: Script = Script::new(
+    "set_state",
+    false,
+    include_str!("../lua/set_state.lua"),
+    "ae9c182fa0a45b938998d992eae146e34fe08ffe",
+);
 
 /// Reads the origin's recent answers and records the origin control's
 /// state.
 pub static ORIGIN_WINDOW: Script = Script::new(
     "origin_window",
     true,
-    include_str!("../lua/origin_window.lua"), "4af783003c572d533596b6816af6e2daac821568");
+    include_str!("../lua/origin_window.lua"),
+    "4af783003c572d533596b6816af6e2daac821568",
+);
 
 /// Idle passthrough of a token-less protected request.
-pub static PASS: Script = Script::new("pass", true, include_str!("../lua/pass.lua"), "aad3b0d91b724a0cf7a4236d42c8f1f3a2781a9a");
+pub static PASS: Script = Script::new(
+    "pass",
+    true,
+    include_str!("../lua/pass.lua"),
+    "aad3b0d91b724a0cf7a4236d42c8f1f3a2781a9a",
+);
 /// Seals a pre-queue after its opening and fixes the draw's seed.
-pub static DRAW_OPEN: Script = Script::new("draw_open", true, include_str!("../lua/draw_open.lua"), "40054c1eadb54414a7fd2587660d472f2959e341");
+pub static DRAW_OPEN: Script = Script::new(
+    "draw_open",
+    true,
+    include_str!("../lua/draw_open.lua"),
+    "40054c1eadb54414a7fd2587660d472f2959e341",
+);
 /// Places one batch of a running draw.
-pub static DRAW_PLACE: Script =
-    Script::new("draw_place", true, include_str!("../lua/draw_place.lua"), "25bb5bb36506c9f0f9fbb63acd36789690ec7b41");
+pub static DRAW_PLACE: Script = Script::new(
+    "draw_place",
+    true,
+    include_str!("../lua/draw_place.lua"),
+    "25bb5bb36506c9f0f9fbb63acd36789690ec7b41",
+);
 /// Sets or clears a queue's opening and closing.
-pub static SCHEDULE: Script = Script::new("schedule", false, include_str!("../lua/schedule.lua"), "21a081b0dab3004d63b1ea6556d565bf4a8c48c8");
+pub static SCHEDULE: Script = Script::new(
+    "schedule",
+    false,
+    include_str!("../lua/schedule.lua"),
+    "21a081b0dab3004d63b1ea6556d565bf4a8c48c8",
+);
 /// Gives back a token whose consume's reply was lost.
-pub static UNCONSUME: Script = Script::new("unconsume", true, include_str!("../lua/unconsume.lua"), "26af9d549f9f677f01e5fe8f4a82e08ba0533c49");
+pub static UNCONSUME: Script = Script::new(
+    "unconsume",
+    true,
+    include_str!("../lua/unconsume.lua"),
+    "26af9d549f9f677f01e5fe8f4a82e08ba0533c49",
+);
 
 /// Every script, for preloading (SCRIPT LOAD) and the pinned-hash test.
 pub fn all() -> [&'static Script; 17] {
@@ -179,7 +257,12 @@ mod tests {
         let pinned: Vec<(&str, &str)> = all().iter().map(|s| (s.name(), s.sha1())).collect();
         let computed: Vec<(&str, String)> = all()
             .iter()
-            .map(|s| (s.name(), sha1_smol::Sha1::from(s.source()).digest().to_string()))
+            .map(|s| {
+                (
+                    s.name(),
+                    sha1_smol::Sha1::from(s.source()).digest().to_string(),
+                )
+            })
             .collect();
         let computed: Vec<(&str, &str)> = computed.iter().map(|(n, h)| (*n, h.as_str())).collect();
         assert_eq!(

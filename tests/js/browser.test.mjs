@@ -6,7 +6,8 @@
 // place and is notified of their turn, and a newcomer to the empty line
 // is admitted on entry; a challenge gone stale while it was solved (the
 // line grew past a difficulty level) is solved again without an error; and
-// far from the head the place shown is the edge's estimate ("about N").
+// far from the head the place shown is the edge's estimate ("about N");
+// and a person who opens a protected page is sent to the room and back.
 // Screenshots land in artifacts/.
 import { test } from "node:test";
 import assert from "node:assert/strict";
@@ -551,6 +552,40 @@ test("far from the head the page shows an approximate place, answered at the edg
     await page.screenshot({ path: join(artifacts, "browser-far-back.png") });
     // (The first enter's 403 challenge_required is logged as a failed
     // load; only script errors such as CSP violations count.)
+    assert.deepEqual(problems.filter((p) => /Content Security Policy|Uncaught/.test(p)), []);
+  } finally {
+    if (browser) await browser.close();
+    stop(stack.child);
+  }
+});
+
+test("a person who opens a protected page is sent to the room and back to that page", { timeout: 120_000 }, async () => {
+  mkdirSync(artifacts, { recursive: true });
+  // The stack protects GET /tickets/* (tools/src/stack.rs) beside POST
+  // /orders. With a line waiting, a visit without a token is sent to the
+  // room with the page it wanted; admitted, Continue leads back there.
+  const stack = startStack(["--admit-rate", "4", "--challenge-difficulty", "5000", "--exit-after", "110"]);
+  let browser;
+  try {
+    const base = await stack.url;
+    await crowd(base, 24);
+    browser = await launch();
+    const page = await browser.newPage();
+    const problems = [];
+    page.on("console", (m) => { if (m.type() === "error") problems.push(m.text()); });
+    await page.goto(base + "/tickets/7?seat=A12");
+    assert.equal(new URL(page.url()).pathname, "/queue", `sent to the room, at ${page.url()}`);
+    assert.equal(new URL(page.url()).searchParams.get("return"), "/tickets/7?seat=A12");
+    await page.waitForSelector("#figures:not([hidden]), #continue:not([hidden])", { timeout: 60_000 });
+    await page.waitForSelector('#continue:not([hidden])[aria-disabled="false"]', { timeout: 60_000 });
+    assert.equal(await page.getAttribute("#continue", "href"), "/tickets/7?seat=A12");
+    await page.screenshot({ path: join(artifacts, "browser-return-admitted.png") });
+    await page.click("#continue");
+    await page.waitForURL(/\/tickets\/7\?seat=A12$/);
+    assert.equal(await page.textContent("#ticket"), "Ticket 7 is yours");
+    // The token is spent: opening the page again goes back to the room.
+    await page.goto(base + "/tickets/7");
+    assert.equal(new URL(page.url()).pathname, "/queue");
     assert.deepEqual(problems.filter((p) => /Content Security Policy|Uncaught/.test(p)), []);
   } finally {
     if (browser) await browser.close();

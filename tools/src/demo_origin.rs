@@ -8,7 +8,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use axum::extract::State;
+use axum::extract::{Path, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::Html;
 use axum::routing::{get, post};
@@ -114,6 +114,7 @@ pub fn router(secret: &str, conditions: Conditions) -> Router {
         .route("/", get(home))
         .route("/checkout", get(checkout))
         .route("/orders", post(order))
+        .route("/tickets/{id}", get(ticket))
         .route(
             "/_demo/conditions",
             get(show_conditions).post(set_conditions),
@@ -143,7 +144,9 @@ async fn home() -> Html<&'static str> {
         r#"<!doctype html><html lang="en"><meta charset="utf-8"><title>Demo shop</title>
 <body style="font-family:system-ui;max-width:32rem;margin:3rem auto">
 <h1>Demo shop — flash sale</h1>
-<p>Tickets go on sale now. <a href="/queue">Join the queue</a>.</p></body></html>"#,
+<p>Tickets go on sale now. <a href="/queue">Join the queue</a>.</p>
+<p>Or open <a href="/tickets/7">ticket 7</a> directly: without an entry token
+the waiting room takes you in and sends you back.</p></body></html>"#,
     )
 }
 
@@ -166,6 +169,57 @@ document.getElementById("order").addEventListener("click", async () => {
     : "The order did not go through (" + (body.message || resp.status) + ").";
 });
 </script></body></html>"#,
+    )
+}
+
+/// `GET /tickets/{id}`: a protected page (the stack's `PROTECTED_ROUTES`
+/// has `GET /tickets/*`), reached only through the gate: a person without
+/// a token is sent to the room and back (edge/src/navigation.rs).
+async fn ticket(
+    State(shop): State<Arc<Shop>>,
+    Path(id): Path<String>,
+    headers: HeaderMap,
+) -> (StatusCode, Html<String>) {
+    let h = |name: &str| {
+        headers
+            .get(name)
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or_default()
+    };
+    let path = format!("/tickets/{id}");
+    let signed = h("x-queuegate-time").parse::<u64>().ok().is_some_and(|t| {
+        let expected = queuegate_edge::signing::sign(
+            &shop.secret,
+            h("x-queuegate-queue"),
+            h("x-queuegate-user"),
+            t,
+            "GET",
+            &path,
+        );
+        !h("x-queuegate-user").is_empty() && expected == h("x-queuegate-signature")
+    });
+    let page = |title: &str, text: &str| {
+        format!(
+            r#"<!doctype html><html lang="en"><meta charset="utf-8"><title>{title}</title>
+<body style="font-family:system-ui;max-width:32rem;margin:3rem auto"><h1 id="ticket">{title}</h1><p>{text}</p></body></html>"#
+        )
+    };
+    // Ticket ids are digits: nothing else is echoed into the page.
+    if !signed || id.is_empty() || !id.bytes().all(|b| b.is_ascii_digit()) || id.len() > 9 {
+        return (
+            StatusCode::UNAUTHORIZED,
+            Html(page(
+                "Not through the waiting room",
+                "This page is reached only through the queue.",
+            )),
+        );
+    }
+    (
+        StatusCode::OK,
+        Html(page(
+            &format!("Ticket {id} is yours"),
+            "Reached through the waiting room.",
+        )),
     )
 }
 

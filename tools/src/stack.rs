@@ -210,6 +210,9 @@ impl Stack {
             .start();
         let mut worker = Wrangler::local(&gateway, &shop_url)
             .var("CONTINUE_URL", "/checkout")
+            // The shop's ticket pages are protected too: a person who opens
+            // one without a token is sent to the room and back.
+            .var("PROTECTED_ROUTES", "POST /orders, GET /tickets/*")
             .var("PAGE_TITLE", "Demo shop — waiting room")
             // Plain http on loopback: browsers accept Secure cookies on
             // localhost, but curl users would not see them.

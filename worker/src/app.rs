@@ -5,7 +5,7 @@
 use queuegate_edge::cookie::{cookie, set_cookie, PLACE_COOKIE, TOKEN_COOKIE};
 use queuegate_edge::identity::Key;
 use queuegate_edge::place::{self, Held};
-use queuegate_edge::{altcha, url, TOKEN_HEADER};
+use queuegate_edge::{altcha, navigation, url, TOKEN_HEADER};
 use queuegate_shared::guard::{EntryGuard, GuardCheck};
 use queuegate_shared::ops::{
     ChallengeTerms, Consume, ConsumeReply, Enter, EnterReply, Observed, Outcome, Pass, PassReply,
@@ -95,7 +95,25 @@ impl App {
             Target::Queue(Handler::Challenge) => self.challenge(&req).await,
             Target::Queue(Handler::Position) => self.position(&req).await,
             Target::Queue(Handler::Page) => self.page(&req),
-            Target::Gate => self.gate(req, ctx).await,
+            Target::Gate => {
+                // A person (a navigation or a form, Accept preferring HTML)
+                // whose remedy is the queue is sent to the room with the
+                // path they wanted; JSON clients keep the JSON refusal.
+                let person =
+                    navigation::prefers_html(req.headers().get("accept").ok().flatten().as_deref());
+                let wanted = url::path_and_query(&req.inner().url()).to_string();
+                let path = req.path();
+                match self.gate(req, ctx).await {
+                    Err(e) if person && e.sends_to_room() => {
+                        let queue = self
+                            .config
+                            .protecting_queue(method.as_ref(), &path)
+                            .ok_or(EdgeError::NotFound)?;
+                        http::see_other(&navigation::room_location(queue.as_str(), &wanted))
+                    }
+                    other => other,
+                }
+            }
             Target::Forward => self.forward(req).await,
         }
     }
@@ -111,7 +129,14 @@ impl App {
 
     fn page(&self, req: &Request) -> Result<Response, EdgeError> {
         let (queue, _) = self.queue(req)?;
-        let html = crate::page::render(&self.config.page, queue.as_str());
+        // Where Continue leads: the path the visitor was sent here from
+        // (checked to be a path on this site), else CONTINUE_URL.
+        let own_url = req.inner().url();
+        let back = url::query_param(&own_url, "return")
+            .map(navigation::return_target)
+            .transpose()
+            .map_err(|e| EdgeError::BadRequest(e.to_string()))?;
+        let html = crate::page::render(&self.config.page, queue.as_str(), back.as_deref());
         let resp = Response::from_html(html).map_err(js_err)?;
         let h = resp.headers();
         http::set(h, "cache-control", "no-store")?;

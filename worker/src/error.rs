@@ -282,6 +282,19 @@ impl EdgeError {
         }
     }
 
+    /// Whether the remedy is the waiting room: a person who met this on a
+    /// protected page is sent there (303) instead of shown JSON.
+    pub fn sends_to_room(&self) -> bool {
+        matches!(
+            self,
+            EdgeError::QueueRequired { .. }
+                | EdgeError::TokenInvalid
+                | EdgeError::TokenUsed
+                | EdgeError::NotYetActive { .. }
+                | EdgeError::IdentityRequired
+        )
+    }
+
     /// The `Allow` header of a 405.
     pub fn allow(&self) -> Option<String> {
         match self {

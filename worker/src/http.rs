@@ -288,6 +288,20 @@ pub fn js_err(e: worker::Error) -> EdgeError {
 
 /// The reply for an error. It fails only if the JS runtime itself does,
 /// and then the runtime answers 500.
+/// `303 See Other` to `location` (a path on this site, URL-safe), never
+/// cached, varying with `Accept` (JSON clients get the refusal instead).
+pub fn see_other(location: &str) -> Result<Response, EdgeError> {
+    let resp = Response::text(
+        303,
+        "text/html; charset=utf-8",
+        format!("<!doctype html><a href=\"{location}\">The waiting room</a>\n"),
+    );
+    set(resp.headers(), "location", location)?;
+    set(resp.headers(), "cache-control", "no-store")?;
+    set(resp.headers(), "vary", "accept")?;
+    Ok(resp)
+}
+
 pub fn error_response(e: &EdgeError) -> worker::Result<Response> {
     if e.is_server_fault() {
         worker::console_error!("{} {}: {e}", e.status(), e.code());
@@ -299,6 +313,11 @@ pub fn error_response(e: &EdgeError) -> worker::Result<Response> {
         }
         if let Some(allow) = e.allow() {
             set(resp.headers(), "allow", &allow)?;
+        }
+        if e.sends_to_room() {
+            // A browser asking for HTML got a 303 to the room instead
+            // (app.rs): caches must keep the two apart.
+            set(resp.headers(), "vary", "accept")?;
         }
         if matches!(e, EdgeError::IdentityInvalid(_)) {
             // Drop the bad visitor cookie, so the next enter mints a new one.

@@ -20,12 +20,13 @@ fn escape_html(s: &str) -> String {
         .replace('"', "&quot;")
 }
 
-/// The page for `queue`.
-pub fn render(config: &PageConfig, queue: &str) -> String {
+/// The page for `queue`; Continue leads to `back` (a return target,
+/// already checked) or else to `CONTINUE_URL`.
+pub fn render(config: &PageConfig, queue: &str, back: Option<&str>) -> String {
     let data = serde_json::json!({
         "queue": queue,
         "heading": config.heading,
-        "continueUrl": config.continue_url,
+        "continueUrl": back.unwrap_or(&config.continue_url),
         "texts": config.texts,
     });
     // Inside <script type="application/json">: no "<" may close the tag.
@@ -80,7 +81,7 @@ mod tests {
             ),
         ])
         .unwrap();
-        let html = render(&c, "main");
+        let html = render(&c, "main", None);
         assert!(html.contains("<title>Drop &lt;b&gt;&amp;&lt;/b&gt;</title>"));
         assert!(
             !html.contains("</script><script>alert"),
@@ -88,6 +89,17 @@ mod tests {
         );
         assert!(html.contains(r#""queue":"main""#));
         assert!(!html.contains("{{"), "every placeholder filled");
+    }
+
+    #[test]
+    fn continue_leads_back_to_the_return_target_else_continue_url() {
+        let c = page(&[("CONTINUE_URL", "/checkout")]).unwrap();
+        assert!(render(&c, "main", None).contains(r#""continueUrl":"/checkout""#));
+        let html = render(&c, "main", Some("/tickets/7?size=M&x=</script>"));
+        assert!(
+            html.contains(r#""continueUrl":"/tickets/7?size=M&x=\u003c/script>""#),
+            "the return target, JSON-escaped inside the script tag"
+        );
     }
 
     #[test]
@@ -146,7 +158,7 @@ mod tests {
     #[test]
     fn the_heading_is_neutral_until_the_script_knows_the_state() {
         let c = page(&[("PAGE_TITLE", "Drop day"), ("PAGE_HEADING", "In line")]).unwrap();
-        let html = render(&c, "main");
+        let html = render(&c, "main", None);
         assert!(html.contains(r#"<h1 id="heading">Drop day</h1>"#), "{html}");
     }
 }

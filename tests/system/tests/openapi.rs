@@ -508,7 +508,11 @@ async fn every_documented_status_matches_the_openapi_document() {
     let mut ck = Checker {
         spec: Spec::load(),
         base: stack.worker.url(),
-        http: reqwest::Client::new(),
+        // Redirects are answers to check, not to follow.
+        http: reqwest::Client::builder()
+            .redirect(reqwest::redirect::Policy::none())
+            .build()
+            .expect("client"),
         seen: BTreeSet::new(),
     };
 
@@ -620,6 +624,21 @@ async fn every_documented_status_matches_the_openapi_document() {
     ck.expect(call("POST", "/orders").token(&bob_token), 401)
         .await;
     ck.expect(call("POST", "/orders").visitor(&bob), 403).await;
+    // A person (a form, Accept preferring HTML) is sent to the room.
+    let room = ck
+        .expect(
+            call("POST", "/orders")
+                .visitor(&bob)
+                .header("accept", "text/html,*/*;q=0.8"),
+            303,
+        )
+        .await;
+    assert_eq!(
+        room.header_values("location"),
+        vec!["/queue?queue=main&return=/orders".to_string()]
+    );
+    ck.expect(call("GET", "/queue?return=//evil.example"), 400)
+        .await;
     ck.expect(call("POST", "/orders").visitor(&bob).token(&ann_token), 403)
         .await;
     ck.expect(

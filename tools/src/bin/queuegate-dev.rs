@@ -165,6 +165,7 @@ async fn main() -> anyhow::Result<()> {
     let url = stack.worker.url();
     println!("queuegate is running ({}): open {url}/queue", edge.label());
     println!("  shop (behind the worker): {url}/   checkout: {url}/checkout");
+    println!("  a protected page (sent to the room and back): {url}/tickets/7");
     println!(
         "  make the shop fail or slow down: curl -X POST {url}/_demo/conditions -d '{{\"errorRate\":0.5,\"latencyMs\":300}}'"
     );
