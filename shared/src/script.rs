@@ -19,7 +19,15 @@ pub struct Script {
     sha1: &'static str,
 }
 
-const PRELUDE: &str = include_str!("../lua/prelude.lua");
+/// A script's text as shipped: `shared/lua/<name>.lua` without its comment
+/// lines (build.rs, [`crate::lua_strip`]).
+macro_rules! shipped {
+    ($name:literal) => {
+        include_str!(concat!(env!("OUT_DIR"), "/lua/", $name, ".lua"))
+    };
+}
+
+const PRELUDE: &str = shipped!("prelude");
 
 impl Script {
     /// A script with its SHA-1 pinned here rather than computed: the
@@ -75,79 +83,79 @@ impl Script {
 pub static ENTER: Script = Script::new(
     "enter",
     true,
-    include_str!("../lua/enter.lua"),
-    "11cf6034272b2554c067ae374adcf70951bb1dba",
+    shipped!("enter"),
+    "fe1bd497119ae8df07dbad1e1b582794affd1e8f",
 );
 /// Reports a user's state and marks them as seen.
 pub static POSITION: Script = Script::new(
     "position",
     true,
-    include_str!("../lua/position.lua"),
-    "737cec025aca66697fa22b569ca2c4b7470b1dfc",
+    shipped!("position"),
+    "406c60b54a71ed0e2546c79fb9d04abf790e8185",
 );
 /// One scheduler tick: sweeps, drops leavers, admits.
 pub static ADMIT: Script = Script::new(
     "admit",
     true,
-    include_str!("../lua/admit.lua"),
-    "dda31db8ed397e1049305c26d19788ed2f7f3bc8",
+    shipped!("admit"),
+    "47b897aab70fc6a14eb62a4ddebd221cf69a2dec",
 );
 /// Compare-and-delete of an entry token.
 pub static CONSUME: Script = Script::new(
     "consume",
     true,
-    include_str!("../lua/consume.lua"),
-    "c33353d663737e96989dd4e803774e9b48313bce",
+    shipped!("consume"),
+    "51b15d9d76b4aa1fb5735227c2442e772b27a8e2",
 );
 /// Records the origin's outcome after a consume.
 pub static SETTLE: Script = Script::new(
     "settle",
     true,
-    include_str!("../lua/settle.lua"),
-    "a67ae43400eed643d1db8fd2c2450233cacb3672",
+    shipped!("settle"),
+    "99816cb87554b3d13843c07bd2a76e878c911cab",
 );
 /// Takes or extends the scheduler lease.
 pub static LEASE_ACQUIRE: Script = Script::new(
     "lease_acquire",
     false,
-    include_str!("../lua/lease_acquire.lua"),
-    "4417c0c8463d1512b8a962680ec405744d0ecf6b",
+    shipped!("lease_acquire"),
+    "7e597cc76a0a1c420f5e11ad89360ddd0242671c",
 );
 /// Drops the lease if still owned.
 pub static LEASE_RELEASE: Script = Script::new(
     "lease_release",
     false,
-    include_str!("../lua/lease_release.lua"),
-    "d4530721362acba6eca833ae5bc15a5d5b5b9ad2",
+    shipped!("lease_release"),
+    "0b6856bae609a74eca4c4a8eecd99e4cb3a47e6b",
 );
 
 /// Publishes settings without touching the operator's state.
 pub static CONFIGURE: Script = Script::new(
     "configure",
     false,
-    include_str!("../lua/configure.lua"),
-    "1d52985d53a6c04b90e28d5a62f889228d80d953",
+    shipped!("configure"),
+    "45245e60efe1b76e68d59be2b22880d6abf0ae32",
 );
 /// Reads a new proof-of-work challenge's terms.
 pub static CHALLENGE: Script = Script::new(
     "challenge",
     true,
-    include_str!("../lua/challenge.lua"),
-    "7ddc798cf5411083989d479cbf9d6f1b1252b701",
+    shipped!("challenge"),
+    "2e5f12857cf05b1e7f7845d992655d8160d854f4",
 );
 /// Reads what the operator's `status` shows.
 pub static STATUS: Script = Script::new(
     "status",
     false,
-    include_str!("../lua/status.lua"),
-    "ad9e99bb0fd0e55027c706afebaa60cb3faaf0a1",
+    shipped!("status"),
+    "996a1b4a5636bdf05053341d66de694bbdc716b5",
 );
 /// Switches the operator's queue state.
 pub static SET_STATE: Script = Script::new(
     "set_state",
     false,
-    include_str!("../lua/set_state.lua"),
-    "ae9c182fa0a45b938998d992eae146e34fe08ffe",
+    shipped!("set_state"),
+    "406da9d0b5ca493ce1aac9adf76aa439ccfb45e8",
 );
 
 /// Reads the origin's recent answers and records the origin control's
@@ -155,44 +163,44 @@ pub static SET_STATE: Script = Script::new(
 pub static ORIGIN_WINDOW: Script = Script::new(
     "origin_window",
     true,
-    include_str!("../lua/origin_window.lua"),
-    "4af783003c572d533596b6816af6e2daac821568",
+    shipped!("origin_window"),
+    "23c1309cf22e2a683446a957ef2a0cf276f35e0b",
 );
 
 /// Idle passthrough of a token-less protected request.
 pub static PASS: Script = Script::new(
     "pass",
     true,
-    include_str!("../lua/pass.lua"),
-    "aad3b0d91b724a0cf7a4236d42c8f1f3a2781a9a",
+    shipped!("pass"),
+    "5b5c4ed3728a8a53683124ce5fb1e3e9ca5662b9",
 );
 /// Seals a pre-queue after its opening and fixes the draw's seed.
 pub static DRAW_OPEN: Script = Script::new(
     "draw_open",
     true,
-    include_str!("../lua/draw_open.lua"),
-    "40054c1eadb54414a7fd2587660d472f2959e341",
+    shipped!("draw_open"),
+    "238ab08349759649057db3f0c9aa8613844aa3dd",
 );
 /// Places one batch of a running draw.
 pub static DRAW_PLACE: Script = Script::new(
     "draw_place",
     true,
-    include_str!("../lua/draw_place.lua"),
-    "25bb5bb36506c9f0f9fbb63acd36789690ec7b41",
+    shipped!("draw_place"),
+    "76818b905e098f79c452ee85e17ac5e4eea40a32",
 );
 /// Sets or clears a queue's opening and closing.
 pub static SCHEDULE: Script = Script::new(
     "schedule",
     false,
-    include_str!("../lua/schedule.lua"),
-    "21a081b0dab3004d63b1ea6556d565bf4a8c48c8",
+    shipped!("schedule"),
+    "a663d9978e67b721efcf1eb806b9fd3f12d9a823",
 );
 /// Gives back a token whose consume's reply was lost.
 pub static UNCONSUME: Script = Script::new(
     "unconsume",
     true,
-    include_str!("../lua/unconsume.lua"),
-    "26af9d549f9f677f01e5fe8f4a82e08ba0533c49",
+    shipped!("unconsume"),
+    "52f98a79a734767b0b199ea68ee8c9fa28335f04",
 );
 
 /// Every script, for preloading (SCRIPT LOAD) and the pinned-hash test.
@@ -271,15 +279,45 @@ mod tests {
         );
     }
 
+    /// The script as written in `shared/lua/`, comments and all.
+    fn written(name: &str) -> String {
+        let path = format!("{}/lua/{name}.lua", env!("CARGO_MANIFEST_DIR"));
+        std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{path}: {e}"))
+    }
+
     #[test]
     fn every_script_opens_with_its_contract() {
         for s in all() {
+            let text = written(s.name());
             let head = format!("-- {}:", s.name());
-            let opens = s.source().starts_with(&head) || s.source().contains(&format!("\n{head}"));
+            let opens = text.starts_with(&head) || text.contains(&format!("\n{head}"));
             assert!(opens, "{} does not open with its contract", s.name());
-            assert!(s.source().contains("KEYS[1]"), "{}", s.name());
-            assert!(s.source().contains("Reply:"), "{}", s.name());
+            assert!(text.contains("KEYS[1]"), "{}", s.name());
+            assert!(text.contains("Reply:"), "{}", s.name());
         }
+    }
+
+    #[test]
+    fn scripts_ship_without_their_comment_lines() {
+        for s in all() {
+            let text = written(s.name());
+            assert_eq!(
+                s.body(),
+                crate::lua_strip::strip_comment_lines(&text),
+                "{}",
+                s.name()
+            );
+            assert!(s.body().len() < text.len(), "{}", s.name());
+            assert!(!s.body().lines().any(|l| l.trim_start().starts_with("--")));
+        }
+        assert_eq!(
+            PRELUDE,
+            crate::lua_strip::strip_comment_lines(&written("prelude"))
+        );
+        let kept = crate::lua_strip::strip_comment_lines(
+            "-- why\n\nlocal a = 1 -- kept\n  -- indented\nreturn a",
+        );
+        assert_eq!(kept, "local a = 1 -- kept\nreturn a\n");
     }
 
     /// Every upper-case name a script uses with a contract prefix is one

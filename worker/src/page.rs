@@ -11,7 +11,8 @@ use sha2::{Digest, Sha256};
 
 use crate::config::PageConfig;
 
-const TEMPLATE: &str = include_str!("../assets/waiting-room.html");
+/// `assets/waiting-room.html` without its script's comment lines (build.rs).
+const TEMPLATE: &str = include_str!(concat!(env!("OUT_DIR"), "/waiting-room.html"));
 
 fn escape_html(s: &str) -> String {
     s.replace('&', "&amp;")
@@ -89,6 +90,17 @@ mod tests {
         );
         assert!(html.contains(r#""queue":"main""#));
         assert!(!html.contains("{{"), "every placeholder filled");
+    }
+
+    #[test]
+    fn the_page_ships_without_its_script_comments() {
+        let written = include_str!("../assets/waiting-room.html");
+        let comment = |l: &&str| l.trim_start().starts_with("//");
+        assert!(written.lines().filter(comment).count() > 10);
+        let script = TEMPLATE.split("<script>").nth(1).unwrap_or_default();
+        assert_eq!(script.lines().filter(comment).count(), 0);
+        let kept: Vec<&str> = written.lines().filter(|l| !comment(l)).collect();
+        assert_eq!(TEMPLATE.lines().collect::<Vec<_>>(), kept);
     }
 
     #[test]
