@@ -9,6 +9,16 @@ pub fn path_and_query(url: &str) -> &str {
     rest.split('#').next().unwrap_or(rest)
 }
 
+/// The host (and port) of an absolute URL: `shop.example:8443`.
+pub fn host(url: &str) -> &str {
+    let after_scheme = url.find("://").map_or(url, |i| &url[i + 3..]);
+    let end = after_scheme
+        .find(['/', '?', '#'])
+        .unwrap_or(after_scheme.len());
+    let authority = &after_scheme[..end];
+    authority.rsplit_once('@').map_or(authority, |(_, h)| h)
+}
+
 /// The path of an absolute URL, without the query.
 pub fn path(url: &str) -> &str {
     let rest = path_and_query(url);
@@ -40,5 +50,9 @@ mod tests {
         assert_eq!(path("http://127.0.0.1:8787"), "/");
         assert_eq!(path("http://h/queue/position?queue=a?b"), "/queue/position");
         assert_eq!(query_param("http://h/p?queue", "queue"), Some(""));
+        assert_eq!(host(u), "shop.example");
+        assert_eq!(host("http://127.0.0.1:8787"), "127.0.0.1:8787");
+        assert_eq!(host("http://[::1]:8787/x"), "[::1]:8787");
+        assert_eq!(host("https://u:p@shop.example?x"), "shop.example");
     }
 }

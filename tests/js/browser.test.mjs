@@ -7,7 +7,9 @@
 // is admitted on entry; a challenge gone stale while it was solved (the
 // line grew past a difficulty level) is solved again without an error; and
 // far from the head the place shown is the edge's estimate ("about N");
-// and a person who opens a protected page is sent to the room and back.
+// a person who opens a protected page is sent to the room and back; and
+// with Turnstile on (a local stand-in) the page renders the widget, says
+// why a check failed and joins once it passes.
 // Screenshots land in artifacts/.
 import { test } from "node:test";
 import assert from "node:assert/strict";
@@ -587,6 +589,58 @@ test("a person who opens a protected page is sent to the room and back to that p
     await page.goto(base + "/tickets/7");
     assert.equal(new URL(page.url()).pathname, "/queue");
     assert.deepEqual(problems.filter((p) => /Content Security Policy|Uncaught/.test(p)), []);
+  } finally {
+    if (browser) await browser.close();
+    stop(stack.child);
+  }
+});
+
+test("with Turnstile on, the page renders the widget, says why a check failed and joins once it passes", { timeout: 120_000 }, async () => {
+  mkdirSync(artifacts, { recursive: true });
+  // A local stand-in of Turnstile's script and siteverify (queuegate-dev
+  // --turnstile-stand-in): its widget is a button that "solves" the check.
+  const stack = startStack(["--challenge-difficulty", "5000", "--turnstile-stand-in", "--exit-after", "110"]);
+  let browser;
+  try {
+    const base = await stack.url;
+    browser = await launch();
+    const page = await browser.newPage();
+    const problems = [], csp = [];
+    page.on("console", (m) => {
+      if (m.type() === "error") problems.push(m.text());
+      if (/Content Security Policy/.test(m.text())) csp.push(m.text());
+    });
+    const resp = await page.goto(base + "/queue");
+    const policy = resp.headers()["content-security-policy"];
+    const origin = new URL((await page.evaluate(() =>
+      JSON.parse(document.getElementById("qg-config").textContent).turnstile.script))).origin;
+    assert.match(policy, new RegExp(`script-src 'sha256-[^']+' ${origin};`));
+    assert.match(policy, new RegExp(`frame-src ${origin};`));
+    // The proof of work first, then the widget, with a hint.
+    const button = await page.waitForSelector("#ts-box:not([hidden]) .ts-stand-in", { timeout: 60_000 });
+    assert.match(await page.textContent("#note"), /complete the check/);
+    // A failed check: plain words, and the widget again.
+    await page.evaluate(() => { window.turnstileStandIn = "fail"; });
+    await button.click();
+    await page.waitForFunction(() => /did not pass/.test(document.querySelector("#status").textContent),
+      null, { timeout: 15_000 });
+    await page.screenshot({ path: join(artifacts, "browser-turnstile-failed.png") });
+    assert.equal(await page.isVisible("#ts-box .ts-stand-in"), true, "the widget is back");
+    // Passed: the visitor takes a place (the solved proof of work went
+    // along; it was not spent by the refusals). The room is empty, so it
+    // is admitted on entry.
+    const replies = [];
+    page.on("response", async (r) => {
+      if (/\/queue\/enter/.test(r.url())) replies.push(`${r.status()} ${await r.text().catch(() => "")}`);
+    });
+    await page.click("#ts-box .ts-stand-in");
+    await page.waitForSelector("#figures:not([hidden]), #continue:not([hidden])", { timeout: 20_000 })
+      .catch(async (e) => { throw new Error(`${e.message}\nstatus: ${await page.textContent("#status")}\nreplies: ${replies.join("\n")}\n${stack.log().slice(-3000)}`); });
+    assert.equal(await page.isVisible("#ts-box"), false);
+    assert.equal(await page.textContent("#note"), "");
+    await page.screenshot({ path: join(artifacts, "browser-turnstile-waiting.png") });
+    assert.deepEqual(csp, []);
+    assert.deepEqual(problems.filter((p) => /Uncaught/.test(p)), []);
   } finally {
     if (browser) await browser.close();
     stop(stack.child);

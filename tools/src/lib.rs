@@ -10,3 +10,4 @@ pub mod edge_bench;
 pub mod load;
 pub mod origin_bench;
 pub mod stack;
+pub mod turnstile_stand_in;

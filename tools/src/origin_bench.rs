@@ -91,6 +91,7 @@ pub async fn run(opts: &Options, control: bool) -> anyhow::Result<Run> {
         challenge_difficulty: None,
         entry_challenge: Some("off"),
         origin: Default::default(),
+        turnstile_stand_in: false,
     })
     .await?;
     let (keys, mut conn) = stack.main_queue().await?;

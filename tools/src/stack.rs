@@ -92,6 +92,9 @@ pub struct StackOptions {
     /// How the demo shop answers orders at the start (changed at run time
     /// with `POST /_demo/conditions`).
     pub origin: Conditions,
+    /// Turnstile on, against a local stand-in of its script and
+    /// `siteverify` ([`crate::turnstile_stand_in`]).
+    pub turnstile_stand_in: bool,
 }
 
 impl Default for StackOptions {
@@ -108,6 +111,7 @@ impl Default for StackOptions {
             challenge_difficulty: None,
             entry_challenge: None,
             origin: Conditions::default(),
+            turnstile_stand_in: false,
         }
     }
 }
@@ -219,6 +223,17 @@ impl Stack {
             .var("COOKIE_SECURE", "false");
         if let Some(c) = opts.entry_challenge {
             worker = worker.var("ENTRY_CHALLENGE", c);
+        }
+        if opts.turnstile_stand_in {
+            let (script, verify) = crate::turnstile_stand_in::start().await?;
+            worker = worker
+                .var("TURNSTILE_SITE_KEY", crate::turnstile_stand_in::SITE_KEY)
+                .secret(
+                    "TURNSTILE_SECRET_KEY",
+                    crate::turnstile_stand_in::SECRET_KEY,
+                )
+                .var("TURNSTILE_SCRIPT_URL", &script)
+                .var("TURNSTILE_VERIFY_URL", &verify);
         }
         let worker_settings = worker.clone();
         if opts.port != 0 {

@@ -136,14 +136,20 @@ impl App {
             .map(navigation::return_target)
             .transpose()
             .map_err(|e| EdgeError::BadRequest(e.to_string()))?;
-        let html = crate::page::render(&self.config.page, queue.as_str(), back.as_deref());
+        let turnstile = self.config.guard.turnstile.as_ref();
+        let html = crate::page::render(
+            &self.config.page,
+            queue.as_str(),
+            back.as_deref(),
+            turnstile,
+        );
         let resp = Response::from_html(html).map_err(js_err)?;
         let h = resp.headers();
         http::set(h, "cache-control", "no-store")?;
         http::set(
             h,
             "content-security-policy",
-            crate::page::content_security_policy(),
+            &crate::page::content_security_policy(turnstile.map(|t| t.script_origin())),
         )?;
         http::set(h, "x-content-type-options", "nosniff")?;
         http::set(h, "referrer-policy", "no-referrer")?;
@@ -207,7 +213,9 @@ impl App {
         let address = guard::address(&req);
         let turnstile_passed = match (&config.turnstile, &brought.turnstile) {
             (Some(t), Some(token)) => {
-                guard::turnstile(t, token, address.as_str()).await?;
+                let own_url = req.inner().url();
+                let remote_ip = guard::remote_ip(&req);
+                guard::turnstile(t, token, remote_ip.as_deref(), url::host(&own_url)).await?;
                 true
             }
             _ => false,

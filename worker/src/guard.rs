@@ -185,14 +185,47 @@ pub struct Siteverify {
     pub action: Option<String>,
 }
 
-/// The form `siteverify` takes.
-pub fn siteverify_form(t: &TurnstileConfig, token: &str, remote_ip: &str, key: &str) -> String {
-    form_urlencoded::Serializer::new(String::new())
-        .append_pair("secret", &t.secret)
-        .append_pair("response", token)
-        .append_pair("remoteip", remote_ip)
-        .append_pair("idempotency_key", key)
-        .finish()
+/// The form `siteverify` takes; `remoteip` only when the visitor's address
+/// is known.
+pub fn siteverify_form(
+    t: &TurnstileConfig,
+    token: &str,
+    remote_ip: Option<&str>,
+    key: &str,
+) -> String {
+    let mut form = form_urlencoded::Serializer::new(String::new());
+    form.append_pair("secret", &t.secret)
+        .append_pair("response", token);
+    if let Some(ip) = remote_ip {
+        form.append_pair("remoteip", ip);
+    }
+    form.append_pair("idempotency_key", key).finish()
+}
+
+/// The visitor's own address for `siteverify`'s `remoteip`: the whole
+/// `CF-Connecting-IP` when it is an address (the budget groups IPv6 by /64;
+/// Turnstile wants the address itself), else none.
+pub fn remote_ip(req: &Request) -> Option<String> {
+    let v = req.headers().get(CLIENT_IP_HEADER).ok().flatten()?;
+    let ip: std::net::IpAddr = v.trim().parse().ok()?;
+    Some(ip.to_string())
+}
+
+/// Whether a passed token was issued on this site: `siteverify`'s
+/// `hostname` against the host the visitor asked (no port; ASCII case
+/// ignored). A token solved on another site is refused.
+pub fn same_site(reply: &Siteverify, host: &str) -> bool {
+    let host = match host.strip_prefix('[') {
+        Some(v6) => v6.split(']').next().unwrap_or(v6),
+        None => match host.rsplit_once(':') {
+            Some((h, port)) if port.bytes().all(|b| b.is_ascii_digit()) => h,
+            _ => host,
+        },
+    };
+    reply
+        .hostname
+        .as_deref()
+        .is_some_and(|h| h.eq_ignore_ascii_case(host))
 }
 
 /// Asks `siteverify` about a token. Ok when it passed, or when siteverify
@@ -203,7 +236,12 @@ pub fn siteverify_form(t: &TurnstileConfig, token: &str, remote_ip: &str, key: &
 /// The deadline is an `AbortSignal.timeout`, as for the REST client and the
 /// origin: at the deadline the runtime aborts the subrequest itself, where a
 /// Rust timer would only stop waiting and leave it running.
-pub async fn turnstile(t: &TurnstileConfig, token: &str, remote_ip: &str) -> Result<(), EdgeError> {
+pub async fn turnstile(
+    t: &TurnstileConfig,
+    token: &str,
+    remote_ip: Option<&str>,
+    host: &str,
+) -> Result<(), EdgeError> {
     use worker::{AbortSignal, Fetch, Headers, Method, RequestInit};
 
     let mut key = [0u8; 16];
@@ -239,7 +277,16 @@ pub async fn turnstile(t: &TurnstileConfig, token: &str, remote_ip: &str) -> Res
         false => why,
     });
     match outcome {
-        Ok(v) if v.success => Ok(()),
+        Ok(v) if v.success && same_site(&v, host) => Ok(()),
+        Ok(v) if v.success => {
+            // A token solved on another site: worth a line for the
+            // operator (hostnames only, never the token).
+            worker::console_warn!(
+                "turnstile: a token solved on {:?} was sent to {host:?}; refused",
+                v.hostname.as_deref().unwrap_or("")
+            );
+            Err(EdgeError::TurnstileFailed("hostname-mismatch".into()))
+        }
         Ok(v) => Err(EdgeError::TurnstileFailed(v.error_codes.join(","))),
         Err(why) if t.fail_open => {
             worker::console_warn!("turnstile unavailable, failing open: {why}");
@@ -308,19 +355,40 @@ mod tests {
             secret: "s3cret".into(),
             site_key: "site".into(),
             verify_url: "http://127.0.0.1:1/".into(),
+            script_url: "http://127.0.0.1:1/api.js".into(),
             timeout_ms: 1000,
             fail_open: false,
         };
-        let form = siteverify_form(&t, "tok en", "203.0.113.7", "k");
+        let form = siteverify_form(&t, "tok en", Some("203.0.113.7"), "k");
         assert_eq!(
             form,
             "secret=s3cret&response=tok+en&remoteip=203.0.113.7&idempotency_key=k"
         );
+        let form = siteverify_form(&t, "t", None, "k");
+        assert_eq!(form, "secret=s3cret&response=t&idempotency_key=k");
+        assert_eq!(t.script_origin(), "http://127.0.0.1:1");
         let reply: Siteverify = serde_json::from_str(
             r#"{"success":false,"error-codes":["timeout-or-duplicate"],"challenge_ts":"x"}"#,
         )
         .unwrap();
         assert_eq!(reply.error_codes, ["timeout-or-duplicate"]);
         assert_eq!(uuid_like([0xab; 16]).len(), 36);
+    }
+
+    #[test]
+    fn a_token_counts_only_for_the_site_it_was_solved_on() {
+        let said = |h: Option<&str>| Siteverify {
+            success: true,
+            error_codes: vec![],
+            hostname: h.map(String::from),
+            action: None,
+        };
+        assert!(same_site(&said(Some("shop.example")), "shop.example"));
+        assert!(same_site(&said(Some("shop.example")), "SHOP.example:443"));
+        assert!(same_site(&said(Some("127.0.0.1")), "127.0.0.1:8787"));
+        assert!(same_site(&said(Some("::1")), "[::1]:8787"));
+        assert!(!same_site(&said(Some("evil.example")), "shop.example"));
+        assert!(!same_site(&said(Some("shop.example.evil")), "shop.example"));
+        assert!(!same_site(&said(None), "shop.example"));
     }
 }

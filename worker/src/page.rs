@@ -9,7 +9,7 @@ use base64::engine::general_purpose::STANDARD;
 use base64::Engine;
 use sha2::{Digest, Sha256};
 
-use crate::config::PageConfig;
+use crate::config::{PageConfig, TurnstileConfig};
 
 /// `assets/waiting-room.html` without its script's comment lines (build.rs).
 const TEMPLATE: &str = include_str!(concat!(env!("OUT_DIR"), "/waiting-room.html"));
@@ -22,14 +22,24 @@ fn escape_html(s: &str) -> String {
 }
 
 /// The page for `queue`; Continue leads to `back` (a return target,
-/// already checked) or else to `CONTINUE_URL`.
-pub fn render(config: &PageConfig, queue: &str, back: Option<&str>) -> String {
-    let data = serde_json::json!({
+/// already checked) or else to `CONTINUE_URL`. With Turnstile on, the page
+/// learns its site key and script, and renders the widget when the edge
+/// asks for the check.
+pub fn render(
+    config: &PageConfig,
+    queue: &str,
+    back: Option<&str>,
+    turnstile: Option<&TurnstileConfig>,
+) -> String {
+    let mut data = serde_json::json!({
         "queue": queue,
         "heading": config.heading,
         "continueUrl": back.unwrap_or(&config.continue_url),
         "texts": config.texts,
     });
+    if let Some(t) = turnstile {
+        data["turnstile"] = serde_json::json!({ "siteKey": t.site_key, "script": t.script_url });
+    }
     // Inside <script type="application/json">: no "<" may close the tag.
     let data = data.to_string().replace('<', "\\u003c");
     // Until the script knows the visitor's state (or without JavaScript at
@@ -46,22 +56,28 @@ pub fn render(config: &PageConfig, queue: &str, back: Option<&str>) -> String {
 /// The Content-Security-Policy: only our own inline script (by hash),
 /// requests to our own origin, no framing. `worker-src blob:` lets that
 /// script run its proof-of-work solver in a Web Worker made from a string
-/// of its own, so no other script can load.
-pub fn content_security_policy() -> &'static str {
-    static CSP: OnceLock<String> = OnceLock::new();
-    CSP.get_or_init(|| {
+/// of its own, so no other script can load. With Turnstile on, exactly
+/// what Turnstile documents on top: its script and its frame from its own
+/// origin (`turnstile`, Cloudflare's unless a test's stand-in).
+pub fn content_security_policy(turnstile: Option<&str>) -> String {
+    static HASH: OnceLock<String> = OnceLock::new();
+    let hash = HASH.get_or_init(|| {
         let script = TEMPLATE
             .rsplit_once("<script>")
             .and_then(|(_, rest)| rest.split_once("</script>"))
             .map(|(body, _)| body)
             .unwrap_or_default();
-        let hash = STANDARD.encode(Sha256::digest(script.as_bytes()));
-        format!(
-            "default-src 'none'; script-src 'sha256-{hash}'; style-src 'unsafe-inline'; \
-             connect-src 'self'; worker-src blob:; img-src 'self' data:; base-uri 'none'; \
-             form-action 'self'; frame-ancestors 'none'"
-        )
-    })
+        STANDARD.encode(Sha256::digest(script.as_bytes()))
+    });
+    let (script_from, frames) = match turnstile {
+        Some(origin) => (format!(" {origin}"), format!("frame-src {origin}; ")),
+        None => (String::new(), String::new()),
+    };
+    format!(
+        "default-src 'none'; script-src 'sha256-{hash}'{script_from}; style-src 'unsafe-inline'; \
+         connect-src 'self'; worker-src blob:; {frames}img-src 'self' data:; base-uri 'none'; \
+         form-action 'self'; frame-ancestors 'none'"
+    )
 }
 
 #[cfg(test)]
@@ -82,7 +98,7 @@ mod tests {
             ),
         ])
         .unwrap();
-        let html = render(&c, "main", None);
+        let html = render(&c, "main", None, None);
         assert!(html.contains("<title>Drop &lt;b&gt;&amp;&lt;/b&gt;</title>"));
         assert!(
             !html.contains("</script><script>alert"),
@@ -106,8 +122,8 @@ mod tests {
     #[test]
     fn continue_leads_back_to_the_return_target_else_continue_url() {
         let c = page(&[("CONTINUE_URL", "/checkout")]).unwrap();
-        assert!(render(&c, "main", None).contains(r#""continueUrl":"/checkout""#));
-        let html = render(&c, "main", Some("/tickets/7?size=M&x=</script>"));
+        assert!(render(&c, "main", None, None).contains(r#""continueUrl":"/checkout""#));
+        let html = render(&c, "main", Some("/tickets/7?size=M&x=</script>"), None);
         assert!(
             html.contains(r#""continueUrl":"/tickets/7?size=M&x=\u003c/script>""#),
             "the return target, JSON-escaped inside the script tag"
@@ -116,7 +132,7 @@ mod tests {
 
     #[test]
     fn the_csp_pins_the_inline_script() {
-        let csp = content_security_policy();
+        let csp = content_security_policy(None);
         assert!(csp.contains("script-src 'sha256-"), "{csp}");
         assert!(csp.contains("connect-src 'self'") && csp.contains("frame-ancestors 'none'"));
         assert!(!csp.contains("script-src 'unsafe-inline'") && !csp.contains("unsafe-eval"));
@@ -128,6 +144,49 @@ mod tests {
         );
         // The challenge solver runs in a Worker from a Blob URL, and only there.
         assert!(csp.contains("worker-src blob:;"), "{csp}");
+        assert!(!csp.contains("frame-src"), "{csp}");
+
+        // Turnstile on: its script and its frame from its origin, no more.
+        let ts = content_security_policy(Some("https://challenges.cloudflare.com"));
+        let directive = |name: &str| {
+            ts.split(';')
+                .map(str::trim)
+                .find(|d| d.starts_with(name))
+                .map(String::from)
+        };
+        let script_src = directive("script-src ").unwrap_or_default();
+        assert!(
+            script_src.ends_with("' https://challenges.cloudflare.com"),
+            "{ts}"
+        );
+        assert_eq!(script_src.split_whitespace().count(), 3, "{ts}");
+        assert_eq!(
+            directive("frame-src ").as_deref(),
+            Some("frame-src https://challenges.cloudflare.com")
+        );
+        assert!(ts.contains("connect-src 'self';") && ts.contains("default-src 'none';"));
+    }
+
+    #[test]
+    fn the_page_learns_the_turnstile_site_key_only_when_it_is_on() {
+        let c = page(&[]).unwrap();
+        assert!(!render(&c, "main", None, None).contains("siteKey"));
+        let t = TurnstileConfig {
+            secret: "never shown".into(),
+            site_key: "0x4AAA-site".into(),
+            verify_url: "https://challenges.cloudflare.com/turnstile/v0/siteverify".into(),
+            script_url: "https://challenges.cloudflare.com/turnstile/v0/api.js".into(),
+            timeout_ms: 3000,
+            fail_open: false,
+        };
+        let html = render(&c, "main", None, Some(&t));
+        assert!(html.contains(
+            r#""turnstile":{"script":"https://challenges.cloudflare.com/turnstile/v0/api.js","siteKey":"0x4AAA-site"}"#
+        ), "{html}");
+        assert!(
+            !html.contains("never shown"),
+            "the secret stays at the edge"
+        );
     }
 
     #[test]
@@ -170,7 +229,7 @@ mod tests {
     #[test]
     fn the_heading_is_neutral_until_the_script_knows_the_state() {
         let c = page(&[("PAGE_TITLE", "Drop day"), ("PAGE_HEADING", "In line")]).unwrap();
-        let html = render(&c, "main", None);
+        let html = render(&c, "main", None, None);
         assert!(html.contains(r#"<h1 id="heading">Drop day</h1>"#), "{html}");
     }
 }

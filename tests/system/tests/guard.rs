@@ -252,6 +252,10 @@ async fn siteverify(
         "pass" => axum::Json(serde_json::json!({
             "success": true, "error-codes": [], "hostname": "127.0.0.1", "action": "enter"
         })),
+        // A valid token solved on another site.
+        "elsewhere" => axum::Json(serde_json::json!({
+            "success": true, "error-codes": [], "hostname": "shop.evil.example", "action": "enter"
+        })),
         "slow" => {
             let mut pending = Pending(Some(s.hung_up.clone()));
             tokio::time::sleep(SLOW).await;
@@ -301,6 +305,9 @@ async fn turnstile_against_a_local_siteverify() {
     assert_eq!((r.status, r.error()), (403, "turnstile_required"));
     let r = send(Some("fail")).await;
     assert_eq!((r.status, r.error()), (403, "turnstile_failed"));
+    // Passed, but on another site: refused like a failed check.
+    let r = send(Some("elsewhere")).await;
+    assert_eq!((r.status, r.error()), (403, "turnstile_failed"));
     let asked = Instant::now();
     let r = send(Some("slow")).await;
     assert_eq!((r.status, r.error()), (503, "turnstile_unavailable"));
@@ -323,13 +330,30 @@ async fn turnstile_against_a_local_siteverify() {
     assert_eq!(moved, [&stack.queue.keys.stats()], "refusals only count");
     let r = send(Some("pass")).await;
     assert_eq!((r.status, r.state()), (200, "waiting"), "{:?}", r.json);
+    // siteverify hears the visitor's own address, not the budget's /64.
+    let v6 = "2001:db8:7:1::42";
+    let mut v = stack.visitor();
+    let r = v
+        .send_with(
+            "POST",
+            "/queue/enter",
+            None,
+            None,
+            &[("cf-connecting-ip", v6), ("x-turnstile-token", "pass")],
+        )
+        .await;
+    assert_eq!(r.status, 200, "{:?}", r.json);
 
     let calls = stand_in.calls.lock().unwrap().clone();
-    assert_eq!(calls.len(), 3, "asked for fail, slow and pass only");
-    for form in &calls {
+    assert_eq!(
+        calls.len(),
+        5,
+        "asked for fail, elsewhere, slow and pass twice"
+    );
+    for (i, form) in calls.iter().enumerate() {
         let get = |k: &str| form.iter().find(|(n, _)| n == k).map(|(_, v)| v.as_str());
         assert_eq!(get("secret"), Some("stand-in-secret"));
-        assert_eq!(get("remoteip"), Some(ip));
+        assert_eq!(get("remoteip"), Some(if i == 4 { v6 } else { ip }));
         assert_eq!(get("idempotency_key").map(str::len), Some(36));
     }
     server.abort();

@@ -75,6 +75,11 @@ struct Args {
     /// schedule`).
     #[arg(long)]
     opens_in: Option<u64>,
+    /// Turn Turnstile on against a local stand-in of its widget and
+    /// `siteverify` (a button that "solves" the check), to try the page's
+    /// Turnstile path without the internet.
+    #[arg(long)]
+    turnstile_stand_in: bool,
     /// Stop by itself after this many seconds (0: run until Ctrl-C).
     #[arg(long, default_value_t = 0)]
     exit_after: u64,
@@ -159,6 +164,7 @@ async fn main() -> anyhow::Result<()> {
         entry_budget: args.entry_budget,
         challenge_difficulty: Some(queue.challenge_max_number),
         origin,
+        turnstile_stand_in: args.turnstile_stand_in,
         ..StackOptions::default()
     })
     .await?;

@@ -220,6 +220,7 @@ pub async fn run(opts: &Options) -> anyhow::Result<Report> {
         challenge_difficulty: None,
         entry_challenge: None,
         origin: Default::default(),
+        turnstile_stand_in: false,
     })
     .await?;
     let (keys, mut conn) = stack.main_queue().await?;

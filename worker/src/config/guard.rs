@@ -6,6 +6,36 @@ use super::{err, millis, ConfigError, IdentityMode};
 
 /// Default of `TURNSTILE_VERIFY_URL`: Cloudflare's documented endpoint.
 pub const TURNSTILE_SITEVERIFY: &str = "https://challenges.cloudflare.com/turnstile/v0/siteverify";
+/// Default of `TURNSTILE_SCRIPT_URL`: the widget's script, explicit
+/// rendering (the page renders it when the edge asks for a check).
+pub const TURNSTILE_SCRIPT: &str = "https://challenges.cloudflare.com/turnstile/v0/api.js";
+/// Where Turnstile lives; the page's CSP allows scripts and frames from
+/// here only.
+const TURNSTILE_ORIGIN: &str = "https://challenges.cloudflare.com";
+
+/// A `TURNSTILE_*_URL` override: Cloudflare's own host, or a stand-in on
+/// loopback for tests. Anything else is refused, so a wrong value can
+/// neither send the secret key elsewhere nor load a script from elsewhere.
+fn turnstile_url(name: &'static str, value: String) -> Result<String, ConfigError> {
+    let loopback = ["http://127.0.0.1:", "http://localhost:", "http://[::1]:"];
+    let official = value.starts_with(&format!("{TURNSTILE_ORIGIN}/"));
+    let local = loopback.iter().any(|p| {
+        value.strip_prefix(p).is_some_and(|rest| {
+            let (port, path) = rest.split_once('/').unwrap_or((rest, ""));
+            !port.is_empty()
+                && port.bytes().all(|b| b.is_ascii_digit())
+                && !path.contains(['"', '\'', ' ', ';'])
+        })
+    });
+    if (official || local) && !value.contains(['"', '\'', ' ', ';', ',']) {
+        Ok(value)
+    } else {
+        Err(err(
+            name,
+            "must be on https://challenges.cloudflare.com (or, for tests, a loopback http://127.0.0.1:PORT stand-in)",
+        ))
+    }
+}
 
 /// `ENTRY_CHALLENGE` when unset: on for anonymous visitors (the page solves
 /// the challenge in a Web Worker), off for JWT ones.
@@ -32,11 +62,25 @@ pub struct TurnstileConfig {
     pub site_key: String,
     /// The siteverify URL (configurable for a local stand-in in tests).
     pub verify_url: String,
+    /// The widget's script (configurable for a local stand-in in tests).
+    pub script_url: String,
     /// Longest wait for siteverify.
     pub timeout_ms: u64,
     /// Admit when siteverify cannot be reached (`TURNSTILE_FAIL=open`);
     /// the default refuses (fail closed) and the budget still applies.
     pub fail_open: bool,
+}
+
+impl TurnstileConfig {
+    /// The origin (scheme, host, port) of the widget's script: what the
+    /// page's CSP allows for scripts and frames.
+    pub fn script_origin(&self) -> &str {
+        let after = self.script_url.find("://").map_or(0, |i| i + 3);
+        let end = self.script_url[after..]
+            .find('/')
+            .map_or(self.script_url.len(), |i| after + i);
+        &self.script_url[..end]
+    }
 }
 
 impl std::fmt::Debug for GuardConfig {
@@ -54,6 +98,7 @@ impl std::fmt::Debug for TurnstileConfig {
         f.debug_struct("TurnstileConfig")
             .field("site_key", &self.site_key)
             .field("verify_url", &self.verify_url)
+            .field("script_url", &self.script_url)
             .field("timeout_ms", &self.timeout_ms)
             .field("fail_open", &self.fail_open)
             .finish_non_exhaustive()
@@ -100,8 +145,15 @@ impl GuardConfig {
             (Some(secret), Some(site_key)) => Some(TurnstileConfig {
                 secret,
                 site_key,
-                verify_url: text("TURNSTILE_VERIFY_URL")
-                    .unwrap_or_else(|| TURNSTILE_SITEVERIFY.to_string()),
+                verify_url: turnstile_url(
+                    "TURNSTILE_VERIFY_URL",
+                    text("TURNSTILE_VERIFY_URL")
+                        .unwrap_or_else(|| TURNSTILE_SITEVERIFY.to_string()),
+                )?,
+                script_url: turnstile_url(
+                    "TURNSTILE_SCRIPT_URL",
+                    text("TURNSTILE_SCRIPT_URL").unwrap_or_else(|| TURNSTILE_SCRIPT.to_string()),
+                )?,
                 timeout_ms: millis(
                     "TURNSTILE_TIMEOUT_MS",
                     text("TURNSTILE_TIMEOUT_MS").as_deref().unwrap_or("3000"),
@@ -131,5 +183,35 @@ impl GuardConfig {
             challenge_secret,
             turnstile,
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn turnstile_urls_stay_on_cloudflare_or_a_loopback_stand_in() {
+        for ok in [
+            TURNSTILE_SITEVERIFY,
+            TURNSTILE_SCRIPT,
+            "http://127.0.0.1:9000/siteverify",
+            "http://localhost:1/api.js",
+            "http://[::1]:80/x",
+        ] {
+            assert_eq!(turnstile_url("X", ok.into()).as_deref(), Ok(ok));
+        }
+        for bad in [
+            "https://evil.example/api.js",
+            "https://challenges.cloudflare.com.evil.example/api.js",
+            "http://challenges.cloudflare.com/api.js",
+            "http://127.0.0.1.evil.example:80/x",
+            "http://127.0.0.1:/x",
+            "http://10.0.0.1:80/x",
+            "http://127.0.0.1:80/x; script-src *",
+            "https://challenges.cloudflare.com/x 'unsafe-inline'",
+        ] {
+            assert!(turnstile_url("X", bad.into()).is_err(), "{bad}");
+        }
     }
 }
