@@ -7,7 +7,7 @@ use std::path::PathBuf;
 
 use clap::{Parser, Subcommand};
 use queuegate_shared::fields::{config as cf, stats as sf};
-use queuegate_shared::ops::{Change, Schedule, SetState, StateSwitch, Status};
+use queuegate_shared::ops::{Change, Schedule, SetNotice, SetState, StateSwitch, Status};
 use queuegate_shared::{QueueKeys, QueueState};
 
 use crate::config::{self, Config, ConfigError, QueueConfig};
@@ -83,6 +83,20 @@ pub enum Command {
         #[arg(long, conflicts_with_all = ["opens_at", "closes_at"])]
         clear: bool,
     },
+    /// Set or clear a short notice to the line ("sizes S and M are sold
+    /// out"): one line of plain text, at most 280 characters, shown on the
+    /// waiting-room page and in every state reply within seconds (the
+    /// edge reads it with its snapshot), without a redeploy.
+    Notice {
+        /// The queue (may be left out when only one is configured).
+        queue: Option<String>,
+        /// The notice.
+        #[arg(long, value_name = "TEXT", required_unless_present = "clear")]
+        set: Option<String>,
+        /// Remove the notice.
+        #[arg(long, conflicts_with = "set")]
+        clear: bool,
+    },
     /// Validate the config and print each queue's effective settings.
     Check,
 }
@@ -144,6 +158,9 @@ pub async fn execute(
         } => {
             let change = schedule_change(opens_at.as_deref(), closes_at.as_deref(), clear)?;
             return schedule(&config, queue.as_deref(), change).await;
+        }
+        Command::Notice { queue, set, .. } => {
+            return notice(&config, queue.as_deref(), set.as_deref()).await
         }
         Command::Pause { queue } => switch(queue, QueueState::Paused),
         Command::Close { queue } => switch(queue, QueueState::Closed),
@@ -258,6 +275,36 @@ async fn schedule(
     Ok(())
 }
 
+/// Sets (`text`) or clears (None) a queue's notice; a notice that is not
+/// one short line of text is refused before Redis is asked.
+async fn notice(config: &Config, queue: Option<&str>, text: Option<&str>) -> Result<(), CliError> {
+    let q = pick(config, queue)?;
+    let text = text
+        .map(queuegate_shared::notice::check)
+        .transpose()
+        .map_err(|e| CliError::Usage(format!("--set: {e}")))?;
+    let mut conn = connect::open(&config.redis, Patience::Once).await?;
+    let keys = QueueKeys::new(&config.prefix, &q.id);
+    let before = engine::run(
+        &mut conn,
+        &SetNotice {
+            keys: &keys,
+            notice: text,
+        },
+    )
+    .await?;
+    let was = if before.is_empty() {
+        "none".to_string()
+    } else {
+        format!("{before:?}")
+    };
+    match text {
+        Some(t) => println!("queue {}: notice {t:?} (was {was})", q.id),
+        None => println!("queue {}: notice cleared (was {was})", q.id),
+    }
+    Ok(())
+}
+
 /// The named queue, or the only one.
 fn pick<'a>(config: &'a Config, queue: Option<&str>) -> Result<&'a QueueConfig, CliError> {
     let ids = || {
@@ -325,6 +372,7 @@ struct QueueStatus {
     drawing: u64,
     origin: OriginStatus,
     stats: BTreeMap<String, i64>,
+    notice: Option<String>,
 }
 
 /// Origin control as the lease holder last recorded it.
@@ -391,6 +439,7 @@ async fn read_status(conn: &mut RedisConn, keys: &QueueKeys) -> Result<QueueStat
         drawing: s.drawing(),
         origin: OriginStatus::of(&s.config),
         stats: s.counters(),
+        notice: s.config.get(cf::NOTICE).cloned(),
     })
 }
 
@@ -449,7 +498,10 @@ fn render(s: &QueueStatus) -> String {
         stat(sf::REFUSED_REUSED),
         stat(sf::REFUSED_STALE),
         stat(sf::REFUSED_TURNSTILE),
-    )
+    ) + &s
+        .notice
+        .as_ref()
+        .map_or(String::new(), |n| format!("  notice      {n:?}\n"))
 }
 
 #[cfg(test)]
@@ -545,8 +597,10 @@ mod tests {
                 ("origin_p95_ms".into(), "120.000".into()),
             ])),
             stats: BTreeMap::from([("entered".into(), 5000), ("admitted".into(), 3796)]),
+            notice: Some("S and M sold out".into()),
         };
         let text = render(&s);
+        assert!(text.ends_with("  notice      \"S and M sold out\"\n"), "{text}");
         assert!(text.contains("active      56 / 1000"), "{text}");
         assert!(text.contains("admitted/s  175.0"), "{text}");
         assert!(

@@ -133,6 +133,9 @@ names!(
         /// Draw: visitors in line ahead of the reserved range at sealing:
         /// a drawn place's position while the draw runs is behind them.
         DRAW_AHEAD = "draw_ahead",
+        /// The operator's notice to the line (`queuegate-scheduler
+        /// notice`; absent: none), shown on the page and in every reply.
+        NOTICE = "notice",
     }
 );
 
@@ -421,6 +424,7 @@ mod tests {
                 config::SNAP_AT,
                 config::MARKS,
                 config::MARKS_AT,
+                config::NOTICE,
             ];
             if kept_by_the_scheduler.contains(field) {
                 assert!(!settings.iter().any(|s| s == field), "{field} is a setting");

@@ -25,6 +25,7 @@ mod lua;
 /// Shared with build.rs, which ships the Lua without comment lines.
 #[cfg(test)]
 mod lua_strip;
+pub mod notice;
 pub mod ops;
 pub mod policy;
 pub mod script;

@@ -195,6 +195,13 @@ pub static SCHEDULE: Script = Script::new(
     shipped!("schedule"),
     "a663d9978e67b721efcf1eb806b9fd3f12d9a823",
 );
+/// Sets or clears the operator's notice to the line.
+pub static SET_NOTICE: Script = Script::new(
+    "set_notice",
+    false,
+    shipped!("set_notice"),
+    "b4cae3daf2ef593fc6f7dde675222ad8cc9af98c",
+);
 /// Gives back a token whose consume's reply was lost.
 pub static UNCONSUME: Script = Script::new(
     "unconsume",
@@ -204,7 +211,7 @@ pub static UNCONSUME: Script = Script::new(
 );
 
 /// Every script, for preloading (SCRIPT LOAD) and the pinned-hash test.
-pub fn all() -> [&'static Script; 17] {
+pub fn all() -> [&'static Script; 18] {
     [
         &ENTER,
         &POSITION,
@@ -223,6 +230,7 @@ pub fn all() -> [&'static Script; 17] {
         &DRAW_PLACE,
         &SCHEDULE,
         &UNCONSUME,
+        &SET_NOTICE,
     ]
 }
 

@@ -26,7 +26,7 @@ pub const REFRESH_MS: u64 = 5_000;
 
 /// The config fields a snapshot is read from, in [`Snapshot::decode`]'s
 /// order (one `HMGET`).
-pub const FIELDS: [&str; 23] = [
+pub const FIELDS: [&str; 24] = [
     config::ZONE_FRONT,
     config::ZONE_COUNT,
     config::TAIL,
@@ -50,6 +50,7 @@ pub const FIELDS: [&str; 23] = [
     config::DRAW_AHEAD,
     config::HEAD_FRONT,
     config::HEAD_COUNT,
+    config::NOTICE,
 ];
 
 /// The last sealed draw, as far as the edge can evaluate it: its seed is
@@ -112,6 +113,8 @@ pub struct Snapshot {
     pub sealed: u64,
     /// The last draw, when its slots can be evaluated here.
     pub draw: Option<SnapDraw>,
+    /// The operator's notice to the line, if any.
+    pub notice: Option<String>,
 }
 
 impl Snapshot {
@@ -149,6 +152,7 @@ impl Snapshot {
             },
             head_front: int(21).unwrap_or(0),
             head_count: int(22).unwrap_or(0),
+            notice: text(23).map(String::from),
             sealed: int(19).unwrap_or(0),
             draw: (|| {
                 let base = int(15)?;
@@ -396,6 +400,7 @@ mod tests {
             head_count: 0,
             sealed: 0,
             draw: None,
+            notice: None,
         }
     }
 
@@ -534,11 +539,19 @@ mod tests {
             "",
             "",
             "",
+            "",
         ]
         .iter()
         .map(|t| Some(t.to_string()))
         .collect();
         assert_eq!(Snapshot::decode(&full), Some(snapshot()));
+        // The operator's notice comes with it.
+        let mut told = full.clone();
+        told[23] = Some("Sizes S and M are sold out".into());
+        assert_eq!(
+            Snapshot::decode(&told).and_then(|s| s.notice).as_deref(),
+            Some("Sizes S and M are sold out")
+        );
         // A draw is read once seeded and signed for an opening.
         let mut drawn = full.clone();
         for (i, v) in [

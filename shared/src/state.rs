@@ -80,6 +80,10 @@ pub struct StateReply {
     pub state: UserState,
     /// The queue id.
     pub queue: String,
+    /// The operator's notice to the line, if any (`queuegate-scheduler
+    /// notice`): plain text for the page to show.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub notice: Option<String>,
 }
 
 #[cfg(test)]
@@ -97,6 +101,7 @@ mod tests {
                 approximate: false,
             },
             queue: "main".into(),
+            notice: None,
         };
         assert_eq!(
             serde_json::to_value(&waiting).unwrap(),
@@ -110,6 +115,7 @@ mod tests {
                 approximate: true,
             },
             queue: "main".into(),
+            notice: None,
         };
         assert_eq!(
             serde_json::to_value(&far).unwrap(),
@@ -121,6 +127,7 @@ mod tests {
                 retry_after_ms: 15_000,
             },
             queue: "main".into(),
+            notice: None,
         };
         assert_eq!(
             serde_json::to_value(&pre).unwrap(),
@@ -133,6 +140,7 @@ mod tests {
                 expires_at: 2,
             },
             queue: "main".into(),
+            notice: None,
         };
         assert_eq!(
             serde_json::to_value(&admitted).unwrap(),
@@ -148,9 +156,27 @@ mod tests {
             let v = serde_json::to_value(StateReply {
                 state: s.clone(),
                 queue: "q".into(),
+                notice: None,
             })
             .unwrap();
             assert_eq!(v, json!({"state": s.name(), "queue": "q"}));
         }
+    }
+
+    #[test]
+    fn a_notice_rides_along_only_when_set() {
+        let reply = |notice: Option<&str>| {
+            serde_json::to_value(StateReply {
+                state: UserState::NotInQueue,
+                queue: "main".into(),
+                notice: notice.map(String::from),
+            })
+            .unwrap()
+        };
+        assert!(reply(None).get("notice").is_none());
+        assert_eq!(
+            reply(Some("S and M sold out"))["notice"],
+            "S and M sold out"
+        );
     }
 }

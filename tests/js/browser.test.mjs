@@ -9,7 +9,8 @@
 // far from the head the place shown is the edge's estimate ("about N");
 // a person who opens a protected page is sent to the room and back; and
 // with Turnstile on (a local stand-in) the page renders the widget, says
-// why a check failed and joins once it passes.
+// why a check failed and joins once it passes; and the operator's notice
+// shows as text within a poll.
 // Screenshots land in artifacts/.
 import { test } from "node:test";
 import assert from "node:assert/strict";
@@ -641,6 +642,36 @@ test("with Turnstile on, the page renders the widget, says why a check failed an
     await page.screenshot({ path: join(artifacts, "browser-turnstile-waiting.png") });
     assert.deepEqual(csp, []);
     assert.deepEqual(problems.filter((p) => /Uncaught/.test(p)), []);
+  } finally {
+    if (browser) await browser.close();
+    stop(stack.child);
+  }
+});
+
+test("the operator's notice shows on the page within a poll, as text", { timeout: 120_000 }, async () => {
+  mkdirSync(artifacts, { recursive: true });
+  const stack = startStack(["--admit-rate", "0.05", "--challenge-difficulty", "5000", "--exit-after", "110"]);
+  let browser;
+  try {
+    const base = await stack.url;
+    await crowd(base, 4);
+    browser = await launch();
+    const page = await browser.newPage();
+    await page.goto(base + "/queue");
+    await page.waitForSelector("#figures:not([hidden])", { timeout: 60_000 });
+    assert.equal(await page.isVisible("#notice"), false);
+    // The operator's command, as an operator runs it.
+    const dir = mkdtempSync(join(tmpdir(), "qg-notice-"));
+    const run = operator(stack.redis(), dir);
+    const text = "<b>Sizes S & M</b> are sold out";
+    assert.match(run("notice", "main", "--set", text), /notice "<b>Sizes S & M<\/b> are sold out" \(was none\)/);
+    await page.waitForSelector("#notice:not([hidden])", { timeout: 45_000 });
+    assert.equal(await page.textContent("#notice"), text, "shown as text, not markup");
+    assert.equal(await page.$("#notice b"), null);
+    await page.screenshot({ path: join(artifacts, "browser-notice.png") });
+    run("notice", "main", "--clear");
+    await page.waitForSelector("#notice", { state: "hidden", timeout: 45_000 });
+    rmSync(dir, { recursive: true, force: true });
   } finally {
     if (browser) await browser.close();
     stop(stack.child);

@@ -363,6 +363,10 @@ impl App {
             }
             _ => {}
         }
+        // An exact poll reads no snapshot for its answer; the isolate's
+        // snapshot is still refreshed on the usual schedule (one HMGET per
+        // REFRESH_MS), so the operator's notice reaches these replies too.
+        let _ = self.snapshot(&queue, &keys, Date::now().as_millis()).await;
         let observed = self
             .redis()?
             .run(&Position {
@@ -476,6 +480,7 @@ impl App {
         let reply = StateReply {
             state,
             queue: queue.to_string(),
+            notice: self.snapshots.notice(queue.as_str()),
         };
         let resp = http::json(200, &reply)?;
         let state = reply.state;

@@ -170,7 +170,7 @@ mod tests {
     #[test]
     fn the_page_learns_the_turnstile_site_key_only_when_it_is_on() {
         let c = page(&[]).unwrap();
-        assert!(!render(&c, "main", None, None).contains("siteKey"));
+        assert!(!render(&c, "main", None, None).contains(r#""turnstile":{"#));
         let t = TurnstileConfig {
             secret: "never shown".into(),
             site_key: "0x4AAA-site".into(),

@@ -67,6 +67,18 @@ impl SnapshotCache {
         })
     }
 
+    /// The operator's notice in the snapshot held for `queue`, without a
+    /// refresh.
+    pub fn notice(&self, queue: &str) -> Option<String> {
+        let list = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        list.iter()
+            .find(|e| e.queue == queue)?
+            .snapshot
+            .as_ref()?
+            .notice
+            .clone()
+    }
+
     /// Keeps what a refresh read (None: nothing usable, e.g. before the
     /// first tick of a scheduler that writes snapshots).
     pub fn record(&self, queue: &str, snapshot: Option<Snapshot>) {
@@ -110,7 +122,24 @@ mod tests {
             head_count: 0,
             sealed: 0,
             draw: None,
+            notice: None,
         }
+    }
+
+    #[test]
+    fn the_notice_is_read_from_the_snapshot_held() {
+        let cache = SnapshotCache::default();
+        assert_eq!(cache.notice("main"), None);
+        cache.get_or_start("main", 1_000);
+        cache.record(
+            "main",
+            Some(Snapshot {
+                notice: Some("S and M sold out".into()),
+                ..snap(1_000)
+            }),
+        );
+        assert_eq!(cache.notice("main").as_deref(), Some("S and M sold out"));
+        assert_eq!(cache.notice("other"), None);
     }
 
     #[test]

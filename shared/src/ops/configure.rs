@@ -1,7 +1,7 @@
 //! Publishing a queue's settings and switching its state.
 
 use crate::keys::QueueKeys;
-use crate::script::{Invocation, Operation, CONFIGURE, SET_STATE};
+use crate::script::{Invocation, Operation, CONFIGURE, SET_NOTICE, SET_STATE};
 use crate::settings::{QueueState, Settings};
 use crate::value::{DecodeError, Fields, Value};
 
@@ -84,5 +84,32 @@ impl Operation for SetState<'_> {
             0 => Ok(StateSwitch::Refused(state)),
             code => Err(f.error(format!("unknown code {code}"))),
         }
+    }
+}
+
+/// Set (or, with `None`, clear) the operator's notice to the line; the
+/// text is checked with [`crate::notice::check`] first.
+#[derive(Debug, Clone, Copy)]
+pub struct SetNotice<'a> {
+    /// The queue.
+    pub keys: &'a QueueKeys,
+    /// The checked notice, or None to clear it.
+    pub notice: Option<&'a str>,
+}
+
+impl Operation for SetNotice<'_> {
+    /// The notice before ('' none).
+    type Reply = String;
+
+    fn invocation(&self) -> Invocation {
+        Invocation {
+            script: &SET_NOTICE,
+            keys: vec![self.keys.config()],
+            args: vec![self.notice.unwrap_or_default().to_string()],
+        }
+    }
+
+    fn decode(&self, value: Value) -> Result<String, DecodeError> {
+        Ok(value.as_text().unwrap_or_default().to_string())
     }
 }

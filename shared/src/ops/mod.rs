@@ -18,7 +18,7 @@ mod unconsume;
 
 pub use admit::{Admit, AdmitCounts, AdmitReply, Refused};
 pub use challenge::{ChallengeTerms, Terms};
-pub use configure::{Configure, SetState, StateSwitch};
+pub use configure::{Configure, SetNotice, SetState, StateSwitch};
 pub use consume::{Consume, ConsumeReply};
 pub use draw::{parse_rounds, DrawOpen, DrawPlace, DrawSeed, DrawState, Drawing, Placed};
 pub use enter::{Enter, EnterReply, Refusal};

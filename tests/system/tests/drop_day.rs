@@ -85,6 +85,7 @@ async fn before_the_opening_visitors_pre_queue_keep_their_draw_and_count_toward_
     let json = serde_json::to_value(StateReply {
         state: Observed::PreQueue(facts).into_user_state(&q.settings, 0.5),
         queue: "pre".into(),
+        notice: None,
     })
     .unwrap();
     assert_eq!(json["state"], "pre_queue", "{json}");
