@@ -1,6 +1,13 @@
 //! Who a request is from. A plain user id from the client is never trusted:
 //! anonymous visitors carry an HMAC-signed cookie minted here, logged-in
-//! users an HS256 JWT whose `sub` is the user id.
+//! users a JWT whose `sub` is the user id: HS256, verified here, or RS256 /
+//! ES256 against the login service's published keys ([`crate::jwks`]),
+//! whose signatures the worker checks with the runtime's WebCrypto.
+//!
+//! Written out rather than taken from a JWT crate: we accept exactly the
+//! algorithms above, and the general crates pull RSA/EC code into the wasm
+//! that the worker never needs. The cryptography itself is the `hmac`/
+//! `sha2` crates' (or WebCrypto's); comparison is constant-time.
 
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use base64::Engine;
@@ -33,6 +40,16 @@ pub enum IdentityError {
     /// A `sub` that is not a valid user id.
     #[error("the identity's subject is not a valid user id")]
     Subject,
+    /// A JWT whose `kid` (or, without one, whose algorithm) names no key of
+    /// the login service's published keys.
+    #[error("the identity is signed with an unknown key")]
+    UnknownKey,
+    /// A JWT for another audience than `JWT_AUDIENCE`.
+    #[error("the identity is for another audience")]
+    Audience,
+    /// A JWT from another issuer than `JWT_ISSUER`.
+    #[error("the identity is from another issuer")]
+    Issuer,
 }
 
 /// An identity secret, keyed once. HMAC-SHA-256 first hashes the padded key
@@ -125,33 +142,37 @@ pub fn verify_visitor(key: &(impl MacKey + ?Sized), value: &str) -> Result<UserI
     UserId::new(id).map_err(|_| IdentityError::Malformed)
 }
 
-#[derive(serde::Deserialize)]
-struct JwtHeader {
-    alg: String,
-}
-
-#[derive(serde::Deserialize)]
-struct JwtClaims {
-    sub: Option<String>,
-    exp: Option<f64>,
-    nbf: Option<f64>,
-}
-
 /// Clock skew tolerated on `exp` and `nbf`, in seconds.
 const LEEWAY_S: f64 = 30.0;
 
-// Written out rather than taken from a JWT crate: we accept exactly one
-// algorithm (HS256), and the general crates pull RSA/EC code into the wasm
-// that the worker never uses. The cryptography itself is the `hmac`/`sha2`
-// crates'; comparison is constant-time.
+/// What a JWT's claims must say besides `exp`, `nbf` and `sub`: its
+/// audience and issuer, when the operator configured them.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Expect<'a> {
+    /// `JWT_AUDIENCE`: `aud` must be it or contain it.
+    pub audience: Option<&'a str>,
+    /// `JWT_ISSUER`: `iss` must be it.
+    pub issuer: Option<&'a str>,
+}
 
-/// Verifies an HS256 JWT at `now_s` (Unix seconds) and returns its `sub`.
-/// `exp` is required: a login token that never expires is refused.
-pub fn verify_jwt(
-    key: &(impl MacKey + ?Sized),
-    token: &str,
-    now_s: f64,
-) -> Result<UserId, IdentityError> {
+/// A JWT split and decoded, its signature not checked yet: what a verifier
+/// with a public key (the worker's WebCrypto) needs.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Parsed<'a> {
+    /// The header's `alg`.
+    pub alg: String,
+    /// The header's `kid`, if any.
+    pub kid: Option<String>,
+    /// `header.payload`, the bytes the signature covers.
+    pub signing_input: &'a str,
+    /// The decoded signature.
+    pub signature: Vec<u8>,
+    payload: Vec<u8>,
+}
+
+/// Splits and decodes a compact JWT (three base64url parts, a JSON header
+/// with `alg`); checks nothing else.
+pub fn parse_jwt(token: &str) -> Result<Parsed<'_>, IdentityError> {
     let mut parts = token.split('.');
     let (Some(header), Some(payload), Some(sig), None) =
         (parts.next(), parts.next(), parts.next(), parts.next())
@@ -163,28 +184,92 @@ pub fn verify_jwt(
             .decode(part)
             .map_err(|_| IdentityError::Malformed)
     };
-    let head: JwtHeader =
+    // Header and claims are read as generic values: derived structs would
+    // each add their own deserializer to the wasm.
+    let head: serde_json::Value =
         serde_json::from_slice(&decode(header)?).map_err(|_| IdentityError::Malformed)?;
-    if head.alg != "HS256" {
-        return Err(IdentityError::Algorithm);
+    let alg = head
+        .get("alg")
+        .and_then(|a| a.as_str())
+        .ok_or(IdentityError::Malformed)?;
+    Ok(Parsed {
+        alg: alg.to_string(),
+        kid: head.get("kid").and_then(|k| k.as_str()).map(str::to_string),
+        signing_input: &token[..header.len() + 1 + payload.len()],
+        signature: decode(sig)?,
+        payload: decode(payload)?,
+    })
+}
+
+impl Parsed<'_> {
+    /// The claims of a JWT whose signature was verified: `exp` required
+    /// (with [`LEEWAY_S`] of clock skew), `nbf` honoured, `aud` and `iss`
+    /// as `expect` asks, and `sub` a valid user id.
+    pub fn claims(&self, now_s: f64, expect: &Expect<'_>) -> Result<UserId, IdentityError> {
+        claims(&self.payload, now_s, expect)
     }
-    let mut m = key.keyed();
-    m.update(header.as_bytes());
-    m.update(b".");
-    m.update(payload.as_bytes());
-    m.verify_slice(&decode(sig)?)
-        .map_err(|_| IdentityError::BadSignature)?;
-    let claims: JwtClaims =
-        serde_json::from_slice(&decode(payload)?).map_err(|_| IdentityError::Malformed)?;
-    match claims.exp {
+}
+
+fn claims(payload: &[u8], now_s: f64, expect: &Expect<'_>) -> Result<UserId, IdentityError> {
+    let claims: serde_json::Value =
+        serde_json::from_slice(payload).map_err(|_| IdentityError::Malformed)?;
+    if !claims.is_object() {
+        return Err(IdentityError::Malformed);
+    }
+    let number = |name: &str| claims.get(name).and_then(|v| v.as_f64());
+    let text = |name: &str| claims.get(name).and_then(|v| v.as_str());
+    match number("exp") {
         Some(exp) if exp + LEEWAY_S > now_s => {}
         _ => return Err(IdentityError::Expired),
     }
-    if claims.nbf.is_some_and(|nbf| nbf - LEEWAY_S > now_s) {
+    if number("nbf").is_some_and(|nbf| nbf - LEEWAY_S > now_s) {
         return Err(IdentityError::NotYetValid);
     }
-    let sub = claims.sub.ok_or(IdentityError::Subject)?;
-    UserId::new(&sub).map_err(|_| IdentityError::Subject)
+    if let Some(want) = expect.audience {
+        let ok = match claims.get("aud") {
+            Some(serde_json::Value::String(a)) => a == want,
+            Some(serde_json::Value::Array(all)) => all.iter().any(|a| a.as_str() == Some(want)),
+            _ => false,
+        };
+        if !ok {
+            return Err(IdentityError::Audience);
+        }
+    }
+    if let Some(want) = expect.issuer {
+        if text("iss") != Some(want) {
+            return Err(IdentityError::Issuer);
+        }
+    }
+    let sub = text("sub").ok_or(IdentityError::Subject)?;
+    UserId::new(sub).map_err(|_| IdentityError::Subject)
+}
+
+/// Verifies an HS256 JWT at `now_s` (Unix seconds) and returns its `sub`.
+/// `exp` is required: a login token that never expires is refused.
+pub fn verify_jwt(
+    key: &(impl MacKey + ?Sized),
+    token: &str,
+    now_s: f64,
+) -> Result<UserId, IdentityError> {
+    verify_jwt_expecting(key, token, now_s, &Expect::default())
+}
+
+/// [`verify_jwt`] with the audience and issuer `expect` asks for.
+pub fn verify_jwt_expecting(
+    key: &(impl MacKey + ?Sized),
+    token: &str,
+    now_s: f64,
+    expect: &Expect<'_>,
+) -> Result<UserId, IdentityError> {
+    let parsed = parse_jwt(token)?;
+    if parsed.alg != "HS256" {
+        return Err(IdentityError::Algorithm);
+    }
+    let mut m = key.keyed();
+    m.update(parsed.signing_input.as_bytes());
+    m.verify_slice(&parsed.signature)
+        .map_err(|_| IdentityError::BadSignature)?;
+    parsed.claims(now_s, expect)
 }
 
 /// Signs an HS256 JWT (for tests and the local demo's login stand-in).
@@ -284,5 +369,83 @@ mod tests {
             Err(IdentityError::BadSignature)
         );
         assert_eq!(verify_jwt(KEY, "a.b", now), Err(IdentityError::Malformed));
+    }
+
+    #[test]
+    fn audience_and_issuer_are_checked_when_configured() {
+        let key = b"0123456789abcdef0123456789abcdef";
+        let now = 1_800_000_000.0;
+        let token = |extra: serde_json::Value| {
+            let mut claims = json!({"sub": "u1", "exp": now + 60.0});
+            for (k, v) in extra.as_object().into_iter().flatten() {
+                claims[k] = v.clone();
+            }
+            sign_jwt(key, &claims)
+        };
+        let shop = Expect {
+            audience: Some("shop-api"),
+            issuer: Some("https://login.example/"),
+        };
+        let good = token(json!({"aud": "shop-api", "iss": "https://login.example/"}));
+        assert_eq!(
+            verify_jwt_expecting(key, &good, now, &shop).map(|u| u.to_string()),
+            Ok("u1".into())
+        );
+        let listed = token(json!({"aud": ["other", "shop-api"], "iss": "https://login.example/"}));
+        assert!(verify_jwt_expecting(key, &listed, now, &shop).is_ok());
+        for (extra, why) in [
+            (
+                json!({"aud": "other", "iss": "https://login.example/"}),
+                IdentityError::Audience,
+            ),
+            (
+                json!({"iss": "https://login.example/"}),
+                IdentityError::Audience,
+            ),
+            (
+                json!({"aud": ["a", "b"], "iss": "https://login.example/"}),
+                IdentityError::Audience,
+            ),
+            (
+                json!({"aud": "shop-api", "iss": "https://evil.example/"}),
+                IdentityError::Issuer,
+            ),
+            (json!({"aud": "shop-api"}), IdentityError::Issuer),
+        ] {
+            assert_eq!(
+                verify_jwt_expecting(key, &token(extra.clone()), now, &shop),
+                Err(why),
+                "{extra}"
+            );
+        }
+        // Unconfigured: neither is looked at.
+        assert!(verify_jwt(key, &token(json!({"aud": "other"})), now).is_ok());
+    }
+
+    #[test]
+    fn a_parsed_token_names_its_algorithm_key_and_signed_bytes() {
+        let h = URL_SAFE_NO_PAD.encode(br#"{"alg":"ES256","kid":"k1","typ":"JWT"}"#);
+        let p = URL_SAFE_NO_PAD.encode(br#"{"sub":"u1","exp":1}"#);
+        let token = format!("{h}.{p}.AAEC");
+        let parsed = parse_jwt(&token).unwrap();
+        assert_eq!(
+            (parsed.alg.as_str(), parsed.kid.as_deref()),
+            ("ES256", Some("k1"))
+        );
+        assert_eq!(parsed.signing_input, format!("{h}.{p}"));
+        assert_eq!(parsed.signature, vec![0, 1, 2]);
+        for bad in [
+            "",
+            "a.b",
+            "a.b.c.d",
+            &format!("{h}.{p}.!!"),
+            &format!("e30.{p}.AA"),
+        ] {
+            assert_eq!(
+                parse_jwt(bad).err(),
+                Some(IdentityError::Malformed),
+                "{bad}"
+            );
+        }
     }
 }

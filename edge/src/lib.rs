@@ -14,6 +14,7 @@
 pub mod altcha;
 pub mod cookie;
 pub mod identity;
+pub mod jwks;
 pub mod mac;
 pub mod navigation;
 pub mod place;

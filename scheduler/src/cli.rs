@@ -600,7 +600,10 @@ mod tests {
             notice: Some("S and M sold out".into()),
         };
         let text = render(&s);
-        assert!(text.ends_with("  notice      \"S and M sold out\"\n"), "{text}");
+        assert!(
+            text.ends_with("  notice      \"S and M sold out\"\n"),
+            "{text}"
+        );
         assert!(text.contains("active      56 / 1000"), "{text}");
         assert!(text.contains("admitted/s  175.0"), "{text}");
         assert!(

@@ -197,8 +197,8 @@ impl App {
         Ok((id, keys))
     }
 
-    fn identify(&self, req: &Request, mint: bool) -> Result<Visitor, EdgeError> {
-        visitor::identify(&self.config.identity, self.config.cookie_secure, req, mint)
+    async fn identify(&self, req: &Request, mint: bool) -> Result<Visitor, EdgeError> {
+        visitor::identify(&self.config.identity, self.config.cookie_secure, req, mint).await
     }
 
     /// Joins the line. What a new place must pass is read and checked here
@@ -206,7 +206,7 @@ impl App {
     /// without a place, in the same round trip.
     async fn enter(&self, mut req: Request) -> Result<Response, EdgeError> {
         let (queue, keys) = self.queue(&req)?;
-        let visitor = self.identify(&req, true)?;
+        let visitor = self.identify(&req, true).await?;
         let brought = guard::read(&mut req).await?;
         let config = &self.config.guard;
         let solution = guard::verify_solution(config, &queue, brought.altcha.as_deref())?;
@@ -312,7 +312,7 @@ impl App {
     /// position script.
     async fn position(&self, req: &Request) -> Result<Response, EdgeError> {
         let (queue, keys) = self.queue(req)?;
-        let visitor = self.identify(req, false)?;
+        let visitor = self.identify(req, false).await?;
         let place = Place::of(self.place_key(), req.cookies(), &queue, &visitor.user);
         match place.held {
             // A ticket in the exact head is exact for good: no snapshot is
@@ -544,7 +544,7 @@ impl App {
         let redis = self.redis()?.clone();
         let (visitor, token) = match presented {
             Some(presented) => {
-                let visitor = self.identify(&req, false)?;
+                let visitor = self.identify(&req, false).await?;
                 let token = EntryToken::parse(presented.trim()).ok_or(EdgeError::TokenInvalid)?;
                 let consumed = redis
                     .run(&Consume {
@@ -572,7 +572,7 @@ impl App {
                 // comes with the origin's reply). The pass spends the
                 // address's entry budget; a failed order frees its slot at
                 // once (no one holds its token to retry with).
-                let visitor = self.identify(&req, true)?;
+                let visitor = self.identify(&req, true).await?;
                 let token = fresh_token()?;
                 let address = guard::address(&req);
                 let passed = redis

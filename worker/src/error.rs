@@ -106,6 +106,10 @@ pub enum EdgeError {
     /// line of its own in the logs (the plan needs raising).
     #[error("redis plan limit reached: {0}")]
     RedisLimited(String),
+    /// The login service's published keys (`JWKS_URL`) could not be read
+    /// and none are held.
+    #[error("login keys unavailable: {0}")]
+    KeysUnavailable(String),
     /// The worker's own configuration is wrong.
     #[error("misconfigured: {0}")]
     Misconfigured(String),
@@ -162,7 +166,8 @@ impl EdgeError {
             EdgeError::OriginTimeout(_) => 504,
             EdgeError::QueueClosed
             | EdgeError::RedisUnavailable(_)
-            | EdgeError::RedisLimited(_) => 503,
+            | EdgeError::RedisLimited(_)
+            | EdgeError::KeysUnavailable(_) => 503,
         }
     }
 
@@ -192,7 +197,9 @@ impl EdgeError {
             EdgeError::TurnstileFailed(_) => "turnstile_failed",
             EdgeError::TurnstileUnavailable(_) => "turnstile_unavailable",
             EdgeError::NotYetActive { .. } => "not_yet_active",
-            EdgeError::RedisUnavailable(_) | EdgeError::RedisLimited(_) => "unavailable",
+            EdgeError::RedisUnavailable(_)
+            | EdgeError::RedisLimited(_)
+            | EdgeError::KeysUnavailable(_) => "unavailable",
             EdgeError::Misconfigured(_) => "misconfigured",
             EdgeError::OriginUnreachable(_) => "origin_unreachable",
             EdgeError::OriginTimeout(_) => "origin_timeout",
@@ -253,6 +260,9 @@ impl EdgeError {
             EdgeError::RedisUnavailable(_) | EdgeError::RedisLimited(_) => {
                 "The waiting room is briefly unavailable. Please retry.".into()
             }
+            EdgeError::KeysUnavailable(_) => {
+                "We cannot check sign-ins right now. Please retry shortly.".into()
+            }
             EdgeError::Misconfigured(_) => "The waiting room is not configured correctly.".into(),
             EdgeError::OriginUnreachable(_) => {
                 "The shop could not be reached. Please retry.".into()
@@ -276,7 +286,8 @@ impl EdgeError {
             EdgeError::RedisUnavailable(_)
             | EdgeError::OriginUnreachable(_)
             | EdgeError::OriginTimeout(_)
-            | EdgeError::TurnstileUnavailable(_) => Some(UNAVAILABLE_RETRY_AFTER_S),
+            | EdgeError::TurnstileUnavailable(_)
+            | EdgeError::KeysUnavailable(_) => Some(UNAVAILABLE_RETRY_AFTER_S),
             EdgeError::RedisLimited(_) => Some(LIMITED_RETRY_AFTER_S),
             _ => None,
         }

@@ -24,6 +24,7 @@ pub mod exec;
 pub mod guard;
 pub mod health;
 pub mod http;
+pub mod jwks;
 pub mod origin;
 pub mod page;
 pub mod rest;

@@ -2,7 +2,7 @@
 //! or the shop's JWT, checked with `queuegate_edge::identity`.
 
 use queuegate_edge::cookie::{cookie, set_cookie, VISITOR_COOKIE};
-use queuegate_edge::identity::{self, Key};
+use queuegate_edge::identity::{self, IdentityError, Key};
 use queuegate_shared::UserId;
 use worker::Date;
 
@@ -47,25 +47,46 @@ impl Presented {
     }
 }
 
-/// The request's identity. `mint` lets an anonymous newcomer get one.
-pub fn identify(
+/// The request's identity. `mint` lets an anonymous newcomer get one. An
+/// RS256/ES256 token is checked against the login service's keys
+/// (`crate::jwks`), which may need fetching; everything else is
+/// [`check`].
+pub async fn identify(
     mode: &IdentityMode,
     cookie_secure: bool,
     req: &Request,
     mint: bool,
 ) -> Result<Visitor, EdgeError> {
+    let presented = Presented::from_request(mode, req);
+    if let IdentityMode::Jwt {
+        jwks: Some(url),
+        cookie: name,
+        ..
+    } = mode
+    {
+        let token = jwt_of(&presented, name.as_deref())?;
+        let user = crate::jwks::verify(url, token, Date::now().as_millis(), &mode.expect()).await?;
+        return Ok(Visitor {
+            user,
+            new_cookie: None,
+        });
+    }
     // Only a JWT's `exp`/`nbf` need the clock (a call into the runtime).
     let now_s = match mode {
         IdentityMode::Jwt { .. } => Date::now().as_millis() as f64 / 1_000.0,
         IdentityMode::Anonymous { .. } => 0.0,
     };
-    check(
-        mode,
-        cookie_secure,
-        &Presented::from_request(mode, req),
-        now_s,
-        mint,
-    )
+    check(mode, cookie_secure, &presented, now_s, mint)
+}
+
+/// The JWT a request presents: `Authorization: Bearer`, else the cookie.
+fn jwt_of<'a>(presented: &'a Presented, cookie_name: Option<&str>) -> Result<&'a str, EdgeError> {
+    let from_cookie = cookie_name.and_then(|name| cookie(&presented.cookies, name));
+    presented
+        .bearer
+        .as_deref()
+        .or(from_cookie)
+        .ok_or(EdgeError::IdentityRequired)
 }
 
 /// [`identify`] without the runtime: the headers and the clock as inputs.
@@ -82,19 +103,16 @@ pub fn check(
             None if mint => return mint_visitor(secret, cookie_secure),
             None => return Err(EdgeError::IdentityRequired),
         },
+        // With a JWKS, `identify` verifies; HS256 is never tried with the
+        // place-cookie key.
+        IdentityMode::Jwt { jwks: Some(_), .. } => Err(IdentityError::Algorithm),
         IdentityMode::Jwt {
             secret,
             cookie: name,
+            ..
         } => {
-            let from_cookie = name
-                .as_deref()
-                .and_then(|name| cookie(&presented.cookies, name));
-            let token = presented
-                .bearer
-                .as_deref()
-                .or(from_cookie)
-                .ok_or(EdgeError::IdentityRequired)?;
-            identity::verify_jwt(secret, token, now_s)
+            let token = jwt_of(presented, name.as_deref())?;
+            identity::verify_jwt_expecting(secret, token, now_s, &mode.expect())
         }
     };
     Ok(Visitor {
@@ -166,6 +184,9 @@ mod tests {
         let mode = IdentityMode::Jwt {
             secret: Key::new(KEY),
             cookie: Some("session".into()),
+            jwks: None,
+            audience: None,
+            issuer: None,
         };
         let jwt = |sub: &str| sign_jwt(KEY, &serde_json::json!({"sub": sub, "exp": NOW + 60.0}));
         let both = Presented {

@@ -78,8 +78,11 @@ impl EdgeStack {
         let mut worker = Wrangler::local(&gateway, origin.url())
             .var("QUEUES", "main,other")
             .var("IDENTITY_MODE", mode)
-            .var("JWT_COOKIE", "shop_session")
-            .secret("JWT_SECRET", JWT_SECRET);
+            .var("JWT_COOKIE", "shop_session");
+        // A JWKS replaces the shared secret (the worker refuses both).
+        if !vars.iter().any(|(k, _)| k == "JWKS_URL") {
+            worker = worker.secret("JWT_SECRET", JWT_SECRET);
+        }
         for (k, v) in &vars {
             worker = worker.var(k, v);
         }

@@ -68,13 +68,51 @@ pub enum IdentityMode {
         /// HMAC key of the visitor cookie.
         secret: Key,
     },
-    /// The shop's HS256 JWT; the user id is its `sub`.
+    /// The shop's JWT; the user id is its `sub`. HS256 with `JWT_SECRET`,
+    /// or RS256/ES256 with the keys the login service publishes at
+    /// `JWKS_URL` (never both: a public key must never be taken as an
+    /// HMAC secret).
     Jwt {
-        /// HMAC key of the JWTs.
+        /// HMAC key of HS256 JWTs (`JWT_SECRET`); with a JWKS, the key of
+        /// place cookies only (`IDENTITY_SECRET`).
         secret: Key,
         /// Cookie that may carry the JWT instead of `Authorization: Bearer`.
         cookie: Option<String>,
+        /// `JWKS_URL`: RS256 and ES256 tokens verified with its keys.
+        jwks: Option<String>,
+        /// `JWT_AUDIENCE`: the `aud` a token must have, if set.
+        audience: Option<String>,
+        /// `JWT_ISSUER`: the `iss` a token must have, if set.
+        issuer: Option<String>,
     },
+}
+
+impl IdentityMode {
+    /// The claims a JWT must carry besides `exp`, `nbf` and `sub`.
+    pub fn expect(&self) -> queuegate_edge::identity::Expect<'_> {
+        match self {
+            IdentityMode::Jwt {
+                audience, issuer, ..
+            } => queuegate_edge::identity::Expect {
+                audience: audience.as_deref(),
+                issuer: issuer.as_deref(),
+            },
+            IdentityMode::Anonymous { .. } => queuegate_edge::identity::Expect::default(),
+        }
+    }
+}
+
+/// `JWKS_URL`: https, or a loopback http stand-in (tests, `wrangler dev`).
+fn jwks_url(url: String) -> Result<String, ConfigError> {
+    let loopback = ["http://127.0.0.1:", "http://localhost:", "http://[::1]:"];
+    if url.starts_with("https://") || loopback.iter().any(|p| url.starts_with(p)) {
+        Ok(url)
+    } else {
+        Err(err(
+            "JWKS_URL",
+            "must be an https:// URL (the login service's published keys)",
+        ))
+    }
 }
 
 /// A protected route: `METHOD /path` or `METHOD /prefix/*`, with the queue
@@ -259,10 +297,35 @@ impl EdgeConfig {
             "anonymous" => IdentityMode::Anonymous {
                 secret: Key::new(&secret(&get, "IDENTITY_SECRET")?),
             },
-            "jwt" => IdentityMode::Jwt {
-                secret: Key::new(&secret(&get, "JWT_SECRET")?),
-                cookie: get("JWT_COOKIE").filter(|c| !c.is_empty()),
-            },
+            "jwt" => {
+                let some = |name: &str| get(name).filter(|v| !v.trim().is_empty());
+                let jwks = match (some("JWKS_URL"), some("JWT_SECRET")) {
+                    (Some(_), Some(_)) => {
+                        return Err(err(
+                            "JWKS_URL",
+                            "set JWT_SECRET (HS256) or JWKS_URL (RS256/ES256), not both",
+                        ))
+                    }
+                    (Some(url), None) => Some(jwks_url(url)?),
+                    (None, _) => None,
+                };
+                IdentityMode::Jwt {
+                    // With a JWKS there is no shared secret: place cookies
+                    // are signed with IDENTITY_SECRET.
+                    secret: Key::new(&secret(
+                        &get,
+                        if jwks.is_some() {
+                            "IDENTITY_SECRET"
+                        } else {
+                            "JWT_SECRET"
+                        },
+                    )?),
+                    cookie: get("JWT_COOKIE").filter(|c| !c.is_empty()),
+                    jwks,
+                    audience: some("JWT_AUDIENCE"),
+                    issuer: some("JWT_ISSUER"),
+                }
+            }
             other => {
                 return Err(err(
                     "IDENTITY_MODE",
@@ -444,6 +507,21 @@ mod tests {
             (vec![("IDENTITY_MODE", "oauth")], "IDENTITY_MODE"),
             (vec![("IDENTITY_SECRET", "short")], "IDENTITY_SECRET"),
             (vec![("IDENTITY_MODE", "jwt")], "JWT_SECRET"),
+            (
+                vec![
+                    ("IDENTITY_MODE", "jwt"),
+                    ("JWT_SECRET", S),
+                    ("JWKS_URL", "https://login.example/.well-known/jwks.json"),
+                ],
+                "JWKS_URL",
+            ),
+            (
+                vec![
+                    ("IDENTITY_MODE", "jwt"),
+                    ("JWKS_URL", "http://login.example/jwks"),
+                ],
+                "JWKS_URL",
+            ),
             (vec![("ORIGIN_URL", "ftp://x")], "ORIGIN_URL"),
             (vec![("REDIS_TIMEOUT_MS", "0")], "REDIS_TIMEOUT_MS"),
             (vec![("ORIGIN_TIMEOUT_MS", "99")], "ORIGIN_TIMEOUT_MS"),
@@ -452,6 +530,49 @@ mod tests {
         ] {
             assert_eq!(config(&pairs).unwrap_err().name, name, "{pairs:?}");
         }
+    }
+
+    #[test]
+    fn a_jwks_replaces_the_shared_secret_and_claims_can_be_required() {
+        let c = config(&[
+            ("IDENTITY_MODE", "jwt"),
+            ("JWKS_URL", "https://login.example/.well-known/jwks.json"),
+            ("JWT_AUDIENCE", "shop-api"),
+            ("JWT_ISSUER", "https://login.example/"),
+        ])
+        .unwrap();
+        match &c.identity {
+            IdentityMode::Jwt { jwks, secret, .. } => {
+                assert_eq!(
+                    jwks.as_deref(),
+                    Some("https://login.example/.well-known/jwks.json")
+                );
+                assert_eq!(
+                    secret,
+                    &Key::new(S.as_bytes()),
+                    "place cookies: IDENTITY_SECRET"
+                );
+            }
+            other => panic!("{other:?}"),
+        }
+        let expect = c.identity.expect();
+        assert_eq!(
+            (expect.audience, expect.issuer),
+            (Some("shop-api"), Some("https://login.example/"))
+        );
+        let hs = config(&[("IDENTITY_MODE", "jwt"), ("JWT_SECRET", S)]).unwrap();
+        assert_eq!(
+            hs.identity.expect(),
+            queuegate_edge::identity::Expect::default()
+        );
+        assert!(
+            config(&[
+                ("IDENTITY_MODE", "jwt"),
+                ("JWKS_URL", "http://127.0.0.1:9/jwks.json")
+            ])
+            .is_ok(),
+            "a loopback stand-in for tests"
+        );
     }
 
     #[test]
