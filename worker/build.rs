@@ -1,30 +1,98 @@
-//! Writes the waiting-room page without the comment lines of its script to
-//! `$OUT_DIR/waiting-room.html`, which `src/page.rs` serves: the comments
-//! are for readers of `assets/waiting-room.html`, and every byte of the page
-//! is in the wasm (BENCHMARKS.md, *Worker wasm size*).
+//! Checks and writes the waiting-room page (`src/template.rs` says what is
+//! checked): the template is `assets/waiting-room.html`, or the shop's own
+//! file named by `QUEUEGATE_PAGE_TEMPLATE` (absolute, or relative to the
+//! repository), shipped without its script's comment lines to
+//! `$OUT_DIR/waiting-room.html`; the translations in `assets/i18n/*.json`
+//! become `$OUT_DIR/i18n.rs`. A check that fails stops the build with the
+//! reason.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::{env, fs};
 
+#[path = "src/template.rs"]
+mod template;
+
 fn main() {
-    let src = "assets/waiting-room.html";
-    println!("cargo:rerun-if-changed={src}");
-    let text = fs::read_to_string(src).expect("read the page");
-    let mut out = String::with_capacity(text.len());
-    let mut in_script = false;
-    for line in text.lines() {
-        let code = line.trim_start();
-        if code.starts_with("<script") && !code.contains("</script>") {
-            in_script = true;
-        } else if code.starts_with("</script>") {
-            in_script = false;
+    let manifest = PathBuf::from(env::var("CARGO_MANIFEST_DIR").expect("CARGO_MANIFEST_DIR"));
+    let out = PathBuf::from(env::var("OUT_DIR").expect("OUT_DIR"));
+    println!("cargo:rerun-if-env-changed=QUEUEGATE_PAGE_TEMPLATE");
+    println!("cargo:rerun-if-changed=src/template.rs");
+    let src = match env::var("QUEUEGATE_PAGE_TEMPLATE") {
+        Ok(p) if !p.trim().is_empty() => {
+            let p = Path::new(p.trim());
+            if p.is_absolute() {
+                p.to_path_buf()
+            } else {
+                manifest.join("..").join(p)
+            }
         }
-        if in_script && code.starts_with("//") {
-            continue;
+        _ => manifest.join("assets/waiting-room.html"),
+    };
+    println!("cargo:rerun-if-changed={}", src.display());
+    let text = fs::read_to_string(&src).unwrap_or_else(|e| {
+        fail(&format!(
+            "cannot read the page template {}: {e}",
+            src.display()
+        ))
+    });
+    let texts = template::check_template(&text)
+        .unwrap_or_else(|why| fail(&format!("page template {}: {why}", src.display())));
+    fs::write(
+        out.join("waiting-room.html"),
+        template::strip_script_comments(&text),
+    )
+    .expect("write the page");
+
+    let dir = manifest.join("assets/i18n");
+    println!("cargo:rerun-if-changed={}", dir.display());
+    let mut files: Vec<PathBuf> = fs::read_dir(&dir)
+        .expect("read assets/i18n")
+        .map(|e| e.expect("dir entry").path())
+        .filter(|p| p.extension().is_some_and(|x| x == "json"))
+        .collect();
+    files.sort();
+    let mut langs = vec![(
+        "en".to_string(),
+        "{}".to_string(),
+        template::escape_html(template::NOSCRIPT_EN),
+    )];
+    for path in files {
+        println!("cargo:rerun-if-changed={}", path.display());
+        let lang = path
+            .file_stem()
+            .and_then(|s| s.to_str())
+            .unwrap_or_default()
+            .to_string();
+        if lang.len() != 2 || !lang.bytes().all(|b| b.is_ascii_lowercase()) {
+            fail(&format!(
+                "{}: name a translation by its two-letter language code",
+                path.display()
+            ));
         }
-        out.push_str(line);
-        out.push('\n');
+        let json = fs::read_to_string(&path).expect("read a translation");
+        let (texts_json, noscript) = template::check_translation(&lang, &json, &texts)
+            .unwrap_or_else(|why| fail(&format!("{}: {why}", path.display())));
+        langs.push((lang, texts_json, noscript));
     }
-    let dest = PathBuf::from(env::var("OUT_DIR").expect("OUT_DIR")).join("waiting-room.html");
-    fs::write(dest, out).expect("write the page");
+    let mut code = String::from(
+        "/// The texts of the page's `T` object.\npub const TEXT_KEYS: &[&str] = &[\n",
+    );
+    for (key, _) in &texts {
+        code.push_str(&format!("    {key:?},\n"));
+    }
+    code.push_str("];\n\n/// The page's languages, English (the fallback) first.\npub const CODES: &[&str] = &[");
+    for (lang, _, _) in &langs {
+        code.push_str(&format!("{lang:?}, "));
+    }
+    code.push_str("];\n\n/// Each language: its code, its texts as JSON, its `<noscript>` text (HTML).\npub const LANGUAGES: &[(&str, &str, &str)] = &[\n");
+    for (lang, json, noscript) in &langs {
+        code.push_str(&format!("    ({lang:?}, {json:?}, {noscript:?}),\n"));
+    }
+    code.push_str("];\n");
+    fs::write(out.join("i18n.rs"), code).expect("write i18n.rs");
+}
+
+fn fail(why: &str) -> ! {
+    eprintln!("error: {why}");
+    std::process::exit(1)
 }

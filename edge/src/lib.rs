@@ -15,6 +15,7 @@ pub mod altcha;
 pub mod cookie;
 pub mod identity;
 pub mod jwks;
+pub mod lang;
 pub mod mac;
 pub mod navigation;
 pub mod place;

@@ -52,7 +52,7 @@ pub fn prefers_html(accept: Option<&str>) -> bool {
 /// A `q` value in thousandths (`0`, `0.8`, `1.000`; RFC 9110 allows three
 /// decimals), by hand: parsing floats would cost the wasm its float code.
 /// `None` for anything else, which then counts as `q=0`.
-fn thousandths(q: &str) -> Option<u16> {
+pub(crate) fn thousandths(q: &str) -> Option<u16> {
     let (whole, frac) = q.split_once('.').unwrap_or((q, ""));
     if frac.len() > 3 || !frac.bytes().all(|b| b.is_ascii_digit()) {
         return None;

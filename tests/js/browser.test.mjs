@@ -9,8 +9,8 @@
 // far from the head the place shown is the edge's estimate ("about N");
 // a person who opens a protected page is sent to the room and back; and
 // with Turnstile on (a local stand-in) the page renders the widget, says
-// why a check failed and joins once it passes; and the operator's notice
-// shows as text within a poll.
+// why a check failed and joins once it passes; the operator's notice
+// shows as text within a poll; and a Korean browser gets the page in Korean.
 // Screenshots land in artifacts/.
 import { test } from "node:test";
 import assert from "node:assert/strict";
@@ -672,6 +672,34 @@ test("the operator's notice shows on the page within a poll, as text", { timeout
     run("notice", "main", "--clear");
     await page.waitForSelector("#notice", { state: "hidden", timeout: 45_000 });
     rmSync(dir, { recursive: true, force: true });
+  } finally {
+    if (browser) await browser.close();
+    stop(stack.child);
+  }
+});
+
+test("a Korean visitor gets the page in Korean, times in Korean", { timeout: 120_000 }, async () => {
+  mkdirSync(artifacts, { recursive: true });
+  const stack = startStack(["--admit-rate", "0.05", "--challenge-difficulty", "5000", "--exit-after", "110"]);
+  let browser;
+  try {
+    const base = await stack.url;
+    await crowd(base, 3);
+    browser = await launch();
+    // The browser's language: Accept-Language ko-KR and navigator.language.
+    const context = await browser.newContext({ locale: "ko-KR", timezoneId: "Asia/Seoul" });
+    const page = await context.newPage();
+    await page.goto(base + "/queue");
+    await page.waitForSelector("#figures:not([hidden])", { timeout: 60_000 });
+    assert.equal(await page.getAttribute("html", "lang"), "ko");
+    assert.equal(await page.textContent("#heading"), "대기열에서 기다리는 중입니다");
+    assert.equal(await page.textContent("#position-label"), "내 순서");
+    assert.equal(await page.getAttribute("#progress", "aria-label"), "대기열 진행 상황");
+    assert.match(await page.textContent("#eta"), /\d+\s*(초|분)/);
+    // "You will be admitted at about {t}" in Korean, the time in Korean.
+    await page.waitForSelector("#eta-at:not([hidden])", { timeout: 30_000 });
+    assert.match(await page.textContent("#eta-at"), /(오전|오후) \d{1,2}:\d{2}/);
+    await page.screenshot({ path: join(artifacts, "browser-korean.png") });
   } finally {
     if (browser) await browser.close();
     stop(stack.child);

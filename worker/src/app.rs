@@ -137,11 +137,14 @@ impl App {
             .transpose()
             .map_err(|e| EdgeError::BadRequest(e.to_string()))?;
         let turnstile = self.config.guard.turnstile.as_ref();
+        let accept_language = req.headers().get("accept-language").ok().flatten();
+        let choice = queuegate_edge::lang::choose(accept_language.as_deref(), crate::page::CODES);
         let html = crate::page::render(
             &self.config.page,
             queue.as_str(),
             back.as_deref(),
             turnstile,
+            &choice,
         );
         let resp = Response::from_html(html).map_err(js_err)?;
         let h = resp.headers();
@@ -153,6 +156,8 @@ impl App {
         )?;
         http::set(h, "x-content-type-options", "nosniff")?;
         http::set(h, "referrer-policy", "no-referrer")?;
+        http::set(h, "content-language", choice.lang)?;
+        http::set(h, "vary", "accept-language")?;
         Ok(resp)
     }
 

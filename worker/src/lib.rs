@@ -30,6 +30,7 @@ pub mod page;
 pub mod rest;
 pub mod routes;
 pub mod snapshots;
+pub mod template;
 pub mod visitor;
 
 use std::sync::OnceLock;

@@ -9,33 +9,45 @@ use base64::engine::general_purpose::STANDARD;
 use base64::Engine;
 use sha2::{Digest, Sha256};
 
-use crate::config::{PageConfig, TurnstileConfig};
+use queuegate_edge::lang::Choice;
 
-/// `assets/waiting-room.html` without its script's comment lines (build.rs).
+use crate::config::{PageConfig, TurnstileConfig};
+use crate::template::escape_html;
+
+/// `assets/waiting-room.html` (or the shop's own template) without its
+/// script's comment lines, checked at build (build.rs, `crate::template`).
 const TEMPLATE: &str = include_str!(concat!(env!("OUT_DIR"), "/waiting-room.html"));
 
-fn escape_html(s: &str) -> String {
-    s.replace('&', "&amp;")
-        .replace('<', "&lt;")
-        .replace('>', "&gt;")
-        .replace('"', "&quot;")
+/// The page's translations (`assets/i18n/*.json`, checked at build):
+/// `TEXT_KEYS`, `CODES` (English first) and `LANGUAGES`.
+mod i18n {
+    include!(concat!(env!("OUT_DIR"), "/i18n.rs"));
 }
+pub use i18n::{CODES, TEXT_KEYS};
 
-/// The page for `queue`; Continue leads to `back` (a return target,
-/// already checked) or else to `CONTINUE_URL`. With Turnstile on, the page
-/// learns its site key and script, and renders the widget when the edge
-/// asks for the check.
+/// The page for `queue` in the visitor's language (`choice`, from
+/// `Accept-Language`); Continue leads to `back` (a return target, already
+/// checked) or else to `CONTINUE_URL`. With Turnstile on, the page learns
+/// its site key and script, and renders the widget when the edge asks for
+/// the check.
 pub fn render(
     config: &PageConfig,
     queue: &str,
     back: Option<&str>,
     turnstile: Option<&TurnstileConfig>,
+    choice: &Choice,
 ) -> String {
+    let (_, builtin, noscript) = i18n::LANGUAGES
+        .iter()
+        .copied()
+        .find(|(code, _, _)| *code == choice.lang)
+        .unwrap_or(i18n::LANGUAGES[0]);
     let mut data = serde_json::json!({
         "queue": queue,
         "heading": config.heading,
         "continueUrl": back.unwrap_or(&config.continue_url),
-        "texts": config.texts,
+        "texts": config.texts_for(choice.lang),
+        "locale": choice.locale,
     });
     if let Some(t) = turnstile {
         data["turnstile"] = serde_json::json!({ "siteKey": t.site_key, "script": t.script_url });
@@ -46,11 +58,43 @@ pub fn render(
     // all) the heading is the neutral title: "You are in the queue" would be
     // untrue while the browser is still being checked or the queue not open.
     let title = escape_html(&config.title);
-    TEMPLATE
-        .replace("{{title}}", &title)
-        .replace("{{heading}}", &title)
-        .replace("{{accent}}", &config.accent)
-        .replace("{{config}}", &data)
+    fill(
+        TEMPLATE,
+        &[
+            ("{{lang}}", choice.lang),
+            ("{{title}}", &title),
+            ("{{heading}}", &title),
+            ("{{accent}}", &config.accent),
+            ("{{noscript}}", noscript),
+            ("{{config}}", &data),
+            // Checked at build: JSON of strings without '<'.
+            ("{{texts}}", builtin),
+        ],
+    )
+}
+
+/// `template` with each placeholder replaced, in one pass: what is put in
+/// is never read again, so operator text that looks like a placeholder
+/// stays text.
+fn fill(template: &str, values: &[(&str, &str)]) -> String {
+    let mut out = String::with_capacity(template.len() + 4_096);
+    let mut rest = template;
+    while let Some(at) = rest.find("{{") {
+        out.push_str(&rest[..at]);
+        let tail = &rest[at..];
+        match values.iter().find(|(p, _)| tail.starts_with(p)) {
+            Some((p, v)) => {
+                out.push_str(v);
+                rest = &tail[p.len()..];
+            }
+            None => {
+                out.push_str("{{");
+                rest = &tail[2..];
+            }
+        }
+    }
+    out.push_str(rest);
+    out
 }
 
 /// The Content-Security-Policy: only our own inline script (by hash),
@@ -84,6 +128,13 @@ pub fn content_security_policy(turnstile: Option<&str>) -> String {
 mod tests {
     use super::*;
 
+    fn en() -> Choice {
+        Choice {
+            lang: "en",
+            locale: "en".into(),
+        }
+    }
+
     fn page(pairs: &[(&str, &str)]) -> Result<PageConfig, crate::config::ConfigError> {
         PageConfig::from_pairs(pairs)
     }
@@ -98,7 +149,7 @@ mod tests {
             ),
         ])
         .unwrap();
-        let html = render(&c, "main", None, None);
+        let html = render(&c, "main", None, None, &en());
         assert!(html.contains("<title>Drop &lt;b&gt;&amp;&lt;/b&gt;</title>"));
         assert!(
             !html.contains("</script><script>alert"),
@@ -122,8 +173,14 @@ mod tests {
     #[test]
     fn continue_leads_back_to_the_return_target_else_continue_url() {
         let c = page(&[("CONTINUE_URL", "/checkout")]).unwrap();
-        assert!(render(&c, "main", None, None).contains(r#""continueUrl":"/checkout""#));
-        let html = render(&c, "main", Some("/tickets/7?size=M&x=</script>"), None);
+        assert!(render(&c, "main", None, None, &en()).contains(r#""continueUrl":"/checkout""#));
+        let html = render(
+            &c,
+            "main",
+            Some("/tickets/7?size=M&x=</script>"),
+            None,
+            &en(),
+        );
         assert!(
             html.contains(r#""continueUrl":"/tickets/7?size=M&x=\u003c/script>""#),
             "the return target, JSON-escaped inside the script tag"
@@ -170,7 +227,7 @@ mod tests {
     #[test]
     fn the_page_learns_the_turnstile_site_key_only_when_it_is_on() {
         let c = page(&[]).unwrap();
-        assert!(!render(&c, "main", None, None).contains(r#""turnstile":{"#));
+        assert!(!render(&c, "main", None, None, &en()).contains(r#""turnstile":{"#));
         let t = TurnstileConfig {
             secret: "never shown".into(),
             site_key: "0x4AAA-site".into(),
@@ -179,7 +236,7 @@ mod tests {
             timeout_ms: 3000,
             fail_open: false,
         };
-        let html = render(&c, "main", None, Some(&t));
+        let html = render(&c, "main", None, Some(&t), &en());
         assert!(html.contains(
             r#""turnstile":{"script":"https://challenges.cloudflare.com/turnstile/v0/api.js","siteKey":"0x4AAA-site"}"#
         ), "{html}");
@@ -229,7 +286,7 @@ mod tests {
     #[test]
     fn the_heading_is_neutral_until_the_script_knows_the_state() {
         let c = page(&[("PAGE_TITLE", "Drop day"), ("PAGE_HEADING", "In line")]).unwrap();
-        let html = render(&c, "main", None, None);
+        let html = render(&c, "main", None, None, &en());
         assert!(html.contains(r#"<h1 id="heading">Drop day</h1>"#), "{html}");
     }
 }

@@ -15,8 +15,11 @@ pub struct PageConfig {
     pub accent: String,
     /// Where the "Continue" button leads once admitted.
     pub continue_url: String,
-    /// Overrides of the page's texts, by key (a JSON object of strings).
+    /// Overrides of the page's texts in every language, by key.
     pub texts: serde_json::Map<String, serde_json::Value>,
+    /// Overrides for one language (`"de": {…}` in `PAGE_TEXTS`), which win
+    /// over those of every language.
+    pub texts_by_lang: Vec<(String, serde_json::Map<String, serde_json::Value>)>,
 }
 
 impl PageConfig {
@@ -52,17 +55,9 @@ impl PageConfig {
                 "must be a path (/checkout) or an https:// URL",
             ));
         }
-        let texts = match get("PAGE_TEXTS").filter(|t| !t.trim().is_empty()) {
-            None => serde_json::Map::new(),
-            Some(json) => match serde_json::from_str::<serde_json::Value>(&json) {
-                Ok(serde_json::Value::Object(map)) if map.values().all(|v| v.is_string()) => map,
-                _ => {
-                    return Err(err(
-                        "PAGE_TEXTS",
-                        "must be a JSON object of strings, e.g. {\"heading\":\"…\"}",
-                    ))
-                }
-            },
+        let (texts, texts_by_lang) = match get("PAGE_TEXTS").filter(|t| !t.trim().is_empty()) {
+            None => (serde_json::Map::new(), Vec::new()),
+            Some(json) => page_texts(&json)?,
         };
         Ok(PageConfig {
             title: text("PAGE_TITLE", "Waiting room"),
@@ -70,8 +65,64 @@ impl PageConfig {
             accent,
             continue_url,
             texts,
+            texts_by_lang,
         })
     }
+}
+
+impl PageConfig {
+    /// The operator's overrides for `lang`: those of every language, then
+    /// those of `lang` over them.
+    pub fn texts_for(&self, lang: &str) -> serde_json::Map<String, serde_json::Value> {
+        let mut texts = self.texts.clone();
+        if let Some((_, own)) = self.texts_by_lang.iter().find(|(l, _)| l == lang) {
+            texts.extend(own.clone());
+        }
+        texts
+    }
+}
+
+type Texts = serde_json::Map<String, serde_json::Value>;
+
+/// `PAGE_TEXTS`: a JSON object whose members are texts of the page
+/// (`"waiting": "…"`, for every language) or languages of the page
+/// (`"de": {"waiting": "…"}`, for that one); any other key, or a value that
+/// is not text, is refused with the reason.
+fn page_texts(json: &str) -> Result<(Texts, Vec<(String, Texts)>), ConfigError> {
+    let bad = |why: String| err("PAGE_TEXTS", why);
+    let serde_json::Value::Object(map) = serde_json::from_str::<serde_json::Value>(json)
+        .map_err(|_| bad("must be a JSON object of texts, e.g. {\"waiting\":\"…\",\"de\":{\"waiting\":\"…\"}}".into()))?
+    else {
+        return Err(bad("must be a JSON object of texts, e.g. {\"waiting\":\"…\"}".into()));
+    };
+    let text_of = |key: &str, value: &serde_json::Value| -> Result<(), ConfigError> {
+        if !crate::page::TEXT_KEYS.contains(&key) {
+            return Err(bad(format!("{key:?} is not a text of the page (see the T object in worker/assets/waiting-room.html)")));
+        }
+        if !value.is_string() {
+            return Err(bad(format!("{key:?} must be a string")));
+        }
+        Ok(())
+    };
+    let (mut all, mut by_lang) = (Texts::new(), Vec::new());
+    for (key, value) in map {
+        if let serde_json::Value::Object(own) = &value {
+            if !crate::page::CODES.contains(&key.as_str()) {
+                return Err(bad(format!(
+                    "{key:?} is not a language of the page ({})",
+                    crate::page::CODES.join(", ")
+                )));
+            }
+            for (k, v) in own {
+                text_of(k, v)?;
+            }
+            by_lang.push((key, own.clone()));
+        } else {
+            text_of(&key, &value)?;
+            all.insert(key, value);
+        }
+    }
+    Ok((all, by_lang))
 }
 
 #[cfg(test)]
@@ -90,5 +141,37 @@ mod tests {
         assert!(page(&[("CONTINUE_URL", "javascript:alert(1)")]).is_err());
         assert!(page(&[("PAGE_TEXTS", "[1]")]).is_err());
         assert!(page(&[("PAGE_TEXTS", r#"{"a":1}"#)]).is_err());
+    }
+
+    #[test]
+    fn page_texts_override_every_language_or_one() {
+        let c = page(&[(
+            "PAGE_TEXTS",
+            r#"{"waiting":"Hold on","continue":"Go","de":{"waiting":"Bitte warten"}}"#,
+        )])
+        .unwrap();
+        let de = c.texts_for("de");
+        assert_eq!(de["waiting"], "Bitte warten", "the language's own wins");
+        assert_eq!(de["continue"], "Go");
+        assert_eq!(c.texts_for("ko")["waiting"], "Hold on");
+        for (json, why) in [
+            (
+                r#"{"wating":"typo"}"#,
+                "\"wating\" is not a text of the page",
+            ),
+            (
+                r#"{"xx":{"waiting":"?"}}"#,
+                "\"xx\" is not a language of the page",
+            ),
+            (r#"{"de":{"waiting":1}}"#, "\"waiting\" must be a string"),
+            (
+                r#"{"de":{"nope":"x"}}"#,
+                "\"nope\" is not a text of the page",
+            ),
+        ] {
+            let e = page(&[("PAGE_TEXTS", json)]).unwrap_err();
+            assert_eq!(e.name, "PAGE_TEXTS");
+            assert!(e.to_string().contains(why), "{json}: {e}");
+        }
     }
 }

@@ -1,0 +1,95 @@
+//! The waiting-room page's language, from `Accept-Language` (RFC 9110): the
+//! visitor's most preferred language the page has texts for, and the
+//! locale its numbers and times are written in.
+
+use crate::navigation::thousandths;
+
+/// The language chosen for a visitor.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Choice {
+    /// One of the page's languages (`ko`), for its texts and `<html lang>`.
+    pub lang: &'static str,
+    /// The visitor's own tag for it (`ko-KR`), for numbers and times;
+    /// the language alone when the tag is odd.
+    pub locale: String,
+}
+
+/// The first of `accept_language`'s ranges, by `q` then order, whose
+/// primary subtag is one of `languages` (the first of which is the
+/// fallback, also for `*`). Ranges with `q=0` or an unreadable `q` are
+/// skipped.
+pub fn choose(accept_language: Option<&str>, languages: &[&'static str]) -> Choice {
+    let fallback = languages.first().copied().unwrap_or("en");
+    let mut ranges: Vec<(u16, usize, &str)> = accept_language
+        .unwrap_or_default()
+        .split(',')
+        .enumerate()
+        .filter_map(|(i, range)| {
+            let mut parts = range.split(';');
+            let tag = parts.next()?.trim();
+            let q = parts
+                .find_map(|p| p.trim().strip_prefix("q="))
+                .map_or(Some(1_000), |v| thousandths(v.trim()))?;
+            (q > 0 && !tag.is_empty()).then_some((q, i, tag))
+        })
+        .collect();
+    ranges.sort_by(|a, b| b.0.cmp(&a.0).then(a.1.cmp(&b.1)));
+    for (_, _, tag) in ranges {
+        let primary = tag.split('-').next().unwrap_or("").to_ascii_lowercase();
+        if let Some(lang) = languages.iter().find(|l| **l == primary) {
+            let well_formed =
+                tag.len() <= 35 && tag.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-');
+            return Choice {
+                lang,
+                locale: if well_formed {
+                    tag.to_string()
+                } else {
+                    lang.to_string()
+                },
+            };
+        }
+    }
+    Choice {
+        lang: fallback,
+        locale: fallback.to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const PAGE: &[&str] = &["en", "de", "ja", "ko", "zh"];
+
+    fn pick(header: &str) -> (&'static str, String) {
+        let c = choose(Some(header), PAGE);
+        (c.lang, c.locale)
+    }
+
+    #[test]
+    fn the_most_preferred_language_the_page_speaks() {
+        assert_eq!(
+            pick("ko-KR,ko;q=0.9,en-US;q=0.8,en;q=0.7"),
+            ("ko", "ko-KR".into())
+        );
+        assert_eq!(
+            pick("fr-CH, fr;q=0.9, de;q=0.8, *;q=0.5"),
+            ("de", "de".into())
+        );
+        assert_eq!(pick("en;q=0.5, ja;q=0.9"), ("ja", "ja".into()));
+        assert_eq!(pick("zh-Hans-CN"), ("zh", "zh-Hans-CN".into()));
+        assert_eq!(pick("DE-at"), ("de", "DE-at".into()));
+        assert_eq!(pick("ko;q=0, de"), ("de", "de".into()));
+        assert_eq!(pick("ko;q=abc, de;q=0.1"), ("de", "de".into()));
+        assert_eq!(
+            pick("ko-\"x\""),
+            ("ko", "ko".into()),
+            "an odd tag keeps the language"
+        );
+        // Nothing it speaks: the first, English.
+        for header in ["", "fr", "*", "x-klingon;q=1", ",,;;"] {
+            assert_eq!(pick(header), ("en", "en".into()), "{header:?}");
+        }
+        assert_eq!(choose(None, PAGE).lang, "en");
+    }
+}
