@@ -8,7 +8,7 @@
 
 use percent_encoding::{percent_decode_str, utf8_percent_encode, AsciiSet, NON_ALPHANUMERIC};
 
-/// The longest return target kept (bytes, decoded). A longer wanted path is
+/// The longest return target kept (characters, decoded). A longer wanted path is
 /// dropped from the redirect (the room's Continue then leads to
 /// `CONTINUE_URL`), and a longer `return` is refused.
 pub const MAX_RETURN: usize = 2_048;
@@ -72,7 +72,7 @@ pub enum ReturnError {
     /// Not valid percent-encoded UTF-8.
     #[error("`return` is not valid percent-encoded UTF-8")]
     Encoding,
-    /// Over [`MAX_RETURN`] bytes.
+    /// Over [`MAX_RETURN`] characters.
     #[error("`return` is longer than 2,048 characters")]
     TooLong,
     /// Not a path on this site: no leading `/`, a `//` or `/\` (another
@@ -97,7 +97,8 @@ pub fn return_target(raw: &str) -> Result<String, ReturnError> {
 }
 
 fn check_path(path: &str) -> Result<(), ReturnError> {
-    if path.len() > MAX_RETURN {
+    // Counted in characters, as the API's `maxLength` counts them.
+    if path.chars().count() > MAX_RETURN {
         return Err(ReturnError::TooLong);
     }
     let b = path.as_bytes();
@@ -220,6 +221,9 @@ mod tests {
         let long = format!("/{}", "a".repeat(MAX_RETURN));
         assert_eq!(return_target(&long), Err(ReturnError::TooLong));
         assert!(return_target(&long[..MAX_RETURN]).is_ok());
+        // Characters, not bytes: 2,048 two-byte characters still fit.
+        let wide = format!("/{}", "é".repeat(MAX_RETURN - 1));
+        assert!(return_target(&wide).is_ok());
     }
 
     #[test]
