@@ -1,10 +1,13 @@
 //! Checks and writes the waiting-room page (`src/template.rs` says what is
 //! checked): the template is `assets/waiting-room.html`, or the shop's own
 //! file named by `QUEUEGATE_PAGE_TEMPLATE` (absolute, or relative to the
-//! repository), shipped without its script's comment lines to
-//! `$OUT_DIR/waiting-room.html`; the translations in `assets/i18n/*.json`
-//! become `$OUT_DIR/i18n.rs`. A check that fails stops the build with the
-//! reason.
+//! repository), shipped without its script's comment lines; the
+//! translations are `assets/i18n/*.json`. The page's files go to
+//! `$OUT_DIR/assets/page/` (`waiting-room.html`, and `<lang>.txt` per
+//! language: its `<noscript>` HTML on the first line, its texts as JSON
+//! after), which `examples/assets.rs` copies into the worker's static
+//! assets; the wasm keeps only `$OUT_DIR/i18n.rs` (the text keys and the
+//! language codes). A check that fails stops the build with the reason.
 
 use std::path::{Path, PathBuf};
 use std::{env, fs};
@@ -37,8 +40,13 @@ fn main() {
     });
     let texts = template::check_template(&text)
         .unwrap_or_else(|why| fail(&format!("page template {}: {why}", src.display())));
+    let page = out.join("assets/page");
+    if page.exists() {
+        fs::remove_dir_all(&page).expect("clear $OUT_DIR/assets/page");
+    }
+    fs::create_dir_all(&page).expect("create $OUT_DIR/assets/page");
     fs::write(
-        out.join("waiting-room.html"),
+        page.join("waiting-room.html"),
         template::strip_script_comments(&text),
     )
     .expect("write the page");
@@ -80,13 +88,17 @@ fn main() {
     for (key, _) in &texts {
         code.push_str(&format!("    {key:?},\n"));
     }
-    code.push_str("];\n\n/// The page's languages, English (the fallback) first.\npub const CODES: &[&str] = &[");
-    for (lang, _, _) in &langs {
-        code.push_str(&format!("{lang:?}, "));
-    }
-    code.push_str("];\n\n/// Each language: its code, its texts as JSON, its `<noscript>` text (HTML).\npub const LANGUAGES: &[(&str, &str, &str)] = &[\n");
+    code.push_str("];\n\n/// The page's languages, English (the fallback) first; each one's texts are the asset `page/<code>.txt`.\npub const CODES: &[&str] = &[");
     for (lang, json, noscript) in &langs {
-        code.push_str(&format!("    ({lang:?}, {json:?}, {noscript:?}),\n"));
+        code.push_str(&format!("{lang:?}, "));
+        if noscript.contains('\n') {
+            fail(&format!("{lang}: the noscript text must be one line"));
+        }
+        fs::write(
+            page.join(format!("{lang}.txt")),
+            format!("{noscript}\n{json}"),
+        )
+        .expect("write a language");
     }
     code.push_str("];\n");
     fs::write(out.join("i18n.rs"), code).expect("write i18n.rs");

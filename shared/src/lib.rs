@@ -21,6 +21,7 @@ pub mod draw;
 pub mod fields;
 pub mod guard;
 pub mod keys;
+#[cfg(not(target_arch = "wasm32"))]
 mod lua;
 /// Shared with build.rs, which ships the Lua without comment lines.
 #[cfg(test)]

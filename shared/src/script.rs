@@ -3,14 +3,17 @@
 //! SHA-1 computed once, and the invocation (KEYS and ARGV) a typed request
 //! builds.
 
+#[cfg(not(target_arch = "wasm32"))]
 use std::collections::BTreeSet;
 use std::sync::OnceLock;
 
 use crate::value::{DecodeError, Value};
+#[cfg(not(target_arch = "wasm32"))]
 use crate::{fields, lua};
 
 /// One Lua script: its text and its SHA-1 for EVALSHA.
 #[derive(Debug)]
+#[cfg_attr(target_arch = "wasm32", allow(dead_code))]
 pub struct Script {
     name: &'static str,
     prelude: bool,
@@ -21,12 +24,25 @@ pub struct Script {
 
 /// A script's text as shipped: `shared/lua/<name>.lua` without its comment
 /// lines (build.rs, [`crate::lua_strip`]).
+#[cfg(not(target_arch = "wasm32"))]
 macro_rules! shipped {
     ($name:literal) => {
         include_str!(concat!(env!("OUT_DIR"), "/lua/", $name, ".lua"))
     };
 }
 
+/// In the worker's wasm the scripts are known by their pinned hashes only:
+/// their text is one of the worker's static assets (`lua/<name>.lua`,
+/// written by `worker/examples/assets.rs` from [`Script::source`]), read
+/// after a NOSCRIPT reply, which keeps ~5 KB gzipped out of the wasm.
+#[cfg(target_arch = "wasm32")]
+macro_rules! shipped {
+    ($name:literal) => {
+        ""
+    };
+}
+
+#[cfg(not(target_arch = "wasm32"))]
 const PRELUDE: &str = shipped!("prelude");
 
 impl Script {
@@ -54,10 +70,12 @@ impl Script {
         self.name
     }
 
-    /// The Lua source, for EVAL after a NOSCRIPT reply: the contract's
+    /// The Lua source, for EVAL after a NOSCRIPT reply (not in the wasm:
+    /// the worker reads it from its assets): the contract's
     /// names that the script and its prelude use, the prelude where the
     /// script uses it, then the script, so each still runs as one
     /// self-contained EVAL.
+    #[cfg(not(target_arch = "wasm32"))]
     pub fn source(&self) -> &str {
         self.source.get_or_init(|| {
             let prelude = if self.prelude { PRELUDE } else { "" };
@@ -68,6 +86,7 @@ impl Script {
     }
 
     /// The script's own text, without the generated header and prelude.
+    #[cfg(not(target_arch = "wasm32"))]
     pub fn body(&self) -> &'static str {
         self.body
     }

@@ -94,7 +94,7 @@ impl App {
             Target::Queue(Handler::Enter) => self.enter(req).await,
             Target::Queue(Handler::Challenge) => self.challenge(&req).await,
             Target::Queue(Handler::Position) => self.position(&req).await,
-            Target::Queue(Handler::Page) => self.page(&req),
+            Target::Queue(Handler::Page) => self.page(&req).await,
             Target::Gate => {
                 // A person (a navigation or a form, Accept preferring HTML)
                 // whose remedy is the queue is sent to the room with the
@@ -127,7 +127,7 @@ impl App {
         })
     }
 
-    fn page(&self, req: &Request) -> Result<Response, EdgeError> {
+    async fn page(&self, req: &Request) -> Result<Response, EdgeError> {
         let (queue, _) = self.queue(req)?;
         // Where Continue leads: the path the visitor was sent here from
         // (checked to be a path on this site), else CONTINUE_URL.
@@ -139,7 +139,9 @@ impl App {
         let turnstile = self.config.guard.turnstile.as_ref();
         let accept_language = req.headers().get("accept-language").ok().flatten();
         let choice = queuegate_edge::lang::choose(accept_language.as_deref(), crate::page::CODES);
+        let files = crate::page::files(choice.lang).await?;
         let html = crate::page::render(
+            &files,
             &self.config.page,
             queue.as_str(),
             back.as_deref(),
@@ -152,7 +154,10 @@ impl App {
         http::set(
             h,
             "content-security-policy",
-            &crate::page::content_security_policy(turnstile.map(|t| t.script_origin())),
+            &crate::page::content_security_policy(
+                &files.template,
+                turnstile.map(|t| t.script_origin()),
+            ),
         )?;
         http::set(h, "x-content-type-options", "nosniff")?;
         http::set(h, "referrer-policy", "no-referrer")?;

@@ -228,6 +228,9 @@ pub fn same_site(reply: &Siteverify, host: &str) -> bool {
         .is_some_and(|h| h.eq_ignore_ascii_case(host))
 }
 
+/// The most of siteverify's reply read (it is a few hundred bytes).
+const SITEVERIFY_MAX_BYTES: usize = 16 * 1024;
+
 /// Asks `siteverify` about a token. Ok when it passed, or when siteverify
 /// could not be asked (no answer in time, a network error, a reply that is
 /// not one) and the config fails open; a refusal, or no answer while
@@ -242,40 +245,30 @@ pub async fn turnstile(
     remote_ip: Option<&str>,
     host: &str,
 ) -> Result<(), EdgeError> {
-    use worker::{AbortSignal, Fetch, Headers, Method, RequestInit};
-
     let mut key = [0u8; 16];
     getrandom::getrandom(&mut key).map_err(|e| EdgeError::Internal(format!("getrandom: {e}")))?;
     let form = siteverify_form(t, token, remote_ip, &uuid_like(key));
-    let headers = Headers::new();
-    headers
-        .set("content-type", "application/x-www-form-urlencoded")
-        .map_err(|e| EdgeError::Internal(e.to_string()))?;
-    let mut init = RequestInit::new();
-    init.with_method(Method::Post)
-        .with_headers(headers)
-        .with_body(Some(form.into()));
-    let request = Request::new_with_init(&t.verify_url, &init)
-        .map_err(|e| EdgeError::Internal(e.to_string()))?;
-    let signal = AbortSignal::from(worker::web_sys::AbortSignal::timeout_with_u32(
-        u32::try_from(t.timeout_ms).unwrap_or(u32::MAX),
-    ));
+    let timeout_ms = u32::try_from(t.timeout_ms).unwrap_or(u32::MAX);
     let outcome = async {
-        let mut resp = Fetch::Request(request)
-            .send_with_signal(&signal)
-            .await
-            .map_err(|e| e.to_string())?;
-        if resp.status_code() != 200 {
-            return Err(format!("siteverify answered {}", resp.status_code()));
+        let reply = crate::subrequest::text(
+            "POST",
+            &t.verify_url,
+            "application/x-www-form-urlencoded",
+            &form,
+            timeout_ms,
+            SITEVERIFY_MAX_BYTES,
+        )
+        .await?;
+        if reply.status != 200 {
+            return Err(format!("siteverify answered {}", reply.status));
         }
-        let text = resp.text().await.map_err(|e| e.to_string())?;
-        serde_json::from_str::<Siteverify>(&text).map_err(|e| format!("siteverify reply: {e}"))
+        if reply.too_large {
+            return Err("siteverify's reply is too large".into());
+        }
+        serde_json::from_str::<Siteverify>(&reply.text)
+            .map_err(|e| format!("siteverify reply: {e}"))
     }
-    .await
-    .map_err(|why| match signal.aborted() {
-        true => format!("no answer within {} ms", t.timeout_ms),
-        false => why,
-    });
+    .await;
     match outcome {
         Ok(v) if v.success && same_site(&v, host) => Ok(()),
         Ok(v) if v.success => {

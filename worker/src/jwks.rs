@@ -15,9 +15,9 @@ use queuegate_shared::UserId;
 use wasm_bindgen::prelude::wasm_bindgen;
 use worker::js_sys;
 use worker::wasm_bindgen_futures::JsFuture;
-use worker::{AbortSignal, Fetch, Method, Request, RequestInit};
 
 use crate::error::EdgeError;
+use crate::subrequest;
 
 /// Longest wait for the key set.
 const FETCH_TIMEOUT_MS: u32 = 3_000;
@@ -182,33 +182,14 @@ async fn refresh(url: &str, now_ms: u64) -> Result<(), EdgeError> {
 }
 
 async fn fetch(url: &str) -> Result<(Vec<Jwk>, u64), String> {
-    let mut init = RequestInit::new();
-    init.with_method(Method::Get);
-    let request = Request::new_with_init(url, &init).map_err(|e| e.to_string())?;
-    let signal = AbortSignal::from(worker::web_sys::AbortSignal::timeout_with_u32(
-        FETCH_TIMEOUT_MS,
-    ));
-    let mut resp = Fetch::Request(request)
-        .send_with_signal(&signal)
-        .await
-        .map_err(|e| match signal.aborted() {
-            true => format!("no answer within {FETCH_TIMEOUT_MS} ms"),
-            false => e.to_string(),
-        })?;
-    if resp.status_code() != 200 {
-        return Err(format!("answered {}", resp.status_code()));
+    let reply = subrequest::text("GET", url, "", "", FETCH_TIMEOUT_MS, jwks::MAX_BYTES).await?;
+    if reply.status != 200 {
+        return Err(format!("answered {}", reply.status));
     }
-    let length = resp
-        .headers()
-        .get("content-length")
-        .ok()
-        .flatten()
-        .and_then(|l| l.parse::<usize>().ok());
-    if length.is_some_and(|l| l > jwks::MAX_BYTES) {
+    if reply.too_large {
         return Err(jwks::JwksError::TooLarge.to_string());
     }
-    let cache_control = resp.headers().get("cache-control").ok().flatten();
-    let text = resp.text().await.map_err(|e| e.to_string())?;
-    let keys = jwks::parse(&text).map_err(|e| e.to_string())?;
-    Ok((keys, jwks::max_age_s(cache_control.as_deref())))
+    let keys = jwks::parse(&reply.text).map_err(|e| e.to_string())?;
+    let cache_control = Some(reply.cache_control.as_str()).filter(|c| !c.is_empty());
+    Ok((keys, jwks::max_age_s(cache_control)))
 }

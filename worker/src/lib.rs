@@ -7,6 +7,8 @@
 //! * [`guard`] — what a new place brings: ALTCHA solution, Turnstile, address.
 //! * [`origin`] — forwarding: scrubbing our headers and cookies, signing.
 //! * [`rest`] — the Upstash REST client over the runtime's `fetch`.
+//! * [`assets`] — the page's and the scripts' files beside the wasm.
+//! * [`subrequest`] — other text subrequests (JWKS, siteverify).
 //! * [`health`] — `GET /queue/health`, one Redis check a second per isolate.
 //! * [`page`] — the waiting-room page.
 //! * [`config`] / [`error`] / [`http`] — vars and secrets (page settings
@@ -18,6 +20,7 @@
 //! the shared crate so the worker and the scheduler cannot disagree.
 
 pub mod app;
+pub mod assets;
 pub mod config;
 pub mod error;
 pub mod exec;
@@ -30,6 +33,7 @@ pub mod page;
 pub mod rest;
 pub mod routes;
 pub mod snapshots;
+pub mod subrequest;
 pub mod template;
 pub mod visitor;
 
@@ -76,6 +80,7 @@ async fn handle(
     ctx: Context,
 ) -> Result<web_sys::Response, EdgeError> {
     let req = http::Request::new(req);
+    assets::bind(&env);
     let result = match APP.get_or_init(|| app::App::from_env(&env)) {
         Ok(app) => {
             #[cfg(feature = "probes")]

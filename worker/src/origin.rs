@@ -8,9 +8,7 @@ use queuegate_shared::{QueueId, UserId};
 use worker::js_sys::{self, Array, Function, Object, Promise, Reflect};
 use worker::wasm_bindgen::{JsCast, JsValue};
 use worker::wasm_bindgen_futures::JsFuture;
-use worker::{
-    AbortSignal, Date, Fetch, Headers, Method, Request, RequestInit, RequestRedirect, Response,
-};
+use worker::{web_sys, AbortSignal, Date, Fetch, Headers, Method, Request, Response};
 
 use crate::error::EdgeError;
 use crate::http::{self, js_err};
@@ -103,10 +101,12 @@ async fn send(
     if let Some((queue, user)) = passed {
         sign(&headers, secret, queue, user, &method, &req.path())?;
     }
-    let mut init = RequestInit::new();
-    init.with_method(method.clone())
-        .with_headers(headers)
-        .with_redirect(RequestRedirect::Manual);
+    // The runtime's own RequestInit: workers-rs' would bring its `cf`
+    // serializer into the wasm for a request that sets none.
+    let init = web_sys::RequestInit::new();
+    init.set_method(method.as_ref());
+    init.set_headers(&headers.0);
+    init.set_redirect(web_sys::RequestRedirect::Manual);
     let body = match method {
         Method::Get | Method::Head => None,
         _ => req.inner().body(),
@@ -120,12 +120,14 @@ async fn send(
                 .flatten()
                 .and_then(|l| l.trim().parse::<u64>().ok());
             let (readable, ended) = timed_body(&body, length)?;
-            init.with_body(Some(readable));
+            init.set_body(&readable);
             Some(ended)
         }
         None => None,
     };
-    let outbound = Request::new_with_init(&target, &init).map_err(js_err)?;
+    let outbound: Request = web_sys::Request::new_with_str_and_init(&target, &init)
+        .map_err(|e| js_err(e.into()))?
+        .into();
     let signal = AbortSignal::from(worker::web_sys::AbortSignal::timeout_with_u32(
         u32::try_from(timeout_ms).unwrap_or(u32::MAX),
     ));

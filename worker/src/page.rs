@@ -1,8 +1,10 @@
 //! The waiting-room page (`GET /queue`): one static HTML file with inline
 //! CSS and JS (worker/assets/waiting-room.html), filled with the operator's
 //! settings. The page enters, polls at the server's retryAfter and shows
-//! every state in plain words.
+//! every state in plain words. The template and each language's texts are
+//! static assets ([`crate::assets`]), read once per isolate.
 
+use std::rc::Rc;
 use std::sync::OnceLock;
 
 use base64::engine::general_purpose::STANDARD;
@@ -11,37 +13,55 @@ use sha2::{Digest, Sha256};
 
 use queuegate_edge::lang::Choice;
 
+use crate::assets;
 use crate::config::{PageConfig, TurnstileConfig};
+use crate::error::EdgeError;
 use crate::template::escape_html;
 
-/// `assets/waiting-room.html` (or the shop's own template) without its
-/// script's comment lines, checked at build (build.rs, `crate::template`).
-const TEMPLATE: &str = include_str!(concat!(env!("OUT_DIR"), "/waiting-room.html"));
-
-/// The page's translations (`assets/i18n/*.json`, checked at build):
-/// `TEXT_KEYS`, `CODES` (English first) and `LANGUAGES`.
+/// The page's text keys and languages (`assets/i18n/*.json`, checked at
+/// build): `TEXT_KEYS`, `CODES` (English first).
 mod i18n {
     include!(concat!(env!("OUT_DIR"), "/i18n.rs"));
 }
 pub use i18n::{CODES, TEXT_KEYS};
 
+/// The template's asset: `assets/waiting-room.html` (or the shop's own
+/// template) without its script's comment lines, checked at build
+/// (build.rs, `crate::template`).
+const TEMPLATE_ASSET: &str = "page/waiting-room.html";
+
+/// The page's files for one language: the template, and the language's
+/// `<noscript>` HTML (first line) and texts as JSON (the rest).
+#[derive(Debug, Clone)]
+pub struct Files {
+    /// The template.
+    pub template: Rc<str>,
+    /// `page/<lang>.txt`.
+    pub language: Rc<str>,
+}
+
+/// The page's files for `lang` (one of [`CODES`]), from the assets.
+pub async fn files(lang: &str) -> Result<Files, EdgeError> {
+    Ok(Files {
+        template: assets::text(TEMPLATE_ASSET).await?,
+        language: assets::text(&format!("page/{lang}.txt")).await?,
+    })
+}
+
 /// The page for `queue` in the visitor's language (`choice`, from
-/// `Accept-Language`); Continue leads to `back` (a return target, already
-/// checked) or else to `CONTINUE_URL`. With Turnstile on, the page learns
-/// its site key and script, and renders the widget when the edge asks for
-/// the check.
+/// `Accept-Language`, whose `files` these are); Continue leads to `back`
+/// (a return target, already checked) or else to `CONTINUE_URL`. With
+/// Turnstile on, the page learns its site key and script, and renders the
+/// widget when the edge asks for the check.
 pub fn render(
+    files: &Files,
     config: &PageConfig,
     queue: &str,
     back: Option<&str>,
     turnstile: Option<&TurnstileConfig>,
     choice: &Choice,
 ) -> String {
-    let (_, builtin, noscript) = i18n::LANGUAGES
-        .iter()
-        .copied()
-        .find(|(code, _, _)| *code == choice.lang)
-        .unwrap_or(i18n::LANGUAGES[0]);
+    let (noscript, builtin) = files.language.split_once('\n').unwrap_or(("", "{}"));
     let mut data = serde_json::json!({
         "queue": queue,
         "heading": config.heading,
@@ -59,7 +79,7 @@ pub fn render(
     // untrue while the browser is still being checked or the queue not open.
     let title = escape_html(&config.title);
     fill(
-        TEMPLATE,
+        &files.template,
         &[
             ("{{lang}}", choice.lang),
             ("{{title}}", &title),
@@ -103,10 +123,11 @@ fn fill(template: &str, values: &[(&str, &str)]) -> String {
 /// of its own, so no other script can load. With Turnstile on, exactly
 /// what Turnstile documents on top: its script and its frame from its own
 /// origin (`turnstile`, Cloudflare's unless a test's stand-in).
-pub fn content_security_policy(turnstile: Option<&str>) -> String {
+pub fn content_security_policy(template: &str, turnstile: Option<&str>) -> String {
+    // One template per isolate (its asset): hashed once.
     static HASH: OnceLock<String> = OnceLock::new();
     let hash = HASH.get_or_init(|| {
-        let script = TEMPLATE
+        let script = template
             .rsplit_once("<script>")
             .and_then(|(_, rest)| rest.split_once("</script>"))
             .map(|(body, _)| body)
@@ -127,6 +148,33 @@ pub fn content_security_policy(turnstile: Option<&str>) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The template as the build wrote it for the assets.
+    const TEMPLATE: &str = include_str!(concat!(env!("OUT_DIR"), "/assets/page/waiting-room.html"));
+
+    fn files() -> Files {
+        Files {
+            template: Rc::from(TEMPLATE),
+            language: Rc::from(include_str!(concat!(
+                env!("OUT_DIR"),
+                "/assets/page/en.txt"
+            ))),
+        }
+    }
+
+    fn render(
+        config: &PageConfig,
+        queue: &str,
+        back: Option<&str>,
+        turnstile: Option<&TurnstileConfig>,
+        choice: &Choice,
+    ) -> String {
+        super::render(&files(), config, queue, back, turnstile, choice)
+    }
+
+    fn content_security_policy(turnstile: Option<&str>) -> String {
+        super::content_security_policy(TEMPLATE, turnstile)
+    }
 
     fn en() -> Choice {
         Choice {
@@ -259,7 +307,7 @@ mod tests {
         ] {
             assert!(TEMPLATE.contains(needle), "the page lacks {needle}");
         }
-        // It rides inside the wasm: every KB is paid by every isolate.
+        // Every visitor's browser loads it (and every isolate reads it once).
         assert!(
             TEMPLATE.len() < 20 * 1024,
             "the page grew to {} bytes",

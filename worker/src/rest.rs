@@ -49,8 +49,13 @@ pub fn evalsha_body(inv: &Invocation) -> String {
 }
 
 /// `["EVAL", source, numkeys, keys..., args...]`.
-pub fn eval_body(inv: &Invocation) -> String {
-    script_body("EVAL", inv.script.source(), inv)
+pub fn eval_body(inv: &Invocation, source: &str) -> String {
+    script_body("EVAL", source, inv)
+}
+
+/// Where a script's text is among the worker's assets.
+pub fn script_asset(inv: &Invocation) -> String {
+    format!("lua/{}.lua", inv.script.name())
 }
 
 /// The command as a JSON array of strings, written straight to text (no
@@ -224,11 +229,16 @@ impl RestClient {
         }
     }
 
-    /// Runs a script operation: one HTTP request (two on NOSCRIPT).
+    /// Runs a script operation: one HTTP request (two on NOSCRIPT, after
+    /// which the script's text is read from the worker's assets once per
+    /// isolate).
     pub async fn run<O: Operation>(&self, op: &O) -> Result<O::Reply, EdgeError> {
         let inv = op.invocation();
         let value = match self.post(&evalsha_body(&inv)).await {
-            Err(RestError::NoScript) => self.post(&eval_body(&inv)).await?,
+            Err(RestError::NoScript) => {
+                let source = crate::assets::text(&script_asset(&inv)).await?;
+                self.post(&eval_body(&inv, &source)).await?
+            }
             other => other?,
         };
         op.decode(value)
@@ -359,7 +369,8 @@ mod tests {
         assert_eq!(arr[1], inv.script.sha1());
         assert_eq!(arr[2], inv.keys.len().to_string());
         assert_eq!(arr.len(), 3 + inv.keys.len() + inv.args.len());
-        let eval: Vec<String> = serde_json::from_str(&eval_body(&inv)).unwrap();
+        let eval: Vec<String> =
+            serde_json::from_str(&eval_body(&inv, inv.script.source())).unwrap();
         assert_eq!(eval[1], inv.script.source());
         let strings: Vec<String> = serde_json::from_str(&evalsha_body(&inv)).unwrap();
         assert_eq!(strings[3..3 + inv.keys.len()], inv.keys[..]);

@@ -29,11 +29,12 @@ const NOT_SOURCES: &[&str] = &[
 ];
 
 /// What the worker's wasm bundle is built from besides its packages: the
-/// entry module's swap and the build scripts (the pinned tool versions in
-/// `lib.sh`, esbuild's in the lock file).
+/// entry module's swap, the build scripts (the pinned tool versions in
+/// `lib.sh`, esbuild's in the lock file) and the assets' writer.
 const WORKER_BUILD_FILES: &[&str] = &[
     "scripts/build-worker",
     "scripts/esbuild-entry",
+    "worker/examples/assets.rs",
     "scripts/entry-check.mjs",
     "scripts/lib.sh",
     "package-lock.json",
@@ -113,7 +114,13 @@ pub fn assert_bin_fresh(bin: &str, path: &Path) {
 /// Panics unless the worker bundle in `dir` (`index.js` and its wasm) is
 /// newer than everything it is built from; `command` rebuilds it.
 pub fn assert_worker_fresh(dir: &Path, command: &str) {
-    let artefacts = [dir.join("index.js"), dir.join("index_bg.wasm")];
+    // The assets are written last; one file of each kind stands for them.
+    let artefacts = [
+        dir.join("index.js"),
+        dir.join("index_bg.wasm"),
+        dir.join("assets/page/waiting-room.html"),
+        dir.join("assets/lua/enter.lua"),
+    ];
     let mut sources = package_sources("queuegate-worker");
     let root = repo_root();
     sources.extend(WORKER_BUILD_FILES.iter().map(|f| root.join(f)));

@@ -72,6 +72,10 @@ impl Workerd {
             .prefix("qg-workerd-")
             .tempdir()
             .expect("temp dir for workerd");
+        // The worker's static assets (the page, the Lua scripts), bound
+        // as ASSETS through a read-only disk service, as wrangler binds
+        // its [assets] folder. A plain-JS script gets none.
+        let mut assets = None;
         let modules = match script {
             Script::Built | Script::BuiltIn(_) => {
                 // A copy (BuiltIn) may be an older build on purpose: the
@@ -92,6 +96,13 @@ impl Workerd {
                     );
                     std::fs::copy(build.join(f), dir.path().join(f)).expect("copy the build");
                 }
+                // An older build copied without its assets uses today's.
+                let own = build.join("assets");
+                assets = Some(if own.is_dir() {
+                    own
+                } else {
+                    repo_root().join("worker/build/assets")
+                });
                 "(name = \"index.js\", esModule = embed \"index.js\"),\n    \
                  (name = \"index_bg.wasm\", wasm = embed \"index_bg.wasm\")"
             }
@@ -100,17 +111,25 @@ impl Workerd {
                 "(name = \"worker.js\", esModule = embed \"worker.js\")"
             }
         };
-        let bindings: String = bindings
+        let mut bindings: String = bindings
             .iter()
             .map(|(k, v)| format!("    (name = {}, text = {}),\n", capnp_str(k), capnp_str(v)))
             .collect();
+        let mut services = String::new();
+        if let Some(assets) = &assets {
+            bindings.push_str("    (name = \"ASSETS\", service = \"assets\"),\n");
+            services = format!(
+                "    (name = \"assets\", disk = (path = {}, writable = false)),\n",
+                capnp_str(&assets.to_string_lossy())
+            );
+        }
         let mut last_log = String::new();
         // A free port is free when picked but may be taken before workerd
         // binds it: try a few. A given port is tried once.
         let tries = if port.is_some() { 1 } else { 3 };
         for _ in 0..tries {
             let port = port.unwrap_or_else(free_port);
-            let config = config(modules, &bindings, port);
+            let config = config(modules, &bindings, &services, port);
             let path = dir.path().join("config.capnp");
             std::fs::write(&path, config).expect("write config.capnp");
             let inspect = matches!(script, Script::Built)
@@ -203,7 +222,7 @@ fn capnp_str(s: &str) -> String {
     format!("{s:?}")
 }
 
-fn config(modules: &str, bindings: &str, port: u16) -> String {
+fn config(modules: &str, bindings: &str, services: &str, port: u16) -> String {
     format!(
         r#"using Workerd = import "/workerd/workerd.capnp";
 
@@ -211,7 +230,7 @@ const config :Workerd.Config = (
   services = [
     (name = "main", worker = .worker),
     (name = "loopback", network = (allow = ["local"])),
-  ],
+{services}  ],
   sockets = [(name = "http", address = "{LOOPBACK}:{port}", http = (), service = "main")],
 );
 

@@ -73,9 +73,12 @@ impl WranglerBuilder {
             .prefix("qg-wrangler-")
             .tempdir()
             .expect("temp dir for wrangler");
+        let assets = entry.with_file_name("assets");
         let mut config = format!(
-            "name = \"queuegate-test\"\nmain = {:?}\ncompatibility_date = \"{COMPATIBILITY_DATE}\"\n\n[vars]\n",
-            entry.to_string_lossy()
+            "name = \"queuegate-test\"\nmain = {:?}\ncompatibility_date = \"{COMPATIBILITY_DATE}\"\n\n\
+             [assets]\ndirectory = {:?}\nbinding = \"ASSETS\"\nrun_worker_first = true\nhtml_handling = \"none\"\n\n[vars]\n",
+            entry.to_string_lossy(),
+            assets.to_string_lossy()
         );
         for (k, v) in &self.vars {
             config.push_str(&format!("{k} = {v:?}\n"));

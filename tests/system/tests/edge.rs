@@ -492,3 +492,82 @@ async fn redis_outage_fails_closed_and_visitors_carry_on_after() {
     assert_eq!(ann.position().await.json["position"], 1);
     assert_eq!(bob.position().await.json["position"], 2);
 }
+
+/// `calls` of `command` in `INFO commandstats` (0 when never called).
+async fn command_calls(conn: &mut redis::aio::MultiplexedConnection, command: &str) -> u64 {
+    let info: String = redis::cmd("INFO")
+        .arg("commandstats")
+        .query_async(conn)
+        .await
+        .expect("INFO commandstats");
+    info.lines()
+        .find_map(|l| l.strip_prefix(&format!("cmdstat_{command}:calls=")))
+        .and_then(|rest| rest.split(',').next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(0)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn scripts_lost_by_redis_are_sent_again_from_the_assets() {
+    // The wasm carries the scripts' hashes only; their text is one of the
+    // worker's static assets. After SCRIPT FLUSH (a Redis that restarted,
+    // failed over or was flushed) every operation still works: NOSCRIPT,
+    // then EVAL with the text read from the assets, which Redis hashes to
+    // the pinned hash (later calls are EVALSHA again).
+    let stack =
+        EdgeStack::start(line(Settings::default()), "anonymous", RedisServer::start()).await;
+    let mut conn = stack.queue.conn.clone();
+    let mut ann = stack.visitor();
+    assert_eq!(ann.enter().await.status, 200);
+    let _: () = redis::cmd("SCRIPT")
+        .arg("FLUSH")
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    let evals = command_calls(&mut conn, "eval").await;
+    let mut bob = stack.visitor();
+    let b = bob.enter().await;
+    assert_eq!(
+        (b.status, b.json["position"].as_u64()),
+        (200, Some(2)),
+        "{:?}",
+        b.json
+    );
+    let p = ann.position().await;
+    assert_eq!(
+        (p.status, p.json["position"].as_u64()),
+        (200, Some(1)),
+        "{:?}",
+        p.json
+    );
+    assert!(
+        command_calls(&mut conn, "eval").await >= evals + 2,
+        "enter and position each fell back to EVAL once"
+    );
+    // Redis now holds the scripts under their pinned hashes.
+    let enter_sha = queuegate_shared::script::ENTER.sha1();
+    let exists: Vec<u8> = redis::cmd("SCRIPT")
+        .arg("EXISTS")
+        .arg(enter_sha)
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    assert_eq!(exists, [1], "the asset's text hashes to the pinned hash");
+    let evals = command_calls(&mut conn, "eval").await;
+    assert_eq!(stack.visitor().enter().await.status, 200);
+    assert_eq!(
+        command_calls(&mut conn, "eval").await,
+        evals,
+        "EVALSHA again"
+    );
+
+    stack.admit(1, 0).await;
+    let token = token_of(&eventually_state(&mut ann, "admitted").await);
+    let _: () = redis::cmd("SCRIPT")
+        .arg("FLUSH")
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    let order = ann.order(Some(&token)).await;
+    assert_eq!(order.status, 200, "{:?}", order.json);
+}

@@ -166,3 +166,62 @@ async fn behind(gateway: &Gateway, vars: &[(&'static str, &'static str)]) -> Wra
     .await
     .expect("start wrangler")
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_worker_deployed_without_its_assets_says_so() {
+    // The page and the scripts' text are static assets beside the wasm
+    // (wrangler.toml's [assets]). A deploy that left them out keeps
+    // answering what needs neither, and says what is missing for the rest:
+    // 500 `misconfigured`, never a page without its texts.
+    let build = tempfile::tempdir().unwrap();
+    let built = queuegate_testkit::repo_root().join("worker/build");
+    queuegate_testkit::fresh::assert_worker_fresh(&built, "scripts/build-worker");
+    for f in ["index.js", "index_bg.wasm"] {
+        std::fs::copy(built.join(f), build.path().join(f)).unwrap();
+    }
+    std::fs::create_dir(build.path().join("assets")).unwrap();
+    let redis = RedisServer::start();
+    let gateway = Gateway::start(&redis.url());
+    let (url, token) = (gateway.url(), gateway.token().to_string());
+    let script = queuegate_testkit::workerd::Script::BuiltIn(build.path().to_path_buf());
+    let worker = tokio::task::spawn_blocking(move || {
+        Wrangler::builder()
+            .var("ENTRY_CHALLENGE", "off")
+            .secret("UPSTASH_REDIS_REST_URL", &url)
+            .secret("UPSTASH_REDIS_REST_TOKEN", &token)
+            .secret("IDENTITY_SECRET", SECRET)
+            .secret("ORIGIN_SIGNING_SECRET", SECRET)
+            .start_workerd_from(script)
+    })
+    .await
+    .unwrap();
+    let (status, _, body) = health(&worker.url()).await;
+    assert_eq!((status, body), (200, serde_json::json!({"redis": "ok"})));
+
+    let http = reqwest::Client::new();
+    let page = http
+        .get(format!("{}/queue", worker.url()))
+        .header("accept", "text/html")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(page.status().as_u16(), 500);
+    let body: serde_json::Value = page.json().await.unwrap();
+    assert_eq!(body["error"], "misconfigured", "{body}");
+    // Redis has no scripts yet: the first EVALSHA is NOSCRIPT, and the
+    // script's text is not there to send.
+    let enter = http
+        .post(format!("{}/queue/enter", worker.url()))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(enter.status().as_u16(), 500);
+    let body: serde_json::Value = enter.json().await.unwrap();
+    assert_eq!(body["error"], "misconfigured", "{body}");
+    let log = worker.log();
+    assert!(
+        log.contains("the asset page/waiting-room.html is missing")
+            && log.contains("the asset lua/enter.lua is missing"),
+        "the operator's log names the missing files: {log}"
+    );
+}
