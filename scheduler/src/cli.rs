@@ -2,17 +2,17 @@
 //! or switches one queue. Each error maps to an exit code: 2 for usage and
 //! config mistakes, 1 for runtime failures such as Redis being unreachable.
 
-use std::collections::BTreeMap;
 use std::path::PathBuf;
 
 use clap::{Parser, Subcommand};
-use queuegate_shared::fields::{config as cf, stats as sf};
-use queuegate_shared::ops::{Change, Schedule, SetNotice, SetState, StateSwitch, Status};
-use queuegate_shared::{QueueKeys, QueueState};
+use queuegate_shared::fields::stats as sf;
+use queuegate_shared::ops::Change;
 
-use crate::config::{self, Config, ConfigError, QueueConfig};
-use crate::connect::{self, ConnectError, Patience, RedisConn};
-use crate::engine::{self, EngineError};
+use crate::actions::{self, ActionError, QueueStatus, Switch};
+use crate::audit;
+use crate::config::{self, Config, ConfigError};
+use crate::connect::{self, ConnectError, Patience};
+use crate::engine::EngineError;
 use crate::service::{self, RunError};
 
 /// queuegate's admission scheduler and its operator commands.
@@ -99,6 +99,12 @@ pub enum Command {
     },
     /// Validate the config and print each queue's effective settings.
     Check,
+    /// Make a token for the admin API: prints the token once and the
+    /// config line holding its hash (the config never holds the token).
+    AdminToken {
+        /// Who will use it (shown in the audit log and the metrics).
+        name: String,
+    },
 }
 
 /// A failed command.
@@ -124,6 +130,16 @@ pub enum CliError {
     Refused(String),
 }
 
+impl From<ActionError> for CliError {
+    fn from(e: ActionError) -> Self {
+        match e {
+            ActionError::BadInput(m) | ActionError::UnknownQueue(m) => CliError::Usage(m),
+            ActionError::Refused(m) => CliError::Refused(m),
+            ActionError::Redis(e) => CliError::Redis(e),
+        }
+    }
+}
+
 impl CliError {
     /// The process exit code for this error.
     pub fn exit_code(&self) -> u8 {
@@ -139,9 +155,11 @@ pub async fn execute(
     cli: Cli,
     shutdown: impl std::future::Future<Output = ()>,
 ) -> Result<(), CliError> {
+    if let Command::AdminToken { name } = &cli.command {
+        return admin_token(name);
+    }
     let config = Config::load(&cli.config)?;
-    let switch = |queue: Option<String>, state| (queue, state, None);
-    let (queue, target, expect) = match cli.command {
+    let (queue, action) = match cli.command {
         Command::Run => {
             return Ok(service::run_reloading(config, Some(cli.config), shutdown).await?)
         }
@@ -149,6 +167,7 @@ pub async fn execute(
             print!("{}", check_report(&config));
             return Ok(());
         }
+        Command::AdminToken { .. } => unreachable!("handled above"),
         Command::Status { queue, json } => return status(&config, queue.as_deref(), json).await,
         Command::Schedule {
             queue,
@@ -156,179 +175,101 @@ pub async fn execute(
             closes_at,
             clear,
         } => {
-            let change = schedule_change(opens_at.as_deref(), closes_at.as_deref(), clear)?;
-            return schedule(&config, queue.as_deref(), change).await;
+            let change = actions::schedule_change(
+                opens_at.as_deref(),
+                closes_at.as_deref(),
+                clear,
+                actions::FLAGS,
+            )?;
+            (queue, Action::Schedule(change))
         }
         Command::Notice { queue, set, .. } => {
-            return notice(&config, queue.as_deref(), set.as_deref()).await
+            if let Some(text) = &set {
+                queuegate_shared::notice::check(text)
+                    .map_err(|e| CliError::Usage(format!("--set: {e}")))?;
+            }
+            (queue, Action::Notice(set))
         }
-        Command::Pause { queue } => switch(queue, QueueState::Paused),
-        Command::Close { queue } => switch(queue, QueueState::Closed),
-        Command::Open { queue } => switch(queue, QueueState::Open),
-        Command::Drain { queue } => switch(queue, QueueState::Draining),
-        // Only from paused, compared inside the script: a `close` that
-        // lands meanwhile is never undone.
-        Command::Resume { queue } => (queue, QueueState::Open, Some(QueueState::Paused)),
+        Command::Pause { queue } => (queue, Action::Switch(Switch::Pause)),
+        Command::Resume { queue } => (queue, Action::Switch(Switch::Resume)),
+        Command::Close { queue } => (queue, Action::Switch(Switch::Close)),
+        Command::Open { queue } => (queue, Action::Switch(Switch::Open)),
+        Command::Drain { queue } => (queue, Action::Switch(Switch::Drain)),
     };
-    let q = pick(&config, queue.as_deref())?;
+    let queue = actions::pick(&config, queue.as_deref())?.id.to_string();
     let mut conn = connect::open(&config.redis, Patience::Once).await?;
-    let keys = QueueKeys::new(&config.prefix, &q.id);
-    set_state(&mut conn, &keys, target, expect).await
-}
-
-async fn set_state(
-    conn: &mut RedisConn,
-    keys: &QueueKeys,
-    state: QueueState,
-    expect: Option<QueueState>,
-) -> Result<(), CliError> {
-    let name = |s: Option<QueueState>| s.map_or("unconfigured", QueueState::as_str);
-    match engine::run(
-        conn,
-        &SetState {
-            keys,
-            state,
-            expect,
-        },
-    )
-    .await?
-    {
-        StateSwitch::Switched(previous) => {
-            println!(
-                "queue {}: {} (was {})",
-                keys.queue(),
-                state.as_str(),
-                name(previous)
-            );
-            Ok(())
+    let who = audit::cli_user();
+    let done = match action {
+        Action::Switch(switch) => {
+            let done = actions::switch(&config, &mut conn, Some(&queue), switch).await;
+            audit::record(None, &who, switch.name(), &queue, &done);
+            done.map(|s| {
+                if s.changed {
+                    println!("queue {}: {} (was {})", s.queue, s.state, s.previous);
+                } else {
+                    println!("queue {}: already {}", s.queue, s.state);
+                }
+            })
         }
-        StateSwitch::Refused(Some(current)) if current == state => {
-            println!("queue {}: already {}", keys.queue(), state.as_str());
-            Ok(())
+        Action::Schedule(change) => {
+            let done = actions::schedule(&config, &mut conn, Some(&queue), change).await;
+            audit::record(None, &who, "schedule", &queue, &done);
+            done.map(|now| {
+                let show = |t: &Option<String>| t.clone().unwrap_or_else(|| "none".into());
+                println!(
+                    "queue {}: opens at {} · closes at {}",
+                    now.queue,
+                    show(&now.opens_at),
+                    show(&now.closes_at)
+                );
+                if let Some(w) = now.warning {
+                    eprintln!("warning: {w}");
+                }
+            })
         }
-        StateSwitch::Refused(current) => Err(CliError::Refused(format!(
-            "queue {} is {}, not {}; use `open` to reopen it",
-            keys.queue(),
-            name(current),
-            name(expect),
-        ))),
-    }
-}
-
-/// The opening and closing a `schedule` command asks for, validated.
-fn schedule_change(
-    opens_at: Option<&str>,
-    closes_at: Option<&str>,
-    clear: bool,
-) -> Result<(Change, Change), CliError> {
-    if clear {
-        return Ok((Change::Clear, Change::Clear));
-    }
-    let time = |t: Option<&str>, flag: &str| -> Result<Change, CliError> {
-        t.map_or(Ok(Change::Keep), |t| {
-            config::parse_time(t)
-                .map(Change::Set)
-                .map_err(|e| CliError::Usage(format!("--{flag}: {e}")))
-        })
+        Action::Notice(text) => {
+            let done = actions::notice(&config, &mut conn, Some(&queue), text.as_deref()).await;
+            audit::record(None, &who, "notice", &queue, &done);
+            done.map(|now| {
+                let was = now
+                    .previous
+                    .map_or("none".to_string(), |p| format!("{p:?}"));
+                match now.notice {
+                    Some(t) => println!("queue {}: notice {t:?} (was {was})", now.queue),
+                    None => println!("queue {}: notice cleared (was {was})", now.queue),
+                }
+            })
+        }
     };
-    let change = (time(opens_at, "opens-at")?, time(closes_at, "closes-at")?);
-    match change {
-        (Change::Keep, Change::Keep) => Err(CliError::Usage(
-            "give --opens-at, --closes-at or --clear".into(),
-        )),
-        (Change::Set(open), Change::Set(close)) if close <= open => Err(CliError::Usage(
-            "--closes-at must be after --opens-at".into(),
-        )),
-        _ => Ok(change),
-    }
+    Ok(done?)
 }
 
-async fn schedule(
-    config: &Config,
-    queue: Option<&str>,
-    (opens_at, closes_at): (Change, Change),
-) -> Result<(), CliError> {
-    let q = pick(config, queue)?;
-    let mut conn = connect::open(&config.redis, Patience::Once).await?;
-    let keys = QueueKeys::new(&config.prefix, &q.id);
-    let now = engine::run(
-        &mut conn,
-        &Schedule {
-            keys: &keys,
-            opens_at,
-            closes_at,
-        },
-    )
-    .await?;
-    let show = |t: Option<u64>| t.map_or("none".to_string(), config::format_time);
-    println!(
-        "queue {}: opens at {} · closes at {}",
-        q.id,
-        show(now.opens_at),
-        show(now.closes_at)
-    );
-    if let (Some(open), Some(close)) = (now.opens_at, now.closes_at) {
-        if close <= open {
-            eprintln!("warning: the queue closes before it opens; nobody can enter");
-        }
+/// A change an operator command makes.
+enum Action {
+    Switch(Switch),
+    Schedule((Change, Change)),
+    Notice(Option<String>),
+}
+
+/// Prints a new admin token and the line that lets the config accept it.
+fn admin_token(name: &str) -> Result<(), CliError> {
+    let valid = (1..=64).contains(&name.len())
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"_.-".contains(&b));
+    if !valid {
+        return Err(CliError::Usage(
+            "a token's name is 1-64 of A-Z a-z 0-9 _ . -".into(),
+        ));
     }
+    let mut bytes = [0u8; 32];
+    getrandom::getrandom(&mut bytes)
+        .map_err(|e| CliError::Usage(format!("no randomness from the OS: {e}")))?;
+    let token = format!("qga_{}", hex::encode(bytes));
+    println!("token (give it to {name}; it is not kept anywhere):\n  {token}");
+    println!("add to the [admin] section of the config (the hash only):");
+    println!("  tokens.{name} = \"{}\"", config::token_hash(&token));
     Ok(())
-}
-
-/// Sets (`text`) or clears (None) a queue's notice; a notice that is not
-/// one short line of text is refused before Redis is asked.
-async fn notice(config: &Config, queue: Option<&str>, text: Option<&str>) -> Result<(), CliError> {
-    let q = pick(config, queue)?;
-    let text = text
-        .map(queuegate_shared::notice::check)
-        .transpose()
-        .map_err(|e| CliError::Usage(format!("--set: {e}")))?;
-    let mut conn = connect::open(&config.redis, Patience::Once).await?;
-    let keys = QueueKeys::new(&config.prefix, &q.id);
-    let before = engine::run(
-        &mut conn,
-        &SetNotice {
-            keys: &keys,
-            notice: text,
-        },
-    )
-    .await?;
-    let was = if before.is_empty() {
-        "none".to_string()
-    } else {
-        format!("{before:?}")
-    };
-    match text {
-        Some(t) => println!("queue {}: notice {t:?} (was {was})", q.id),
-        None => println!("queue {}: notice cleared (was {was})", q.id),
-    }
-    Ok(())
-}
-
-/// The named queue, or the only one.
-fn pick<'a>(config: &'a Config, queue: Option<&str>) -> Result<&'a QueueConfig, CliError> {
-    let ids = || {
-        config
-            .queues
-            .iter()
-            .map(|q| q.id.as_str())
-            .collect::<Vec<_>>()
-            .join(", ")
-    };
-    match queue {
-        Some(id) => config.queue(id).ok_or_else(|| {
-            CliError::Usage(format!(
-                "queue {id:?} is not in {}; configured: {}",
-                config.origin,
-                ids()
-            ))
-        }),
-        None if config.queues.len() == 1 => Ok(&config.queues[0]),
-        None => Err(CliError::Usage(format!(
-            "name a queue; configured: {}",
-            ids()
-        ))),
-    }
 }
 
 fn check_report(config: &Config) -> String {
@@ -355,104 +296,9 @@ fn check_report(config: &Config) -> String {
     out
 }
 
-/// What `status` shows of one queue (the JSON of `status --json`).
-#[derive(Debug, serde::Serialize)]
-struct QueueStatus {
-    queue: String,
-    state: Option<String>,
-    waiting: u64,
-    active: u64,
-    max_active: Option<u64>,
-    admitted_per_second: Option<f64>,
-    lease_holder: Option<String>,
-    lease_ttl_ms: Option<u64>,
-    opens_at: Option<String>,
-    closes_at: Option<String>,
-    pre_queued: u64,
-    drawing: u64,
-    origin: OriginStatus,
-    stats: BTreeMap<String, i64>,
-    notice: Option<String>,
-}
-
-/// Origin control as the lease holder last recorded it.
-#[derive(Debug, Default, serde::Serialize)]
-struct OriginStatus {
-    control: Option<bool>,
-    target_rate_per_second: Option<f64>,
-    max_rate_per_second: Option<f64>,
-    min_rate_per_second: Option<f64>,
-    error_share: Option<f64>,
-    p95_ms: Option<f64>,
-}
-
-impl OriginStatus {
-    fn of(config: &BTreeMap<String, String>) -> OriginStatus {
-        let num = |field: &str| config.get(field).and_then(|v| v.parse::<f64>().ok());
-        OriginStatus {
-            control: config.get(cf::ORIGIN_CONTROL).and_then(|v| v.parse().ok()),
-            target_rate_per_second: num(cf::TARGET_RATE),
-            max_rate_per_second: num(cf::ADMIT_RATE_PER_SECOND),
-            min_rate_per_second: num(cf::MIN_ADMIT_RATE_PER_SECOND),
-            error_share: num(cf::ORIGIN_ERROR_SHARE),
-            p95_ms: num(cf::ORIGIN_P95_MS),
-        }
-    }
-
-    fn line(&self) -> String {
-        let max = self
-            .max_rate_per_second
-            .map_or("?".to_string(), |m| format!("{m:.1}"));
-        if self.control == Some(false) {
-            return format!("control off: fixed {max}/s");
-        }
-        let target = self
-            .target_rate_per_second
-            .map_or("not measured yet".to_string(), |t| format!("{t:.1}/s"));
-        let min = self
-            .min_rate_per_second
-            .map_or("?".to_string(), |m| format!("{m:.1}"));
-        let errors = self
-            .error_share
-            .map_or("no answers".to_string(), |e| format!("{:.1} %", e * 100.0));
-        let p95 = self
-            .p95_ms
-            .map_or("-".to_string(), |p| format!("{p:.0} ms"));
-        format!("target {target} (min {min}, max {max}) · errors {errors} · p95 {p95}")
-    }
-}
-
-async fn read_status(conn: &mut RedisConn, keys: &QueueKeys) -> Result<QueueStatus, CliError> {
-    let s = engine::run(conn, &Status { keys }).await?;
-    Ok(QueueStatus {
-        queue: keys.queue().to_string(),
-        state: s.config.get(cf::STATE).cloned(),
-        waiting: s.waiting,
-        active: s.active,
-        max_active: s.setting(cf::MAX_ACTIVE),
-        admitted_per_second: s.measured_rate(),
-        lease_ttl_ms: s.lease.as_ref().map(|(_, ttl)| *ttl),
-        lease_holder: s.lease.as_ref().map(|(holder, _)| holder.clone()),
-        opens_at: s.scheduled(cf::OPENS_AT).map(config::format_time),
-        closes_at: s.scheduled(cf::CLOSES_AT).map(config::format_time),
-        pre_queued: s.pre_queued,
-        drawing: s.drawing(),
-        origin: OriginStatus::of(&s.config),
-        stats: s.counters(),
-        notice: s.config.get(cf::NOTICE).cloned(),
-    })
-}
-
 async fn status(config: &Config, queue: Option<&str>, json: bool) -> Result<(), CliError> {
-    let queues: Vec<&QueueConfig> = match queue {
-        Some(_) => vec![pick(config, queue)?],
-        None => config.queues.iter().collect(),
-    };
     let mut conn = connect::open(&config.redis, Patience::Once).await?;
-    let mut all = Vec::new();
-    for q in queues {
-        all.push(read_status(&mut conn, &QueueKeys::new(&config.prefix, &q.id)).await?);
-    }
+    let all = actions::status(config, &mut conn, queue).await?;
     if json {
         let text = serde_json::to_string_pretty(&all).unwrap_or_default();
         println!("{text}");
@@ -507,7 +353,9 @@ fn render(s: &QueueStatus) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::actions::{pick, schedule_change, OriginStatus, FLAGS};
     use clap::CommandFactory;
+    use std::collections::BTreeMap;
 
     #[test]
     fn the_cli_is_well_formed() {
@@ -531,7 +379,7 @@ mod tests {
     fn schedule_times_are_rfc3339_and_in_order() {
         let at = |t: &str| config::parse_time(t).unwrap();
         assert_eq!(
-            schedule_change(Some("2026-12-03T14:00:00Z"), None, false).unwrap(),
+            schedule_change(Some("2026-12-03T14:00:00Z"), None, false, FLAGS).unwrap(),
             (Change::Set(at("2026-12-03T14:00:00Z")), Change::Keep)
         );
         assert_eq!(
@@ -540,7 +388,7 @@ mod tests {
             "offsets count"
         );
         assert_eq!(
-            schedule_change(None, None, true).unwrap(),
+            schedule_change(None, None, true, FLAGS).unwrap(),
             (Change::Clear, Change::Clear)
         );
         for (open, close) in [
@@ -549,7 +397,7 @@ mod tests {
             (Some("2026-12-03T14:00:00"), None),
             (Some("2026-12-03T14:00:00Z"), Some("2026-12-03T13:00:00Z")),
         ] {
-            let err = schedule_change(open, close, false).unwrap_err();
+            let err = CliError::from(schedule_change(open, close, false, FLAGS).unwrap_err());
             assert_eq!(err.exit_code(), 2, "{err}");
         }
         assert_eq!(
@@ -562,7 +410,7 @@ mod tests {
     fn queue_is_optional_only_with_one_configured() {
         let one = Config::parse("[[queue]]\nid = \"main\"\n", "t", |_| None).unwrap();
         assert_eq!(pick(&one, None).unwrap().id.as_str(), "main");
-        let err = pick(&one, Some("other")).unwrap_err();
+        let err = CliError::from(pick(&one, Some("other")).unwrap_err());
         assert_eq!(err.exit_code(), 2);
         assert!(err.to_string().contains("configured: main"), "{err}");
         let two = Config::parse(

@@ -14,8 +14,14 @@
 //! * [`engine`] — runs the shared crate's scripts over redis-rs.
 //! * [`metrics`] and [`http`] — Prometheus metrics, `/healthz`, `/metrics`.
 //! * [`cli`] — `run` and the operator commands, with their exit codes.
+//! * [`actions`] — each operator action once, for the CLI and the admin API.
+//! * [`admin`] — the admin API (token-authenticated, its own listener).
+//! * [`audit`] — who did what: the audit log line and its metric.
 
+pub mod actions;
+pub mod admin;
 pub mod admission;
+pub mod audit;
 pub mod cli;
 pub mod config;
 pub mod connect;

@@ -12,11 +12,12 @@ use tracing_subscriber::EnvFilter;
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    // The service logs its lifecycle; one-shot commands only their troubles.
+    // The service logs its lifecycle; one-shot commands only their troubles
+    // and their audit line.
     let default_level = if matches!(cli.command, Command::Run) {
         "info"
     } else {
-        "warn"
+        "warn,queuegate::audit=info"
     };
     tracing_subscriber::fmt()
         .with_env_filter(

@@ -32,6 +32,15 @@ pub struct RefusalLabel {
     pub reason: String,
 }
 
+/// The label set of `queuegate_admin_actions_total`.
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct AdminLabel {
+    /// The action: status, pause, …, or `auth` for a refused token.
+    pub action: String,
+    /// done, bad_input, refused, failed (or unauthorized for `auth`).
+    pub outcome: String,
+}
+
 /// The label set of `queuegate_build_info`.
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct BuildLabel {
@@ -70,6 +79,7 @@ pub struct Metrics {
     pre_queued: Family<QueueLabel, Gauge>,
     draw_left: Family<QueueLabel, Gauge>,
     drawn: Family<QueueLabel, Counter>,
+    admin: Family<AdminLabel, Counter>,
     health: Mutex<BTreeMap<String, QueueHealth>>,
 }
 
@@ -119,6 +129,7 @@ impl Metrics {
             pre_queued: Family::default(),
             draw_left: Family::default(),
             drawn: Family::default(),
+            admin: Family::default(),
             health: Mutex::new(BTreeMap::new()),
             registry: Registry::default(),
         };
@@ -249,7 +260,22 @@ impl Metrics {
             "Times origin control cut the admission rate (by this process)",
             m.rate_cuts.clone(),
         );
+        registry.register(
+            "admin_actions",
+            "Admin API and operator actions by this process, by action and outcome (action auth: refused tokens)",
+            m.admin.clone(),
+        );
         Metrics { registry, ..m }
+    }
+
+    /// Counts one admin action (see [`crate::audit`]).
+    pub fn admin_action(&self, action: &str, outcome: &str) {
+        self.admin
+            .get_or_create(&AdminLabel {
+                action: action.to_string(),
+                outcome: outcome.to_string(),
+            })
+            .inc();
     }
 
     /// Registers a queue so it shows in `/metrics` and `/healthz` from the

@@ -91,6 +91,17 @@ pub async fn run_reloading(
             addr: config.listen,
             source,
         })?;
+    // The admin API's own listener, bound now so a taken address fails
+    // the start; it serves once Redis is reachable.
+    let admin_listener = match &config.admin {
+        Some(admin) => Some(tokio::net::TcpListener::bind(admin.listen).await.map_err(
+            |source| RunError::Listen {
+                addr: admin.listen,
+                source,
+            },
+        )?),
+        None => None,
+    };
     let cancel = CancellationToken::new();
     let http = tokio::spawn({
         let router = crate::http::router(metrics.clone(), owner.clone());
@@ -123,6 +134,28 @@ pub async fn run_reloading(
     };
 
     preload_scripts(&mut conn.clone()).await;
+
+    let admin = match (admin_listener, &config.admin) {
+        (Some(listener), Some(admin)) => {
+            let router = crate::admin::router(
+                Arc::new(config.clone()),
+                admin,
+                conn.clone(),
+                metrics.clone(),
+            );
+            let stop = cancel.clone();
+            tracing::info!(listen = %admin.listen, tokens = admin.tokens.len(), "admin API on");
+            Some(tokio::spawn(async move {
+                let served = axum::serve(listener, router)
+                    .with_graceful_shutdown(stop.cancelled_owned())
+                    .await;
+                if let Err(e) = served {
+                    tracing::error!(error = %e, "admin API stopped");
+                }
+            }))
+        }
+        _ => None,
+    };
 
     let mut tasks = JoinSet::new();
     let mut senders = Vec::new();
@@ -157,6 +190,9 @@ pub async fn run_reloading(
         }
     }
     let _ = http.await;
+    if let Some(admin) = admin {
+        let _ = admin.await;
+    }
     tracing::info!("stopped");
     Ok(())
 }

@@ -13,3 +13,5 @@ pub const REDIS_PASSWORD: &str = "QUEUEGATE_REDIS_PASSWORD";
 pub const LISTEN: &str = "QUEUEGATE_LISTEN";
 /// The config file, when `--config` is not given.
 pub const CONFIG: &str = "QUEUEGATE_CONFIG";
+/// Replaces `[admin] listen`.
+pub const ADMIN_LISTEN: &str = "QUEUEGATE_ADMIN_LISTEN";

@@ -12,9 +12,12 @@ use std::path::Path;
 use queuegate_shared::Prefix;
 use serde::Deserialize;
 
+mod admin;
 pub mod env;
 mod queues;
 mod redis;
+
+pub use admin::{token_hash, AdminConfig, AdminToken, DEFAULT_ADMIN_LISTEN};
 
 pub use queues::{format_time, parse_time, FileSchedule, QueueConfig};
 pub use redis::{redact, Endpoint, RedisConfig, DEFAULT_REDIS_URL};
@@ -57,10 +60,14 @@ pub enum ConfigError {
 
 /// Where the text being parsed came from: every rejection names it.
 #[derive(Debug, Clone, Copy)]
-struct Origin<'a>(&'a str);
+pub(crate) struct Origin<'a>(&'a str);
 
 impl Origin<'_> {
-    fn invalid(self, place: impl Into<String>, message: impl Into<String>) -> ConfigError {
+    pub(crate) fn invalid(
+        self,
+        place: impl Into<String>,
+        message: impl Into<String>,
+    ) -> ConfigError {
         ConfigError::Invalid {
             origin: self.0.to_string(),
             place: place.into(),
@@ -80,6 +87,8 @@ pub struct Config {
     pub prefix: Prefix,
     /// `/healthz` and `/metrics`.
     pub listen: SocketAddr,
+    /// The admin API (`[admin]`): off (None) unless a token is configured.
+    pub admin: Option<AdminConfig>,
     /// The queues, in file order, ids unique.
     pub queues: Vec<QueueConfig>,
 }
@@ -134,11 +143,16 @@ impl Config {
             )
         })?;
         let queues = queues::queue_configs(&raw.defaults, &raw.queues, &redis, at)?;
+        let admin = raw
+            .admin
+            .map(|a| admin::admin_config(a, &env, listen, at))
+            .transpose()?;
         Ok(Config {
             origin: origin.to_string(),
             redis,
             prefix,
             listen,
+            admin,
             queues,
         })
     }
@@ -163,6 +177,8 @@ impl Config {
             Some("the [redis] section changed")
         } else if self.listen != new.listen {
             Some("[http] listen changed")
+        } else if self.admin != new.admin {
+            Some("the [admin] section changed")
         } else if ids(self) != ids(new) {
             Some("the list of queues changed")
         } else {
@@ -178,6 +194,7 @@ struct RawConfig {
     redis: redis::RawRedis,
     #[serde(default)]
     http: RawHttp,
+    admin: Option<admin::RawAdmin>,
     #[serde(default)]
     defaults: toml::Table,
     #[serde(default, rename = "queue")]

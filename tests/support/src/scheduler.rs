@@ -33,6 +33,7 @@ pub struct SchedulerBuilder {
     redis: Vec<(String, String)>,
     queues: Vec<(String, Vec<(String, String)>)>,
     env: Vec<(String, String)>,
+    admin: Vec<(String, String)>,
 }
 
 impl SchedulerBuilder {
@@ -42,6 +43,7 @@ impl SchedulerBuilder {
             redis: vec![("url".into(), format!("{url:?}"))],
             queues: Vec::new(),
             env: vec![("RUST_LOG".into(), "info".into())],
+            admin: Vec::new(),
         }
     }
 
@@ -52,6 +54,7 @@ impl SchedulerBuilder {
             redis: vec![("nodes".into(), format!("[{}]", list.join(", ")))],
             queues: Vec::new(),
             env: vec![("RUST_LOG".into(), "info".into())],
+            admin: Vec::new(),
         }
     }
 
@@ -85,19 +88,38 @@ impl SchedulerBuilder {
         self.queue(id, &pairs)
     }
 
+    /// Turns the admin API on with these tokens: (name, `sha256:<hex>` of
+    /// the token), on a free loopback port of its own.
+    pub fn admin_tokens(mut self, tokens: &[(&str, &str)]) -> Self {
+        self.admin = tokens
+            .iter()
+            .map(|(n, h)| (n.to_string(), h.to_string()))
+            .collect();
+        self
+    }
+
     /// An environment variable for the process.
     pub fn env(mut self, key: &str, value: &str) -> Self {
         self.env.push((key.into(), value.into()));
         self
     }
 
-    /// The config file text, listening on `port`.
-    pub fn config_text(&self, port: u16) -> String {
+    /// The config file text, listening on `port` (and the admin API on
+    /// `admin_port` when it has tokens).
+    pub fn config_text(&self, port: u16, admin_port: u16) -> String {
         let mut t = String::from("[redis]\n");
         for (k, v) in &self.redis {
             t.push_str(&format!("{k} = {v}\n"));
         }
         t.push_str(&format!("\n[http]\nlisten = \"{LOOPBACK}:{port}\"\n"));
+        if !self.admin.is_empty() {
+            t.push_str(&format!(
+                "\n[admin]\nlisten = \"{LOOPBACK}:{admin_port}\"\n[admin.tokens]\n"
+            ));
+            for (name, hash) in &self.admin {
+                t.push_str(&format!("{name:?} = {hash:?}\n"));
+            }
+        }
         for (id, settings) in &self.queues {
             t.push_str(&format!("\n[[queue]]\nid = {id:?}\n"));
             for (k, v) in settings {
@@ -127,8 +149,10 @@ impl SchedulerBuilder {
         // Another process may take the port between probe and bind: retry.
         for attempt in 0..5 {
             let port = free_port();
+            let admin_port = free_port();
             let config = dir.path().join("scheduler.toml");
-            std::fs::write(&config, self.config_text(port)).expect("write scheduler.toml");
+            std::fs::write(&config, self.config_text(port, admin_port))
+                .expect("write scheduler.toml");
             let mut cmd = Command::new(target_bin(BIN));
             cmd.arg("--config").arg(&config).arg("run");
             for (k, v) in &self.env {
@@ -148,6 +172,7 @@ impl SchedulerBuilder {
             if up && process.is_running() {
                 return Scheduler {
                     port,
+                    admin_port: (!self.admin.is_empty()).then_some(admin_port),
                     process,
                     config,
                     _dir: dir,
@@ -165,6 +190,7 @@ impl SchedulerBuilder {
 #[derive(Debug)]
 pub struct Scheduler {
     port: u16,
+    admin_port: Option<u16>,
     process: Process,
     config: PathBuf,
     _dir: TempDir,
@@ -179,6 +205,11 @@ impl Scheduler {
     /// Port of `/healthz` and `/metrics`.
     pub fn port(&self) -> u16 {
         self.port
+    }
+
+    /// `http://127.0.0.1:PORT` of the admin API, when it is on.
+    pub fn admin_url(&self) -> Option<String> {
+        self.admin_port.map(|p| format!("http://{LOOPBACK}:{p}"))
     }
 
     /// The process id while it runs (part of its lease owner id).

@@ -795,7 +795,10 @@ async fn the_schedule_command_and_the_config_file_set_the_opening() {
     let config = dir.path().join("scheduler.toml");
     let text = Scheduler::builder(&redis.url())
         .queue("main", &[])
-        .config_text(queuegate_testkit::free_port());
+        .config_text(
+            queuegate_testkit::free_port(),
+            queuegate_testkit::free_port(),
+        );
     std::fs::write(&config, text).unwrap();
     let q = TestQueue {
         keys: QueueKeys::new(&Prefix::default(), &QueueId::new("main").unwrap()),

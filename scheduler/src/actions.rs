@@ -1,0 +1,399 @@
+//! What an operator can do to a queue, once, for both the command line
+//! ([`crate::cli`]) and the admin API ([`crate::admin`]): each action takes
+//! the config, a Redis handle and the queue, checks its input before Redis
+//! is asked, and returns what it did as data (the CLI prints it, the API
+//! answers it as JSON). A refusal is an [`ActionError`] that changed
+//! nothing.
+
+use std::collections::BTreeMap;
+
+use queuegate_shared::fields::config as cf;
+pub use queuegate_shared::ops::Change;
+use queuegate_shared::ops::{Schedule, SetNotice, SetState, StateSwitch, Status};
+use queuegate_shared::{QueueKeys, QueueState};
+use serde::Serialize;
+
+use crate::config::{self, Config, QueueConfig};
+use crate::connect::RedisConn;
+use crate::engine::{self, EngineError};
+
+/// Why an action did nothing.
+#[derive(Debug, thiserror::Error)]
+pub enum ActionError {
+    /// The input is not valid (a time, a notice, a missing queue name).
+    #[error("{0}")]
+    BadInput(String),
+    /// The queue is not one this scheduler is configured for.
+    #[error("{0}")]
+    UnknownQueue(String),
+    /// The queue is not in a state the action applies to.
+    #[error("{0}")]
+    Refused(String),
+    /// Redis could not be asked or answered with an error.
+    #[error(transparent)]
+    Redis(#[from] EngineError),
+}
+
+/// A state switch an operator asks for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Switch {
+    /// Stop admitting; visitors can still enter.
+    Pause,
+    /// Admit again, from paused only.
+    Resume,
+    /// Refuse new visitors and stop admitting.
+    Close,
+    /// Accept visitors and admit, whatever the state was.
+    Open,
+    /// Refuse new visitors, admit the line until it is empty.
+    Drain,
+}
+
+impl Switch {
+    /// Every switch, by its name in the CLI and the API's paths.
+    pub const ALL: [(&'static str, Switch); 5] = [
+        ("pause", Switch::Pause),
+        ("resume", Switch::Resume),
+        ("close", Switch::Close),
+        ("open", Switch::Open),
+        ("drain", Switch::Drain),
+    ];
+
+    /// Its name.
+    pub fn name(self) -> &'static str {
+        Self::ALL
+            .iter()
+            .find(|(_, s)| *s == self)
+            .map_or("", |(n, _)| n)
+    }
+
+    /// The state it sets and the state it requires, if any. `resume` only
+    /// leaves paused, compared inside the script: a `close` that lands
+    /// meanwhile is never undone.
+    fn target(self) -> (QueueState, Option<QueueState>) {
+        match self {
+            Switch::Pause => (QueueState::Paused, None),
+            Switch::Resume => (QueueState::Open, Some(QueueState::Paused)),
+            Switch::Close => (QueueState::Closed, None),
+            Switch::Open => (QueueState::Open, None),
+            Switch::Drain => (QueueState::Draining, None),
+        }
+    }
+}
+
+/// What a state switch did.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Switched {
+    /// The queue.
+    pub queue: String,
+    /// Its state now.
+    pub state: &'static str,
+    /// Its state before (`unconfigured` when no scheduler had published).
+    pub previous: String,
+    /// False when it already was in that state.
+    pub changed: bool,
+}
+
+/// A queue's schedule after a change.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ScheduleNow {
+    /// The queue.
+    pub queue: String,
+    /// When it opens (RFC 3339), if scheduled.
+    pub opens_at: Option<String>,
+    /// When it stops taking visitors, if scheduled.
+    pub closes_at: Option<String>,
+    /// Set when the schedule cannot admit anybody (closes before it opens).
+    pub warning: Option<String>,
+}
+
+/// A queue's notice after a change.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct NoticeNow {
+    /// The queue.
+    pub queue: String,
+    /// The notice now (None: cleared).
+    pub notice: Option<String>,
+    /// The notice before (None: there was none).
+    pub previous: Option<String>,
+}
+
+/// The named queue, or the only one.
+pub fn pick<'a>(config: &'a Config, queue: Option<&str>) -> Result<&'a QueueConfig, ActionError> {
+    let ids = || {
+        config
+            .queues
+            .iter()
+            .map(|q| q.id.as_str())
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    match queue {
+        Some(id) => config.queue(id).ok_or_else(|| {
+            ActionError::UnknownQueue(format!(
+                "queue {id:?} is not in {}; configured: {}",
+                config.origin,
+                ids()
+            ))
+        }),
+        None if config.queues.len() == 1 => Ok(&config.queues[0]),
+        None => Err(ActionError::BadInput(format!(
+            "name a queue; configured: {}",
+            ids()
+        ))),
+    }
+}
+
+/// The status of `queue`, or of every configured queue.
+pub async fn status(
+    config: &Config,
+    conn: &mut RedisConn,
+    queue: Option<&str>,
+) -> Result<Vec<QueueStatus>, ActionError> {
+    let queues: Vec<&QueueConfig> = match queue {
+        Some(_) => vec![pick(config, queue)?],
+        None => config.queues.iter().collect(),
+    };
+    let mut all = Vec::new();
+    for q in queues {
+        all.push(read_status(conn, &QueueKeys::new(&config.prefix, &q.id)).await?);
+    }
+    Ok(all)
+}
+
+/// Switches a queue's state.
+pub async fn switch(
+    config: &Config,
+    conn: &mut RedisConn,
+    queue: Option<&str>,
+    switch: Switch,
+) -> Result<Switched, ActionError> {
+    let q = pick(config, queue)?;
+    let keys = QueueKeys::new(&config.prefix, &q.id);
+    let (state, expect) = switch.target();
+    let name = |s: Option<QueueState>| s.map_or("unconfigured", QueueState::as_str);
+    let reply = engine::run(
+        conn,
+        &SetState {
+            keys: &keys,
+            state,
+            expect,
+        },
+    )
+    .await?;
+    match reply {
+        StateSwitch::Switched(previous) => Ok(Switched {
+            queue: q.id.to_string(),
+            state: state.as_str(),
+            previous: name(previous).to_string(),
+            changed: previous != Some(state),
+        }),
+        StateSwitch::Refused(Some(current)) if current == state => Ok(Switched {
+            queue: q.id.to_string(),
+            state: state.as_str(),
+            previous: state.as_str().to_string(),
+            changed: false,
+        }),
+        StateSwitch::Refused(current) => Err(ActionError::Refused(format!(
+            "queue {} is {}, not {}; use `open` to reopen it",
+            q.id,
+            name(current),
+            name(expect),
+        ))),
+    }
+}
+
+/// How the caller names the schedule's inputs: the CLI's flags, or the
+/// API's JSON fields.
+pub type Names = [&'static str; 3];
+/// The CLI's flags.
+pub const FLAGS: Names = ["--opens-at", "--closes-at", "--clear"];
+/// The API's fields.
+pub const FIELDS: Names = ["opens_at", "closes_at", "clear"];
+
+/// The opening and closing asked for (RFC 3339 times with an offset, or
+/// `clear` for neither), validated before Redis is asked; errors use
+/// `names` for the inputs.
+pub fn schedule_change(
+    opens_at: Option<&str>,
+    closes_at: Option<&str>,
+    clear: bool,
+    [open_name, close_name, clear_name]: Names,
+) -> Result<(Change, Change), ActionError> {
+    if clear {
+        if opens_at.is_some() || closes_at.is_some() {
+            return Err(ActionError::BadInput(format!(
+                "{clear_name} takes no {open_name} or {close_name}"
+            )));
+        }
+        return Ok((Change::Clear, Change::Clear));
+    }
+    let time = |t: Option<&str>, name: &str| -> Result<Change, ActionError> {
+        t.map_or(Ok(Change::Keep), |t| {
+            config::parse_time(t)
+                .map(Change::Set)
+                .map_err(|e| ActionError::BadInput(format!("{name}: {e}")))
+        })
+    };
+    let change = (time(opens_at, open_name)?, time(closes_at, close_name)?);
+    match change {
+        (Change::Keep, Change::Keep) => Err(ActionError::BadInput(format!(
+            "give {open_name}, {close_name} or {clear_name}"
+        ))),
+        (Change::Set(open), Change::Set(close)) if close <= open => Err(ActionError::BadInput(
+            format!("{close_name} must be after {open_name}"),
+        )),
+        _ => Ok(change),
+    }
+}
+
+/// Changes a queue's scheduled opening and closing.
+pub async fn schedule(
+    config: &Config,
+    conn: &mut RedisConn,
+    queue: Option<&str>,
+    (opens_at, closes_at): (Change, Change),
+) -> Result<ScheduleNow, ActionError> {
+    let q = pick(config, queue)?;
+    let keys = QueueKeys::new(&config.prefix, &q.id);
+    let now = engine::run(
+        conn,
+        &Schedule {
+            keys: &keys,
+            opens_at,
+            closes_at,
+        },
+    )
+    .await?;
+    let warning = match (now.opens_at, now.closes_at) {
+        (Some(open), Some(close)) if close <= open => {
+            Some("the queue closes before it opens; nobody can enter".to_string())
+        }
+        _ => None,
+    };
+    Ok(ScheduleNow {
+        queue: q.id.to_string(),
+        opens_at: now.opens_at.map(config::format_time),
+        closes_at: now.closes_at.map(config::format_time),
+        warning,
+    })
+}
+
+/// Sets (`text`) or clears (None) a queue's notice; a notice that is not
+/// one short line of text is refused before Redis is asked.
+pub async fn notice(
+    config: &Config,
+    conn: &mut RedisConn,
+    queue: Option<&str>,
+    text: Option<&str>,
+) -> Result<NoticeNow, ActionError> {
+    let q = pick(config, queue)?;
+    let text = text
+        .map(queuegate_shared::notice::check)
+        .transpose()
+        .map_err(|e| ActionError::BadInput(format!("notice: {e}")))?;
+    let keys = QueueKeys::new(&config.prefix, &q.id);
+    let before = engine::run(
+        conn,
+        &SetNotice {
+            keys: &keys,
+            notice: text,
+        },
+    )
+    .await?;
+    Ok(NoticeNow {
+        queue: q.id.to_string(),
+        notice: text.map(str::to_string),
+        previous: Some(before).filter(|b| !b.is_empty()),
+    })
+}
+
+/// What `status` shows of one queue (the JSON of `status --json`).
+#[derive(Debug, serde::Serialize)]
+pub struct QueueStatus {
+    pub queue: String,
+    pub state: Option<String>,
+    pub waiting: u64,
+    pub active: u64,
+    pub max_active: Option<u64>,
+    pub admitted_per_second: Option<f64>,
+    pub lease_holder: Option<String>,
+    pub lease_ttl_ms: Option<u64>,
+    pub opens_at: Option<String>,
+    pub closes_at: Option<String>,
+    pub pre_queued: u64,
+    pub drawing: u64,
+    pub origin: OriginStatus,
+    pub stats: BTreeMap<String, i64>,
+    pub notice: Option<String>,
+}
+
+/// Origin control as the lease holder last recorded it.
+#[derive(Debug, Default, serde::Serialize)]
+pub struct OriginStatus {
+    pub control: Option<bool>,
+    pub target_rate_per_second: Option<f64>,
+    pub max_rate_per_second: Option<f64>,
+    pub min_rate_per_second: Option<f64>,
+    pub error_share: Option<f64>,
+    pub p95_ms: Option<f64>,
+}
+
+impl OriginStatus {
+    /// From the queue's config hash.
+    pub fn of(config: &BTreeMap<String, String>) -> OriginStatus {
+        let num = |field: &str| config.get(field).and_then(|v| v.parse::<f64>().ok());
+        OriginStatus {
+            control: config.get(cf::ORIGIN_CONTROL).and_then(|v| v.parse().ok()),
+            target_rate_per_second: num(cf::TARGET_RATE),
+            max_rate_per_second: num(cf::ADMIT_RATE_PER_SECOND),
+            min_rate_per_second: num(cf::MIN_ADMIT_RATE_PER_SECOND),
+            error_share: num(cf::ORIGIN_ERROR_SHARE),
+            p95_ms: num(cf::ORIGIN_P95_MS),
+        }
+    }
+
+    /// One line for `status`.
+    pub fn line(&self) -> String {
+        let max = self
+            .max_rate_per_second
+            .map_or("?".to_string(), |m| format!("{m:.1}"));
+        if self.control == Some(false) {
+            return format!("control off: fixed {max}/s");
+        }
+        let target = self
+            .target_rate_per_second
+            .map_or("not measured yet".to_string(), |t| format!("{t:.1}/s"));
+        let min = self
+            .min_rate_per_second
+            .map_or("?".to_string(), |m| format!("{m:.1}"));
+        let errors = self
+            .error_share
+            .map_or("no answers".to_string(), |e| format!("{:.1} %", e * 100.0));
+        let p95 = self
+            .p95_ms
+            .map_or("-".to_string(), |p| format!("{p:.0} ms"));
+        format!("target {target} (min {min}, max {max}) · errors {errors} · p95 {p95}")
+    }
+}
+
+async fn read_status(conn: &mut RedisConn, keys: &QueueKeys) -> Result<QueueStatus, ActionError> {
+    let s = engine::run(conn, &Status { keys }).await?;
+    Ok(QueueStatus {
+        queue: keys.queue().to_string(),
+        state: s.config.get(cf::STATE).cloned(),
+        waiting: s.waiting,
+        active: s.active,
+        max_active: s.setting(cf::MAX_ACTIVE),
+        admitted_per_second: s.measured_rate(),
+        lease_ttl_ms: s.lease.as_ref().map(|(_, ttl)| *ttl),
+        lease_holder: s.lease.as_ref().map(|(holder, _)| holder.clone()),
+        opens_at: s.scheduled(cf::OPENS_AT).map(config::format_time),
+        closes_at: s.scheduled(cf::CLOSES_AT).map(config::format_time),
+        pre_queued: s.pre_queued,
+        drawing: s.drawing(),
+        origin: OriginStatus::of(&s.config),
+        stats: s.counters(),
+        notice: s.config.get(cf::NOTICE).cloned(),
+    })
+}

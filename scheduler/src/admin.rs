@@ -1,0 +1,319 @@
+//! The admin API (docs/scheduler.md, *Admin API*; docs/scheduler-openapi.yaml):
+//! what the operator commands do, over HTTP, on a listener of its own
+//! (`[admin] listen`), only with a configured token
+//! (`Authorization: Bearer …`). Each route calls the same
+//! [`crate::actions`] function as its command, is recorded by
+//! [`crate::audit`] under the token's name, and answers JSON; every refusal
+//! is `{"error","message"}` and changed nothing.
+
+use std::sync::Arc;
+
+use axum::body::Bytes;
+use axum::extract::rejection::BytesRejection;
+use axum::extract::{DefaultBodyLimit, Path, Request, State};
+use axum::http::{header, HeaderMap, StatusCode};
+use axum::middleware::{self, Next};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post, put};
+use axum::{Extension, Json, Router};
+use serde::de::DeserializeOwned;
+use serde::Deserialize;
+
+use crate::actions::{self, ActionError, Switch};
+use crate::audit;
+use crate::config::{AdminConfig, Config};
+use crate::connect::RedisConn;
+use crate::metrics::Metrics;
+
+/// The largest request body taken (a notice is at most 280 characters).
+pub const MAX_BODY: usize = 4 * 1024;
+
+/// What every route needs.
+#[derive(Clone)]
+struct Admin {
+    config: Arc<Config>,
+    conn: RedisConn,
+    metrics: Arc<Metrics>,
+}
+
+/// The name of the token a request came with.
+#[derive(Debug, Clone)]
+struct Who(Arc<str>);
+
+/// The admin API's router: `/admin/v1/…` behind the token check.
+pub fn router(
+    config: Arc<Config>,
+    admin: &AdminConfig,
+    conn: RedisConn,
+    metrics: Arc<Metrics>,
+) -> Router {
+    let tokens = Arc::new(admin.clone());
+    let guard_metrics = metrics.clone();
+    Router::new()
+        .route("/admin/v1/queues", get(all_status))
+        .route("/admin/v1/queues/{queue}", get(one_status))
+        .route("/admin/v1/queues/{queue}/{switch}", post(switch))
+        .route(
+            "/admin/v1/queues/{queue}/schedule",
+            put(set_schedule).delete(clear_schedule),
+        )
+        .route(
+            "/admin/v1/queues/{queue}/notice",
+            put(set_notice).delete(clear_notice),
+        )
+        .fallback(|| async { error(StatusCode::NOT_FOUND, "not_found", "No such route.") })
+        .method_not_allowed_fallback(|| async {
+            error(
+                StatusCode::METHOD_NOT_ALLOWED,
+                "method_not_allowed",
+                "This route does not take that method.",
+            )
+        })
+        .layer(middleware::from_fn(move |req, next| {
+            authenticate(tokens.clone(), guard_metrics.clone(), req, next)
+        }))
+        .layer(DefaultBodyLimit::max(MAX_BODY))
+        .with_state(Admin {
+            config,
+            conn,
+            metrics,
+        })
+}
+
+/// Lets a request through only with a configured token; the route sees
+/// the token's name. A refusal is counted (`action="auth"`) and logged
+/// without what was presented.
+async fn authenticate(
+    tokens: Arc<AdminConfig>,
+    metrics: Arc<Metrics>,
+    mut req: Request,
+    next: Next,
+) -> Response {
+    let presented = bearer(req.headers());
+    match presented.and_then(|t| tokens.who(t)) {
+        Some(name) => {
+            req.extensions_mut().insert(Who(Arc::from(name)));
+            next.run(req).await
+        }
+        None => {
+            metrics.admin_action("auth", "unauthorized");
+            tracing::warn!(
+                target: audit::TARGET,
+                path = req.uri().path(),
+                token = if presented.is_some() { "unknown" } else { "none" },
+                "admin API request refused"
+            );
+            let mut resp = error(
+                StatusCode::UNAUTHORIZED,
+                "unauthorized",
+                "Send a configured admin token: Authorization: Bearer <token>.",
+            );
+            resp.headers_mut().insert(
+                header::WWW_AUTHENTICATE,
+                header::HeaderValue::from_static("Bearer realm=\"queuegate-admin\""),
+            );
+            resp
+        }
+    }
+}
+
+fn bearer(headers: &HeaderMap) -> Option<&str> {
+    let value = headers.get(header::AUTHORIZATION)?.to_str().ok()?;
+    let (scheme, token) = value.split_once(' ')?;
+    scheme
+        .eq_ignore_ascii_case("bearer")
+        .then(|| token.trim())
+        .filter(|t| !t.is_empty())
+}
+
+/// `{"error": code, "message": message}` with `status`.
+fn error(status: StatusCode, code: &str, message: &str) -> Response {
+    let body = serde_json::json!({ "error": code, "message": message });
+    (status, Json(body)).into_response()
+}
+
+impl IntoResponse for ActionError {
+    fn into_response(self) -> Response {
+        match &self {
+            ActionError::BadInput(m) => error(StatusCode::BAD_REQUEST, "bad_request", m),
+            ActionError::UnknownQueue(m) => error(StatusCode::NOT_FOUND, "unknown_queue", m),
+            ActionError::Refused(m) => error(StatusCode::CONFLICT, "refused", m),
+            ActionError::Redis(e) => {
+                tracing::error!(error = %e, "admin API: redis");
+                error(
+                    StatusCode::SERVICE_UNAVAILABLE,
+                    "unavailable",
+                    "Redis could not be asked; nothing was changed. Try again.",
+                )
+            }
+        }
+    }
+}
+
+/// Records the action and answers its outcome as JSON.
+fn answer<T: serde::Serialize>(
+    s: &Admin,
+    who: &Who,
+    action: &str,
+    queue: &str,
+    done: Result<T, ActionError>,
+) -> Response {
+    audit::record(Some(&s.metrics), &who.0, action, queue, &done);
+    match done {
+        Ok(v) => Json(v).into_response(),
+        Err(e) => e.into_response(),
+    }
+}
+
+/// Why a request body was not taken.
+#[derive(Debug)]
+struct BodyError(StatusCode, &'static str, String);
+
+impl IntoResponse for BodyError {
+    fn into_response(self) -> Response {
+        error(self.0, self.1, &self.2)
+    }
+}
+
+/// A JSON body of `T` (unknown fields refused), or a 400/413 saying why.
+fn body<T: DeserializeOwned>(bytes: Result<Bytes, BytesRejection>) -> Result<T, BodyError> {
+    let bytes = bytes.map_err(|e| {
+        BodyError(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            "payload_too_large",
+            format!("The body is over {MAX_BODY} bytes or unreadable: {e}"),
+        )
+    })?;
+    serde_json::from_slice(&bytes).map_err(|e| {
+        BodyError(
+            StatusCode::BAD_REQUEST,
+            "bad_request",
+            format!("The body is not the JSON this route takes: {e}"),
+        )
+    })
+}
+
+async fn all_status(State(s): State<Admin>, Extension(who): Extension<Who>) -> Response {
+    let mut conn = s.conn.clone();
+    let done = actions::status(&s.config, &mut conn, None)
+        .await
+        .map(|queues| serde_json::json!({ "queues": queues }));
+    answer(&s, &who, "status", "*", done)
+}
+
+async fn one_status(
+    State(s): State<Admin>,
+    Extension(who): Extension<Who>,
+    Path(queue): Path<String>,
+) -> Response {
+    let mut conn = s.conn.clone();
+    let done = actions::status(&s.config, &mut conn, Some(&queue))
+        .await
+        .map(|mut all| all.remove(0));
+    answer(&s, &who, "status", &queue, done)
+}
+
+async fn switch(
+    State(s): State<Admin>,
+    Extension(who): Extension<Who>,
+    Path((queue, name)): Path<(String, String)>,
+) -> Response {
+    let Some((_, sw)) = Switch::ALL.iter().find(|(n, _)| *n == name) else {
+        return error(StatusCode::NOT_FOUND, "not_found", "No such route.");
+    };
+    let mut conn = s.conn.clone();
+    let done = actions::switch(&s.config, &mut conn, Some(&queue), *sw).await;
+    answer(&s, &who, sw.name(), &queue, done)
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ScheduleBody {
+    opens_at: Option<String>,
+    closes_at: Option<String>,
+}
+
+async fn set_schedule(
+    State(s): State<Admin>,
+    Extension(who): Extension<Who>,
+    Path(queue): Path<String>,
+    bytes: Result<Bytes, BytesRejection>,
+) -> Response {
+    let b: ScheduleBody = match body(bytes) {
+        Ok(b) => b,
+        Err(e) => return e.into_response(),
+    };
+    let mut conn = s.conn.clone();
+    let done = match actions::schedule_change(
+        b.opens_at.as_deref(),
+        b.closes_at.as_deref(),
+        false,
+        actions::FIELDS,
+    ) {
+        Ok(change) => actions::schedule(&s.config, &mut conn, Some(&queue), change).await,
+        Err(e) => Err(e),
+    };
+    answer(&s, &who, "schedule", &queue, done)
+}
+
+async fn clear_schedule(
+    State(s): State<Admin>,
+    Extension(who): Extension<Who>,
+    Path(queue): Path<String>,
+) -> Response {
+    let mut conn = s.conn.clone();
+    let change = (actions::Change::Clear, actions::Change::Clear);
+    let done = actions::schedule(&s.config, &mut conn, Some(&queue), change).await;
+    answer(&s, &who, "schedule", &queue, done)
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct NoticeBody {
+    text: String,
+}
+
+async fn set_notice(
+    State(s): State<Admin>,
+    Extension(who): Extension<Who>,
+    Path(queue): Path<String>,
+    bytes: Result<Bytes, BytesRejection>,
+) -> Response {
+    let b: NoticeBody = match body(bytes) {
+        Ok(b) => b,
+        Err(e) => return e.into_response(),
+    };
+    let mut conn = s.conn.clone();
+    let done = actions::notice(&s.config, &mut conn, Some(&queue), Some(&b.text)).await;
+    answer(&s, &who, "notice", &queue, done)
+}
+
+async fn clear_notice(
+    State(s): State<Admin>,
+    Extension(who): Extension<Who>,
+    Path(queue): Path<String>,
+) -> Response {
+    let mut conn = s.conn.clone();
+    let done = actions::notice(&s.config, &mut conn, Some(&queue), None).await;
+    answer(&s, &who, "notice", &queue, done)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_a_bearer_token_is_read() {
+        let h = |v: &str| {
+            let mut m = HeaderMap::new();
+            m.insert(header::AUTHORIZATION, v.parse().unwrap());
+            m
+        };
+        assert_eq!(bearer(&h("Bearer qga_x")), Some("qga_x"));
+        assert_eq!(bearer(&h("bearer  qga_x ")), Some("qga_x"));
+        assert_eq!(bearer(&h("Basic qga_x")), None);
+        assert_eq!(bearer(&h("Bearer ")), None);
+        assert_eq!(bearer(&h("qga_x")), None);
+        assert_eq!(bearer(&HeaderMap::new()), None);
+    }
+}

@@ -1,0 +1,60 @@
+//! The audit trail of operator actions: who (the admin token's name, or
+//! `cli:<user>` for the command line), what, on which queue, and how it
+//! ended, as one log line (target `queuegate::audit`) and, in the running
+//! service, a count in the metrics
+//! (`queuegate_admin_actions_total{action,outcome}`). Never the token.
+
+use crate::actions::ActionError;
+use crate::metrics::Metrics;
+
+/// The log target of audit lines (`RUST_LOG=queuegate::audit=info`).
+pub const TARGET: &str = "queuegate::audit";
+
+/// How an action ended, for the metric's `outcome` label.
+pub fn outcome<T>(done: &Result<T, ActionError>) -> &'static str {
+    match done {
+        Ok(_) => "done",
+        Err(ActionError::BadInput(_) | ActionError::UnknownQueue(_)) => "bad_input",
+        Err(ActionError::Refused(_)) => "refused",
+        Err(ActionError::Redis(_)) => "failed",
+    }
+}
+
+/// Records one action.
+pub fn record<T>(
+    metrics: Option<&Metrics>,
+    who: &str,
+    action: &str,
+    queue: &str,
+    done: &Result<T, ActionError>,
+) {
+    let outcome = outcome(done);
+    match done {
+        Ok(_) => tracing::info!(target: TARGET, who, action, queue, outcome, "admin action"),
+        Err(e) => {
+            tracing::info!(target: TARGET, who, action, queue, outcome, error = %e, "admin action")
+        }
+    }
+    if let Some(m) = metrics {
+        m.admin_action(action, outcome);
+    }
+}
+
+/// `cli:<user>` for the command line (`$USER`, else `$LOGNAME`, else the
+/// uid), so a shared VM's audit lines tell operators apart.
+pub fn cli_user() -> String {
+    let user = ["USER", "LOGNAME"]
+        .iter()
+        .find_map(|v| std::env::var(v).ok().filter(|u| !u.is_empty()))
+        .or_else(|| {
+            std::fs::read_to_string("/proc/self/status")
+                .ok()
+                .and_then(|s| {
+                    s.lines()
+                        .find_map(|l| l.strip_prefix("Uid:"))
+                        .and_then(|u| u.split_whitespace().next().map(|u| format!("uid {u}")))
+                })
+        })
+        .unwrap_or_else(|| "unknown".into());
+    format!("cli:{user}")
+}

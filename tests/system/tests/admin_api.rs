@@ -1,0 +1,396 @@
+//! The scheduler's admin API on the real stack (redis-server and the
+//! scheduler binary): off without a token, every route refused without a
+//! configured token, each action the same as its CLI command (one
+//! implementation), every refusal a JSON error that changed nothing, and
+//! every action in the audit log under the token's name and in the metrics.
+
+use std::time::Duration;
+
+use queuegate_scheduler::config::token_hash;
+use queuegate_shared::fields::config as cf;
+use queuegate_shared::Settings;
+use queuegate_system_tests::TestQueue;
+use queuegate_testkit::scheduler::{self, Scheduler};
+use queuegate_testkit::RedisServer;
+use reqwest::{Client, Method, StatusCode};
+use serde_json::{json, Value};
+
+const OPS: &str = "qga_0123456789abcdef0123456789abcdef-ops";
+const BOT: &str = "qga_fedcba9876543210fedcba9876543210-bot";
+
+struct Api {
+    base: String,
+    http: Client,
+}
+
+impl Api {
+    async fn call(
+        &self,
+        method: Method,
+        path: &str,
+        token: Option<&str>,
+        body: Option<&str>,
+    ) -> (StatusCode, Value, reqwest::header::HeaderMap) {
+        let mut req = self
+            .http
+            .request(method, format!("{}{path}", self.base))
+            .timeout(Duration::from_secs(10));
+        if let Some(t) = token {
+            req = req.bearer_auth(t);
+        }
+        if let Some(b) = body {
+            req = req
+                .header("content-type", "application/json")
+                .body(b.to_string());
+        }
+        let resp = req.send().await.expect("admin API answers");
+        let status = resp.status();
+        let headers = resp.headers().clone();
+        let text = resp.text().await.unwrap_or_default();
+        let json = serde_json::from_str(&text).unwrap_or(Value::String(text));
+        (status, json, headers)
+    }
+
+    async fn ops(&self, method: Method, path: &str, body: Option<&str>) -> (StatusCode, Value) {
+        let (s, j, _) = self.call(method, path, Some(OPS), body).await;
+        (s, j)
+    }
+}
+
+/// What operators change in a queue's config hash (the scheduler itself
+/// rewrites other fields every tick).
+async fn operator_fields(q: &TestQueue) -> Vec<String> {
+    let mut out = Vec::new();
+    for f in [cf::STATE, cf::NOTICE, cf::OPENS_AT, cf::CLOSES_AT] {
+        out.push(q.config_field(f).await);
+    }
+    out
+}
+
+async fn start(redis: &RedisServer) -> (Scheduler, Api, TestQueue) {
+    let q = TestQueue::open(&redis.url(), "main", Settings::default()).await;
+    let url = redis.url();
+    let (ops, bot) = (token_hash(OPS), token_hash(BOT));
+    let s = tokio::task::spawn_blocking(move || {
+        Scheduler::builder(&url)
+            .queue("main", &[])
+            .queue("other", &[])
+            .admin_tokens(&[("ops", &ops), ("deploy-bot", &bot)])
+            .start()
+    })
+    .await
+    .expect("start the scheduler");
+    let api = Api {
+        base: s.admin_url().expect("the admin API is on"),
+        http: Client::new(),
+    };
+    (s, api, q)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn only_a_configured_token_gets_in_and_refusals_are_counted() {
+    let redis = RedisServer::start();
+    let (s, api, q) = start(&redis).await;
+    let before = operator_fields(&q).await;
+    for (token, path, method) in [
+        (None, "/admin/v1/queues", Method::GET),
+        (Some("qga_wrong"), "/admin/v1/queues", Method::GET),
+        (Some(""), "/admin/v1/queues/main/pause", Method::POST),
+        (
+            Some(&OPS[..OPS.len() - 1]),
+            "/admin/v1/queues/main/close",
+            Method::POST,
+        ),
+        (None, "/admin/v1/nothing-here", Method::GET),
+    ] {
+        let (status, body, headers) = api.call(method, path, token, None).await;
+        assert_eq!(status, StatusCode::UNAUTHORIZED, "{path} {body}");
+        assert_eq!(body["error"], "unauthorized", "{body}");
+        assert_eq!(
+            headers
+                .get("www-authenticate")
+                .and_then(|v| v.to_str().ok()),
+            Some("Bearer realm=\"queuegate-admin\"")
+        );
+    }
+    // Basic auth with the right token is not a bearer token.
+    let resp = api
+        .http
+        .get(format!("{}/admin/v1/queues", api.base))
+        .basic_auth("ops", Some(OPS))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), StatusCode::UNAUTHORIZED);
+    assert_eq!(
+        operator_fields(&q).await,
+        before,
+        "refused requests change nothing"
+    );
+    assert_eq!(
+        s.metric("queuegate_admin_actions_total{action=\"auth\",outcome=\"unauthorized\"}"),
+        Some(6.0)
+    );
+    // The admin API is not on the open /metrics and /healthz listener.
+    let open = scheduler_get(&s, "/admin/v1/queues").await;
+    assert_eq!(open, 404);
+    assert!(!s.log().contains(OPS), "a token is never logged");
+}
+
+async fn scheduler_get(s: &Scheduler, path: &str) -> u16 {
+    reqwest::get(format!("http://127.0.0.1:{}{path}", s.port()))
+        .await
+        .map(|r| r.status().as_u16())
+        .unwrap_or(0)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_cli_action_works_over_http_and_is_audited() {
+    let redis = RedisServer::start();
+    let (s, api, q) = start(&redis).await;
+
+    let (status, all) = api.ops(Method::GET, "/admin/v1/queues", None).await;
+    assert_eq!(status, StatusCode::OK, "{all}");
+    let ids: Vec<&str> = all["queues"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|q| q["queue"].as_str().unwrap())
+        .collect();
+    assert_eq!(ids, ["main", "other"]);
+    let (status, one) = api.ops(Method::GET, "/admin/v1/queues/main", None).await;
+    assert_eq!(
+        (status, one["state"].as_str()),
+        (StatusCode::OK, Some("open"))
+    );
+    assert!(
+        one["waiting"].is_u64() && one["origin"].is_object(),
+        "{one}"
+    );
+
+    // The state switches, as the CLI's.
+    for (action, state, previous) in [
+        ("pause", "paused", "open"),
+        ("resume", "open", "paused"),
+        ("drain", "draining", "open"),
+        ("close", "closed", "draining"),
+        ("open", "open", "closed"),
+    ] {
+        let (status, body) = api
+            .ops(
+                Method::POST,
+                &format!("/admin/v1/queues/main/{action}"),
+                None,
+            )
+            .await;
+        assert_eq!(status, StatusCode::OK, "{action}: {body}");
+        assert_eq!(
+            body,
+            json!({"queue": "main", "state": state, "previous": previous, "changed": true})
+        );
+        assert_eq!(q.config_field(cf::STATE).await, state);
+    }
+    let (_, again) = api
+        .ops(Method::POST, "/admin/v1/queues/main/open", None)
+        .await;
+    assert_eq!(again["changed"], false);
+
+    // A refusal is a JSON error and changes nothing (resume leaves paused
+    // only: a closed queue stays closed).
+    api.ops(Method::POST, "/admin/v1/queues/main/close", None)
+        .await;
+    let before = operator_fields(&q).await;
+    for (method, path, body, want, code) in [
+        (
+            Method::POST,
+            "/admin/v1/queues/main/resume",
+            None,
+            StatusCode::CONFLICT,
+            "refused",
+        ),
+        (
+            Method::POST,
+            "/admin/v1/queues/main/frobnicate",
+            None,
+            StatusCode::NOT_FOUND,
+            "not_found",
+        ),
+        (
+            Method::POST,
+            "/admin/v1/queues/nope/pause",
+            None,
+            StatusCode::NOT_FOUND,
+            "unknown_queue",
+        ),
+        (
+            Method::GET,
+            "/admin/v1/queues/nope",
+            None,
+            StatusCode::NOT_FOUND,
+            "unknown_queue",
+        ),
+        (
+            Method::GET,
+            "/admin/v1/queues/main/pause",
+            None,
+            StatusCode::METHOD_NOT_ALLOWED,
+            "method_not_allowed",
+        ),
+        (
+            Method::PUT,
+            "/admin/v1/queues/main/schedule",
+            Some(r#"{"opens_at":"tomorrow"}"#),
+            StatusCode::BAD_REQUEST,
+            "bad_request",
+        ),
+        (
+            Method::PUT,
+            "/admin/v1/queues/main/schedule",
+            Some(r#"{"opens_at":"2030-01-02T00:00:00Z","closes_at":"2030-01-01T00:00:00Z"}"#),
+            StatusCode::BAD_REQUEST,
+            "bad_request",
+        ),
+        (
+            Method::PUT,
+            "/admin/v1/queues/main/schedule",
+            Some("{}"),
+            StatusCode::BAD_REQUEST,
+            "bad_request",
+        ),
+        (
+            Method::PUT,
+            "/admin/v1/queues/main/schedule",
+            Some(r#"{"opens":"2030-01-01T00:00:00Z"}"#),
+            StatusCode::BAD_REQUEST,
+            "bad_request",
+        ),
+        (
+            Method::PUT,
+            "/admin/v1/queues/main/notice",
+            Some(r#"{"text":"two\nlines"}"#),
+            StatusCode::BAD_REQUEST,
+            "bad_request",
+        ),
+        (
+            Method::PUT,
+            "/admin/v1/queues/main/notice",
+            Some("not json"),
+            StatusCode::BAD_REQUEST,
+            "bad_request",
+        ),
+        (
+            Method::PUT,
+            "/admin/v1/queues/main/notice",
+            Some(&format!(r#"{{"text":"{}"}}"#, "x".repeat(5000))),
+            StatusCode::PAYLOAD_TOO_LARGE,
+            "payload_too_large",
+        ),
+    ] {
+        let (status, reply) = api.ops(method.clone(), path, body).await;
+        assert_eq!(
+            (status, reply["error"].as_str()),
+            (want, Some(code)),
+            "{method} {path}: {reply}"
+        );
+        assert!(
+            reply["message"].as_str().is_some_and(|m| !m.is_empty()),
+            "{reply}"
+        );
+    }
+    assert_eq!(operator_fields(&q).await, before, "refusals change nothing");
+
+    // Schedule and notice.
+    let (status, body) = api
+        .ops(
+            Method::PUT,
+            "/admin/v1/queues/main/schedule",
+            Some(r#"{"opens_at":"2030-01-01T00:00:00Z"}"#),
+        )
+        .await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    assert_eq!(body["opens_at"], "2030-01-01T00:00:00Z");
+    assert!(!q.config_field(cf::OPENS_AT).await.is_empty());
+    let (status, body) = api
+        .ops(Method::DELETE, "/admin/v1/queues/main/schedule", None)
+        .await;
+    assert_eq!(
+        (status, &body["opens_at"]),
+        (StatusCode::OK, &Value::Null),
+        "{body}"
+    );
+    let (status, body) = api
+        .ops(
+            Method::PUT,
+            "/admin/v1/queues/main/notice",
+            Some(r#"{"text":"Sizes S and M are sold out"}"#),
+        )
+        .await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    assert_eq!(
+        body,
+        json!({"queue": "main", "notice": "Sizes S and M are sold out", "previous": null})
+    );
+    assert_eq!(
+        q.config_field(cf::NOTICE).await,
+        "Sizes S and M are sold out"
+    );
+    let (_, body) = api
+        .ops(Method::DELETE, "/admin/v1/queues/main/notice", None)
+        .await;
+    assert_eq!(body["previous"], "Sizes S and M are sold out");
+
+    // One implementation: the CLI's pause is what the API then reads, and
+    // the CLI's action is in its own audit line.
+    let out = scheduler::command(s.config_path(), &["pause", "other"]);
+    let text = String::from_utf8_lossy(&out.stderr).to_string();
+    assert_eq!(out.status.code(), Some(0), "{text}");
+    assert!(
+        text.contains("admin action") && text.contains("who=\"cli:"),
+        "{text}"
+    );
+    let (_, other) = api.ops(Method::GET, "/admin/v1/queues/other", None).await;
+    assert_eq!(other["state"], "paused");
+
+    // The audit trail: who (the token's name) and what, and the counts.
+    let log = s.log();
+    for needle in [
+        "who=\"ops\" action=\"pause\" queue=\"main\" outcome=\"done\"",
+        "who=\"ops\" action=\"resume\" queue=\"main\" outcome=\"refused\"",
+        "who=\"ops\" action=\"notice\" queue=\"main\" outcome=\"bad_input\"",
+        "who=\"ops\" action=\"status\" queue=\"*\" outcome=\"done\"",
+    ] {
+        assert!(log.contains(needle), "the audit log lacks {needle}:\n{log}");
+    }
+    assert!(
+        !log.contains(OPS) && !log.contains(BOT),
+        "a token is never logged"
+    );
+    assert_eq!(
+        s.metric("queuegate_admin_actions_total{action=\"pause\",outcome=\"done\"}"),
+        Some(1.0)
+    );
+    assert_eq!(
+        s.metric("queuegate_admin_actions_total{action=\"resume\",outcome=\"refused\"}"),
+        Some(1.0)
+    );
+    // A second token works under its own name.
+    let (status, _, _) = api
+        .call(Method::POST, "/admin/v1/queues/main/pause", Some(BOT), None)
+        .await;
+    assert_eq!(status, StatusCode::OK);
+    assert!(s.log().contains("who=\"deploy-bot\" action=\"pause\""));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_admin_api_is_off_without_a_token() {
+    let redis = RedisServer::start();
+    let url = redis.url();
+    let s =
+        tokio::task::spawn_blocking(move || Scheduler::builder(&url).queue("main", &[]).start())
+            .await
+            .unwrap();
+    assert_eq!(s.admin_url(), None);
+    assert!(!s.log().contains("admin API on"), "{}", s.log());
+    assert!(s.log().contains("scheduler starting"));
+    assert_eq!(scheduler_get(&s, "/admin/v1/queues").await, 404);
+}
