@@ -29,6 +29,10 @@ pub enum ActionError {
     /// The queue is not in a state the action applies to.
     #[error("{0}")]
     Refused(String),
+    /// The inputs are valid one by one but not together (a closing before
+    /// the opening).
+    #[error("{0}")]
+    Conflict(String),
     /// Redis could not be asked or answered with an error.
     #[error(transparent)]
     Redis(#[from] EngineError),
@@ -240,7 +244,7 @@ pub fn schedule_change(
         (Change::Keep, Change::Keep) => Err(ActionError::BadInput(format!(
             "give {open_name}, {close_name} or {clear_name}"
         ))),
-        (Change::Set(open), Change::Set(close)) if close <= open => Err(ActionError::BadInput(
+        (Change::Set(open), Change::Set(close)) if close <= open => Err(ActionError::Conflict(
             format!("{close_name} must be after {open_name}"),
         )),
         _ => Ok(change),

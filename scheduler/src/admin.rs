@@ -138,6 +138,7 @@ impl IntoResponse for ActionError {
             ActionError::BadInput(m) => error(StatusCode::BAD_REQUEST, "bad_request", m),
             ActionError::UnknownQueue(m) => error(StatusCode::NOT_FOUND, "unknown_queue", m),
             ActionError::Refused(m) => error(StatusCode::CONFLICT, "refused", m),
+            ActionError::Conflict(m) => error(StatusCode::CONFLICT, "conflict", m),
             ActionError::Redis(e) => {
                 tracing::error!(error = %e, "admin API: redis");
                 error(
@@ -229,8 +230,16 @@ async fn switch(
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct ScheduleBody {
+    #[serde(default, deserialize_with = "present")]
     opens_at: Option<String>,
+    #[serde(default, deserialize_with = "present")]
     closes_at: Option<String>,
+}
+
+/// A field that may be left out but, when given, is a string: `null` is
+/// refused rather than read as "left out" (DELETE clears).
+fn present<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<String>, D::Error> {
+    String::deserialize(d).map(Some)
 }
 
 async fn set_schedule(

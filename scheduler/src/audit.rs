@@ -15,7 +15,7 @@ pub fn outcome<T>(done: &Result<T, ActionError>) -> &'static str {
     match done {
         Ok(_) => "done",
         Err(ActionError::BadInput(_) | ActionError::UnknownQueue(_)) => "bad_input",
-        Err(ActionError::Refused(_)) => "refused",
+        Err(ActionError::Refused(_) | ActionError::Conflict(_)) => "refused",
         Err(ActionError::Redis(_)) => "failed",
     }
 }

@@ -133,7 +133,9 @@ pub enum CliError {
 impl From<ActionError> for CliError {
     fn from(e: ActionError) -> Self {
         match e {
-            ActionError::BadInput(m) | ActionError::UnknownQueue(m) => CliError::Usage(m),
+            ActionError::BadInput(m) | ActionError::UnknownQueue(m) | ActionError::Conflict(m) => {
+                CliError::Usage(m)
+            }
             ActionError::Refused(m) => CliError::Refused(m),
             ActionError::Redis(e) => CliError::Redis(e),
         }

@@ -5,6 +5,7 @@
 
 pub mod drop_day;
 pub mod edge;
+pub mod openapi;
 pub mod origin;
 
 use queuegate_scheduler::engine::{self, EngineError};

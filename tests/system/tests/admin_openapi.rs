@@ -1,0 +1,272 @@
+//! docs/scheduler-openapi.yaml is the admin API's contract: every
+//! documented operation is driven into every documented status against the
+//! running scheduler (real redis-server, the scheduler binary), and each
+//! reply's status, headers, content type and body are checked against the
+//! document. A documented status no request reached fails the test.
+
+use std::collections::BTreeSet;
+use std::time::Duration;
+
+use queuegate_scheduler::config::token_hash;
+use queuegate_system_tests::openapi::{Reply, Spec};
+use queuegate_testkit::scheduler::Scheduler;
+use queuegate_testkit::RedisServer;
+
+const TOKEN: &str = "qga_openapi-test-token-0123456789abcdef";
+
+struct Checker {
+    spec: Spec,
+    base: String,
+    http: reqwest::Client,
+    seen: BTreeSet<(String, String, String)>,
+}
+
+impl Checker {
+    /// Sends `method path` (the document's `template` path) with `body`,
+    /// with the token unless `anonymous`, and checks the reply's status
+    /// is `want` and that it matches the document.
+    async fn check(
+        &mut self,
+        method: &str,
+        template: &str,
+        path: &str,
+        body: Option<&str>,
+        anonymous: bool,
+        want: u16,
+    ) -> serde_json::Value {
+        self.check_as(method, method, template, path, body, anonymous, want)
+            .await
+    }
+
+    /// [`Self::check`] sending `sent` where the document lists `method`
+    /// (a 405 is documented on the methods a route has).
+    #[allow(clippy::too_many_arguments)]
+    async fn check_as(
+        &mut self,
+        sent: &str,
+        method: &str,
+        template: &str,
+        path: &str,
+        body: Option<&str>,
+        anonymous: bool,
+        want: u16,
+    ) -> serde_json::Value {
+        let mut req = self
+            .http
+            .request(
+                sent.parse().expect("method"),
+                format!("{}{path}", self.base),
+            )
+            .timeout(Duration::from_secs(10));
+        if !anonymous {
+            req = req.bearer_auth(TOKEN);
+        }
+        if let Some(b) = body {
+            req = req
+                .header("content-type", "application/json")
+                .body(b.to_string());
+        }
+        let resp = req.send().await.expect("the admin API answers");
+        let status = resp.status().as_u16();
+        let headers = resp
+            .headers()
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_str().unwrap_or_default().to_string()))
+            .collect();
+        let reply = Reply {
+            method: sent.to_string(),
+            status,
+            headers,
+            body: resp.text().await.unwrap_or_default(),
+        };
+        let what = format!("{sent} {path}");
+        assert_eq!(status, want, "{what}: {}", reply.body);
+        let m = method.to_ascii_lowercase();
+        let (response, key) = self.spec.response(template, &m, status);
+        self.spec.check_response(response, &reply, &what);
+        self.seen
+            .insert((template.to_string(), method.to_string(), key));
+        reply.json()
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_documented_admin_status_matches_the_document() {
+    let mut redis = RedisServer::start();
+    let url = redis.url();
+    let hash = token_hash(TOKEN);
+    let s = tokio::task::spawn_blocking(move || {
+        Scheduler::builder(&url)
+            .queue("main", &[])
+            .queue("other", &[])
+            .admin_tokens(&[("ops", &hash)])
+            .start()
+    })
+    .await
+    .unwrap();
+    let mut ck = Checker {
+        spec: Spec::load("docs/scheduler-openapi.yaml"),
+        base: s.admin_url().expect("admin API on"),
+        http: reqwest::Client::new(),
+        seen: BTreeSet::new(),
+    };
+    const LIST: &str = "/admin/v1/queues";
+    const ONE: &str = "/admin/v1/queues/{queue}";
+    const SWITCH: &str = "/admin/v1/queues/{queue}/{switch}";
+    const SCHEDULE: &str = "/admin/v1/queues/{queue}/schedule";
+    const NOTICE: &str = "/admin/v1/queues/{queue}/notice";
+    let big = format!(r#"{{"text":"{}"}}"#, "x".repeat(5_000));
+
+    ck.check("GET", LIST, LIST, None, false, 200).await;
+    ck.check("GET", ONE, "/admin/v1/queues/main", None, false, 200)
+        .await;
+    for (sw, want) in [
+        ("pause", 200),
+        ("resume", 200),
+        ("drain", 200),
+        ("close", 200),
+        ("resume", 409),
+        ("open", 200),
+    ] {
+        ck.check(
+            "POST",
+            SWITCH,
+            &format!("/admin/v1/queues/main/{sw}"),
+            None,
+            false,
+            want,
+        )
+        .await;
+    }
+    let at = r#"{"opens_at":"2030-01-01T00:00:00Z","closes_at":"2030-01-02T00:00:00Z"}"#;
+    ck.check(
+        "PUT",
+        SCHEDULE,
+        "/admin/v1/queues/main/schedule",
+        Some(at),
+        false,
+        200,
+    )
+    .await;
+    let backwards = r#"{"opens_at":"2030-01-02T00:00:00Z","closes_at":"2030-01-01T00:00:00Z"}"#;
+    ck.check(
+        "PUT",
+        SCHEDULE,
+        "/admin/v1/queues/main/schedule",
+        Some(backwards),
+        false,
+        409,
+    )
+    .await;
+    ck.check(
+        "PUT",
+        SCHEDULE,
+        "/admin/v1/queues/main/schedule",
+        Some("{}"),
+        false,
+        400,
+    )
+    .await;
+    ck.check(
+        "PUT",
+        SCHEDULE,
+        "/admin/v1/queues/main/schedule",
+        Some(&big),
+        false,
+        413,
+    )
+    .await;
+    ck.check(
+        "DELETE",
+        SCHEDULE,
+        "/admin/v1/queues/main/schedule",
+        None,
+        false,
+        200,
+    )
+    .await;
+    ck.check(
+        "PUT",
+        NOTICE,
+        "/admin/v1/queues/main/notice",
+        Some(r#"{"text":"Sold out"}"#),
+        false,
+        200,
+    )
+    .await;
+    ck.check(
+        "PUT",
+        NOTICE,
+        "/admin/v1/queues/main/notice",
+        Some(r#"{"text":" "}"#),
+        false,
+        400,
+    )
+    .await;
+    ck.check(
+        "PUT",
+        NOTICE,
+        "/admin/v1/queues/main/notice",
+        Some(&big),
+        false,
+        413,
+    )
+    .await;
+    ck.check(
+        "DELETE",
+        NOTICE,
+        "/admin/v1/queues/main/notice",
+        None,
+        false,
+        200,
+    )
+    .await;
+
+    // 401 and 404 and 405 on every operation.
+    let ops: Vec<(String, String)> = ck
+        .spec
+        .documented()
+        .into_iter()
+        .map(|(p, m, _)| (p, m))
+        .collect::<BTreeSet<_>>()
+        .into_iter()
+        .collect();
+    for (template, method) in &ops {
+        let concrete = template
+            .replace("{queue}", "main")
+            .replace("{switch}", "pause");
+        let body = match template.as_str() {
+            SCHEDULE => Some(at),
+            NOTICE => Some(r#"{"text":"x"}"#),
+            _ => None,
+        };
+        ck.check(method, template, &concrete, body, true, 401).await;
+        if template != LIST {
+            let unknown = template
+                .replace("{queue}", "nope")
+                .replace("{switch}", "pause");
+            ck.check(method, template, &unknown, body, false, 404).await;
+        }
+        ck.check_as("PATCH", method, template, &concrete, None, false, 405)
+            .await;
+    }
+
+    // Redis gone: 503, nothing changed (there is nothing to change).
+    redis.stop();
+    for (template, method) in &ops {
+        let concrete = template
+            .replace("{queue}", "main")
+            .replace("{switch}", "pause");
+        let body = match template.as_str() {
+            SCHEDULE => Some(at),
+            NOTICE => Some(r#"{"text":"x"}"#),
+            _ => None,
+        };
+        ck.check(method, template, &concrete, body, false, 503)
+            .await;
+    }
+
+    let missing: Vec<_> = ck.spec.documented().difference(&ck.seen).cloned().collect();
+    assert!(missing.is_empty(), "documented but never seen: {missing:?}");
+    drop(s);
+}
