@@ -265,6 +265,12 @@ impl Metrics {
             "Admin API and operator actions by this process, by action and outcome (action auth: refused tokens)",
             m.admin.clone(),
         );
+        // Present from the start (0), so a dashboard's rate has a series
+        // before the first refusal.
+        let _ = m.admin.get_or_create(&AdminLabel {
+            action: "auth".into(),
+            outcome: "unauthorized".into(),
+        });
         Metrics { registry, ..m }
     }
 

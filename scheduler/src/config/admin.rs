@@ -185,6 +185,32 @@ mod tests {
     }
 
     #[test]
+    fn a_reload_that_changes_the_admin_section_needs_a_restart() {
+        let with = |name: &str| {
+            parse(&format!(
+                "{QUEUE}max_active = 7\n[admin]\ntokens = {{ {name} = \"{}\" }}\n",
+                token_hash(name)
+            ))
+            .unwrap()
+        };
+        let running = with("ops");
+        let settings_only = parse(&format!(
+            "{QUEUE}max_active = 8\n[admin]\ntokens = {{ ops = \"{}\" }}\n",
+            token_hash("ops")
+        ))
+        .unwrap();
+        assert_eq!(running.restart_needed(&settings_only), None);
+        assert_eq!(
+            running.restart_needed(&with("other")),
+            Some("the [admin] section changed")
+        );
+        assert_eq!(
+            running.restart_needed(&parse(QUEUE).unwrap()),
+            Some("the [admin] section changed")
+        );
+    }
+
+    #[test]
     fn the_listen_address_can_come_from_the_environment() {
         let c = Config::parse(
             &format!(
