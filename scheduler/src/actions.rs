@@ -122,6 +122,19 @@ pub struct NoticeNow {
     pub previous: Option<String>,
 }
 
+/// What a reset removed.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ResetDone {
+    /// The queue.
+    pub queue: String,
+    /// Keys removed: the line, the pre-queue, the statistics, every
+    /// visitor's status and token, the guard's budgets.
+    pub removed_keys: u64,
+    /// Slots that were still held (admitted visitors whose order had not
+    /// settled): non-zero only when forced.
+    pub tokens_dropped: u64,
+}
+
 /// The named queue, or the only one.
 pub fn pick<'a>(config: &'a Config, queue: Option<&str>) -> Result<&'a QueueConfig, ActionError> {
     let ids = || {
@@ -280,6 +293,86 @@ pub async fn schedule(
         opens_at: now.opens_at.map(config::format_time),
         closes_at: now.closes_at.map(config::format_time),
         warning,
+    })
+}
+
+/// Empties a closed queue for a rehearsal: its line, pre-queue and draw,
+/// statistics, visitors' statuses and tokens, the guard's budgets and the
+/// origin's recent answers; its settings, state, schedule, notice and the
+/// lease stay. Refused unless the queue is closed (visitors entering or
+/// being admitted meanwhile would leave half a line), and while admitted
+/// visitors hold slots (tokens in flight) unless `force`.
+pub async fn reset(
+    config: &Config,
+    conn: &mut RedisConn,
+    queue: Option<&str>,
+    force: bool,
+) -> Result<ResetDone, ActionError> {
+    let q = pick(config, queue)?;
+    let keys = QueueKeys::new(&config.prefix, &q.id);
+    let redis_err = |e: redis::RedisError| ActionError::Redis(EngineError::Redis(e));
+    let state: Option<String> = redis::cmd("HGET")
+        .arg(keys.config())
+        .arg(cf::STATE)
+        .query_async(conn)
+        .await
+        .map_err(redis_err)?;
+    if state.as_deref() != Some(QueueState::Closed.as_str()) {
+        return Err(ActionError::Refused(format!(
+            "queue {} is {}: close it first (`close {}`), so nobody enters or is admitted while it is emptied",
+            q.id,
+            state.as_deref().unwrap_or("unconfigured"),
+            q.id
+        )));
+    }
+    let held: u64 = redis::cmd("ZCARD")
+        .arg(keys.active())
+        .query_async(conn)
+        .await
+        .map_err(redis_err)?;
+    if held > 0 && !force {
+        return Err(ActionError::Refused(format!(
+            "queue {} has {held} admitted visitors holding a slot (tokens in flight); wait until they order or their slots expire, or force the reset",
+            q.id
+        )));
+    }
+    let keep = [keys.config(), keys.lock()];
+    // Glob specials cannot occur in a prefix or a queue id; the hash tag's
+    // braces are not special.
+    let pattern = format!("{}*", keys.base());
+    let mut cursor = 0u64;
+    let mut removed = 0u64;
+    loop {
+        let mut scan = redis::cmd("SCAN");
+        scan.arg(cursor)
+            .arg("MATCH")
+            .arg(&pattern)
+            .arg("COUNT")
+            .arg(1000);
+        let reply = conn
+            .on_slot_of(&keys.config(), &scan)
+            .await
+            .map_err(redis_err)?;
+        let (next, found): (u64, Vec<String>) =
+            redis::from_redis_value(reply).map_err(|e| redis_err(e.into()))?;
+        let doomed: Vec<&String> = found.iter().filter(|k| !keep.contains(k)).collect();
+        if !doomed.is_empty() {
+            let n: u64 = redis::cmd("UNLINK")
+                .arg(&doomed)
+                .query_async(conn)
+                .await
+                .map_err(redis_err)?;
+            removed += n;
+        }
+        cursor = next;
+        if cursor == 0 {
+            break;
+        }
+    }
+    Ok(ResetDone {
+        queue: q.id.to_string(),
+        removed_keys: removed,
+        tokens_dropped: held,
     })
 }
 

@@ -9,8 +9,8 @@
 use std::sync::Arc;
 
 use axum::body::Bytes;
-use axum::extract::rejection::BytesRejection;
-use axum::extract::{DefaultBodyLimit, Path, Request, State};
+use axum::extract::rejection::{BytesRejection, QueryRejection};
+use axum::extract::{DefaultBodyLimit, Path, Query, Request, State};
 use axum::http::{header, HeaderMap, StatusCode};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
@@ -53,6 +53,7 @@ pub fn router(
         .route("/admin/v1/queues", get(all_status))
         .route("/admin/v1/queues/{queue}", get(one_status))
         .route("/admin/v1/queues/{queue}/{switch}", post(switch))
+        .route("/admin/v1/queues/{queue}/reset", post(reset))
         .route(
             "/admin/v1/queues/{queue}/schedule",
             put(set_schedule).delete(clear_schedule),
@@ -274,6 +275,32 @@ async fn clear_schedule(
     let change = (actions::Change::Clear, actions::Change::Clear);
     let done = actions::schedule(&s.config, &mut conn, Some(&queue), change).await;
     answer(&s, &who, "schedule", &queue, done)
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ResetQuery {
+    #[serde(default)]
+    force: bool,
+}
+
+async fn reset(
+    State(s): State<Admin>,
+    Extension(who): Extension<Who>,
+    Path(queue): Path<String>,
+    query: Result<Query<ResetQuery>, QueryRejection>,
+) -> Response {
+    let Ok(Query(q)) = query else {
+        return error(
+            StatusCode::BAD_REQUEST,
+            "bad_request",
+            "The query takes only force=true or force=false.",
+        );
+    };
+    let mut conn = s.conn.clone();
+    let done = actions::reset(&s.config, &mut conn, Some(&queue), q.force).await;
+    let action = if q.force { "reset_forced" } else { "reset" };
+    answer(&s, &who, action, &queue, done)
 }
 
 #[derive(Debug, Deserialize)]

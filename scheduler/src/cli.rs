@@ -97,6 +97,18 @@ pub enum Command {
         #[arg(long, conflicts_with = "set")]
         clear: bool,
     },
+    /// Empty a closed queue for a rehearsal: its line, pre-queue,
+    /// statistics, visitors' statuses and tokens (settings, state,
+    /// schedule and notice stay). Refused unless the queue is closed, and
+    /// while admitted visitors hold slots unless --force.
+    Reset {
+        /// The queue (may be left out when only one is configured).
+        queue: Option<String>,
+        /// Reset even while admitted visitors hold slots (their tokens stop
+        /// working).
+        #[arg(long)]
+        force: bool,
+    },
     /// Validate the config and print each queue's effective settings.
     Check,
     /// Make a token for the admin API: prints the token once and the
@@ -192,6 +204,7 @@ pub async fn execute(
             }
             (queue, Action::Notice(set))
         }
+        Command::Reset { queue, force } => (queue, Action::Reset(force)),
         Command::Pause { queue } => (queue, Action::Switch(Switch::Pause)),
         Command::Resume { queue } => (queue, Action::Switch(Switch::Resume)),
         Command::Close { queue } => (queue, Action::Switch(Switch::Close)),
@@ -229,6 +242,23 @@ pub async fn execute(
                 }
             })
         }
+        Action::Reset(force) => {
+            let done = actions::reset(&config, &mut conn, Some(&queue), force).await;
+            let action = if force { "reset_forced" } else { "reset" };
+            audit::record(None, &who, action, &queue, &done);
+            done.map(|r| {
+                println!(
+                    "queue {}: reset, {} keys removed{}",
+                    r.queue,
+                    r.removed_keys,
+                    if r.tokens_dropped > 0 {
+                        format!(", {} tokens in flight dropped", r.tokens_dropped)
+                    } else {
+                        String::new()
+                    }
+                );
+            })
+        }
         Action::Notice(text) => {
             let done = actions::notice(&config, &mut conn, Some(&queue), text.as_deref()).await;
             audit::record(None, &who, "notice", &queue, &done);
@@ -251,6 +281,7 @@ enum Action {
     Switch(Switch),
     Schedule((Change, Change)),
     Notice(Option<String>),
+    Reset(bool),
 }
 
 /// Prints a new admin token and the line that lets the config accept it.

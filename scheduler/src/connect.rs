@@ -86,6 +86,27 @@ impl ConnectionLike for RedisConn {
     }
 }
 
+impl RedisConn {
+    /// Runs `cmd` (a keyless command such as SCAN) on the node that holds
+    /// `key`'s slot: on a single server, the server; on a cluster, the
+    /// primary of the slot, so a SCAN there sees a queue's keys (they all
+    /// share one hash tag).
+    pub async fn on_slot_of(&mut self, key: &str, cmd: &redis::Cmd) -> redis::RedisResult<Value> {
+        use redis::cluster_routing::{Route, RoutingInfo, SingleNodeRoutingInfo, SlotAddr};
+        match self {
+            RedisConn::Single(c) => cmd.query_async(c).await,
+            RedisConn::Cluster(c) => {
+                let route = Route::with_key(key.as_bytes(), SlotAddr::Master);
+                c.route_command(
+                    cmd.clone(),
+                    RoutingInfo::SingleNode(SingleNodeRoutingInfo::SpecificNode(route)),
+                )
+                .await
+            }
+        }
+    }
+}
+
 /// How hard a connect tries.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Patience {

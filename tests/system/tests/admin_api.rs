@@ -401,3 +401,149 @@ async fn the_admin_api_is_off_without_a_token() {
     assert!(s.log().contains("scheduler starting"));
     assert_eq!(scheduler_get(&s, "/admin/v1/queues").await, 404);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn reset_empties_a_closed_queue_and_keeps_its_settings() {
+    use queuegate_system_tests::user;
+    let redis = RedisServer::start();
+    let (s, api, q) = start(&redis).await;
+    // Three visitors admitted by the running scheduler (slots held), two
+    // waiting behind a pause, a notice and counters.
+    for n in 0..3 {
+        q.enter(&user(n)).await;
+    }
+    let mut admitted = false;
+    for _ in 0..200 {
+        if q.zcard(&q.keys.active()).await == 3 {
+            admitted = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert!(admitted, "the scheduler admits the first three");
+    api.ops(Method::POST, "/admin/v1/queues/main/pause", None)
+        .await;
+    for n in 3..5 {
+        q.enter(&user(n)).await;
+    }
+    api.ops(
+        Method::PUT,
+        "/admin/v1/queues/main/notice",
+        Some(r#"{"text":"Rehearsal"}"#),
+    )
+    .await;
+    assert_eq!(q.zcard(&q.keys.waiting()).await, 2);
+    assert!(q.stat("entered").await >= 5);
+
+    // Not while it could take visitors; not while tokens are in flight.
+    let (status, body) = api
+        .ops(Method::POST, "/admin/v1/queues/main/reset", None)
+        .await;
+    assert_eq!(
+        (status, body["error"].as_str()),
+        (StatusCode::CONFLICT, Some("refused"))
+    );
+    assert!(
+        body["message"].as_str().unwrap().contains("close it first"),
+        "{body}"
+    );
+    api.ops(Method::POST, "/admin/v1/queues/main/close", None)
+        .await;
+    let (status, body) = api
+        .ops(Method::POST, "/admin/v1/queues/main/reset", None)
+        .await;
+    assert_eq!(
+        (status, body["error"].as_str()),
+        (StatusCode::CONFLICT, Some("refused"))
+    );
+    assert!(
+        body["message"]
+            .as_str()
+            .unwrap()
+            .contains("3 admitted visitors"),
+        "{body}"
+    );
+    let (status, body) = api
+        .ops(
+            Method::POST,
+            "/admin/v1/queues/main/reset?force=maybe",
+            None,
+        )
+        .await;
+    assert_eq!(
+        (status, body["error"].as_str()),
+        (StatusCode::BAD_REQUEST, Some("bad_request"))
+    );
+    assert_eq!(
+        q.zcard(&q.keys.waiting()).await,
+        2,
+        "refusals change nothing"
+    );
+    assert_eq!(
+        q.zcard(&q.keys.active()).await,
+        3,
+        "refusals change nothing"
+    );
+
+    let (status, body) = api
+        .ops(Method::POST, "/admin/v1/queues/main/reset?force=true", None)
+        .await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    assert_eq!(body["tokens_dropped"], 3);
+    assert!(body["removed_keys"].as_u64().unwrap() >= 10, "{body}");
+    assert_eq!(q.zcard(&q.keys.waiting()).await, 0);
+    assert_eq!(q.zcard(&q.keys.active()).await, 0);
+    assert_eq!(q.stat("entered").await, 0, "the statistics start again");
+    assert!(q.token_of(&user(0)).await.is_none(), "tokens are gone");
+    // What an operator set stays: settings, state, notice; the lease too.
+    assert_eq!(q.config_field(cf::STATE).await, "closed");
+    assert_eq!(q.config_field(cf::NOTICE).await, "Rehearsal");
+    assert!(!q.config_field(cf::MAX_ACTIVE).await.is_empty());
+    let mut conn = q.conn.clone();
+    let lease: Option<String> = redis::cmd("GET")
+        .arg(q.keys.lock())
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    assert!(lease.is_some(), "the scheduler keeps its lease");
+    // Only this queue was touched.
+    let other: u64 = redis::cmd("EXISTS")
+        .arg("qg:{other}:config")
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    assert_eq!(other, 1);
+    assert!(s
+        .log()
+        .contains("who=\"ops\" action=\"reset_forced\" queue=\"main\" outcome=\"done\""));
+
+    // Taking visitors again: the first newcomer is first in line.
+    api.ops(Method::POST, "/admin/v1/queues/main/pause", None)
+        .await;
+    q.enter(&user(9)).await;
+    let rank: Option<u64> = redis::cmd("ZRANK")
+        .arg(q.keys.waiting())
+        .arg(user(9).as_str())
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    assert_eq!(rank, Some(0));
+    assert_eq!(q.zcard(&q.keys.waiting()).await, 1);
+
+    // The CLI: same action, same refusal.
+    let out = scheduler::command(s.config_path(), &["reset", "main"]);
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(out.status.code(), Some(1), "{text}");
+    assert!(text.contains("close it first"), "{text}");
+    api.ops(Method::POST, "/admin/v1/queues/main/close", None)
+        .await;
+    let out = scheduler::command(s.config_path(), &["reset", "main"]);
+    let text = String::from_utf8_lossy(&out.stdout).to_string();
+    assert_eq!(out.status.code(), Some(0), "{text}");
+    assert!(text.starts_with("queue main: reset, "), "{text}");
+    assert_eq!(q.zcard(&q.keys.waiting()).await, 0);
+}

@@ -115,6 +115,7 @@ async fn every_documented_admin_status_matches_the_document() {
     const SWITCH: &str = "/admin/v1/queues/{queue}/{switch}";
     const SCHEDULE: &str = "/admin/v1/queues/{queue}/schedule";
     const NOTICE: &str = "/admin/v1/queues/{queue}/notice";
+    const RESET: &str = "/admin/v1/queues/{queue}/reset";
     let big = format!(r#"{{"text":"{}"}}"#, "x".repeat(5_000));
 
     ck.check("GET", LIST, LIST, None, false, 200).await;
@@ -221,6 +222,15 @@ async fn every_documented_admin_status_matches_the_document() {
         200,
     )
     .await;
+    let main = |tail: &str| format!("/admin/v1/queues/main/{tail}");
+    ck.check("POST", RESET, &main("reset"), None, false, 409)
+        .await;
+    ck.check("POST", SWITCH, &main("close"), None, false, 200)
+        .await;
+    ck.check("POST", RESET, &main("reset?force=yes"), None, false, 400)
+        .await;
+    ck.check("POST", RESET, &main("reset?force=true"), None, false, 200)
+        .await;
 
     // 401 and 404 and 405 on every operation.
     let ops: Vec<(String, String)> = ck
