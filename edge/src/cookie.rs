@@ -18,6 +18,10 @@ pub const TOKEN_COOKIE: &str = concat!(prefix!(), "token");
 /// head the edge answers its polls from it (docs/uncapped-line.md).
 pub const PLACE_COOKIE: &str = concat!(prefix!(), "place");
 
+/// A staff bypass link's key for one queue, `<queue>.<key>`
+/// (docs/scheduler.md, *Bypass links*).
+pub const BYPASS_COOKIE: &str = concat!(prefix!(), "bypass");
+
 /// The value of cookie `name` in a `Cookie` header.
 pub fn cookie<'a>(header: &'a str, name: &str) -> Option<&'a str> {
     header.split(';').find_map(|pair| {

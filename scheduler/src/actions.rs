@@ -7,9 +7,12 @@
 
 use std::collections::BTreeMap;
 
+use queuegate_shared::bypass::{self, Link};
 use queuegate_shared::fields::config as cf;
 pub use queuegate_shared::ops::Change;
-use queuegate_shared::ops::{Schedule, SetNotice, SetState, StateSwitch, Status};
+use queuegate_shared::ops::{
+    Bypass, BypassCall, BypassReply, Schedule, SetNotice, SetState, StateSwitch, Status,
+};
 use queuegate_shared::{QueueKeys, QueueState};
 use serde::Serialize;
 
@@ -26,6 +29,9 @@ pub enum ActionError {
     /// The queue is not one this scheduler is configured for.
     #[error("{0}")]
     UnknownQueue(String),
+    /// No bypass link with that id.
+    #[error("{0}")]
+    UnknownBypass(String),
     /// The queue is not in a state the action applies to.
     #[error("{0}")]
     Refused(String),
@@ -133,6 +139,194 @@ pub struct ResetDone {
     /// Slots that were still held (admitted visitors whose order had not
     /// settled): non-zero only when forced.
     pub tokens_dropped: u64,
+}
+
+/// A new bypass link. `key` is shown once: only its hash is kept.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct BypassCreated {
+    /// The queue it passes.
+    pub queue: String,
+    /// Its id (lists, revocation).
+    pub id: String,
+    /// Who it is for.
+    pub name: String,
+    /// The secret key (give it to its holder only).
+    pub key: String,
+    /// The path to open on the shop's site (the edge's
+    /// `GET /queue/bypass`): it sets the bypass cookie.
+    pub link: String,
+    /// Created (RFC 3339).
+    pub created_at: String,
+    /// Expires (RFC 3339).
+    pub expires_at: String,
+}
+
+/// One link as listed.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct BypassListed {
+    /// Its id.
+    pub id: String,
+    /// Who it is for.
+    pub name: String,
+    /// Created (RFC 3339).
+    pub created_at: String,
+    /// Expires (RFC 3339).
+    pub expires_at: String,
+    /// `live`, `expired` or `revoked`.
+    pub status: &'static str,
+    /// Requests it passed.
+    pub uses: u64,
+    /// Its last use (RFC 3339), if any.
+    pub last_used_at: Option<String>,
+}
+
+/// A revoked link.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct BypassRevoked {
+    /// The queue.
+    pub queue: String,
+    /// Its id.
+    pub id: String,
+    /// Who it was for.
+    pub name: String,
+}
+
+/// Mints a bypass link for `name`, living `ttl_minutes`.
+pub async fn bypass_create(
+    config: &Config,
+    conn: &mut RedisConn,
+    queue: Option<&str>,
+    name: &str,
+    ttl_minutes: u64,
+) -> Result<BypassCreated, ActionError> {
+    let q = pick(config, queue)?;
+    let name = bypass::check_name(name).map_err(|e| ActionError::BadInput(format!("name: {e}")))?;
+    let ttl_ms = ttl_minutes.saturating_mul(60_000);
+    if !bypass::TTL_MS.contains(&ttl_ms) {
+        return Err(ActionError::BadInput(
+            "a bypass lives 1 minute to 7 days (10080 minutes)".into(),
+        ));
+    }
+    let mut random = [0u8; 32];
+    getrandom::getrandom(&mut random)
+        .map_err(|e| ActionError::BadInput(format!("no randomness from the OS: {e}")))?;
+    let key = bypass::mint(random);
+    let parts = bypass::parts(&key).ok_or_else(|| ActionError::BadInput("minted key".into()))?;
+    let keys = QueueKeys::new(&config.prefix, &q.id);
+    let reply = engine::run(
+        conn,
+        &Bypass {
+            keys: &keys,
+            call: BypassCall::Create {
+                key: &parts,
+                ttl_ms,
+                name,
+            },
+        },
+    )
+    .await?;
+    match reply {
+        BypassReply::Created {
+            created_ms,
+            expires_ms,
+        } => Ok(BypassCreated {
+            queue: q.id.to_string(),
+            id: parts.id,
+            name: name.to_string(),
+            link: format!("/queue/bypass?queue={}&key={key}", q.id),
+            key,
+            created_at: config::format_time(created_ms),
+            expires_at: config::format_time(expires_ms),
+        }),
+        BypassReply::Refused(why) if why == "full" => Err(ActionError::Refused(format!(
+            "queue {} has {} live bypass links already: revoke some first",
+            q.id,
+            bypass::MAX_LIVE
+        ))),
+        other => Err(ActionError::Refused(format!(
+            "bypass not created: {other:?}"
+        ))),
+    }
+}
+
+/// Every bypass link of a queue (live, expired within the last day, or
+/// revoked), newest first.
+pub async fn bypass_list(
+    config: &Config,
+    conn: &mut RedisConn,
+    queue: Option<&str>,
+) -> Result<Vec<BypassListed>, ActionError> {
+    let q = pick(config, queue)?;
+    let keys = QueueKeys::new(&config.prefix, &q.id);
+    let redis_err = |e: redis::RedisError| ActionError::Redis(EngineError::Redis(e));
+    let all: BTreeMap<String, String> = redis::cmd("HGETALL")
+        .arg(keys.bypass())
+        .query_async(conn)
+        .await
+        .map_err(redis_err)?;
+    let now: (u64, u64) = redis::cmd("TIME")
+        .query_async(conn)
+        .await
+        .map_err(redis_err)?;
+    let now_ms = now.0 * 1000 + now.1 / 1000;
+    let mut links: Vec<Link> = all
+        .iter()
+        .filter_map(|(id, rec)| Link::parse(id, rec))
+        .collect();
+    links.sort_by(|a, b| b.created_ms.cmp(&a.created_ms).then(a.id.cmp(&b.id)));
+    Ok(links
+        .into_iter()
+        .map(|l| BypassListed {
+            status: if l.revoked {
+                "revoked"
+            } else if l.expires_ms <= now_ms {
+                "expired"
+            } else {
+                "live"
+            },
+            id: l.id,
+            name: l.name,
+            created_at: config::format_time(l.created_ms),
+            expires_at: config::format_time(l.expires_ms),
+            uses: l.uses,
+            last_used_at: l.last_used_ms.map(config::format_time),
+        })
+        .collect())
+}
+
+/// Ends a bypass link now: its next request queues like anyone's.
+pub async fn bypass_revoke(
+    config: &Config,
+    conn: &mut RedisConn,
+    queue: Option<&str>,
+    id: &str,
+) -> Result<BypassRevoked, ActionError> {
+    let q = pick(config, queue)?;
+    if !bypass::is_id(id) {
+        return Err(ActionError::BadInput(
+            "a bypass id is 12 hex digits, as `bypass list` shows".into(),
+        ));
+    }
+    let keys = QueueKeys::new(&config.prefix, &q.id);
+    match engine::run(
+        conn,
+        &Bypass {
+            keys: &keys,
+            call: BypassCall::Revoke { id },
+        },
+    )
+    .await?
+    {
+        BypassReply::Revoked { name } => Ok(BypassRevoked {
+            queue: q.id.to_string(),
+            id: id.to_string(),
+            name,
+        }),
+        _ => Err(ActionError::UnknownBypass(format!(
+            "queue {} has no bypass {id}",
+            q.id
+        ))),
+    }
 }
 
 /// The named queue, or the only one.
@@ -298,8 +492,8 @@ pub async fn schedule(
 
 /// Empties a closed queue for a rehearsal: its line, pre-queue and draw,
 /// statistics, visitors' statuses and tokens, the guard's budgets and the
-/// origin's recent answers; its settings, state, schedule, notice and the
-/// lease stay. Refused unless the queue is closed (visitors entering or
+/// origin's recent answers; its settings, state, schedule, notice, bypass
+/// links and the lease stay. Refused unless the queue is closed (visitors entering or
 /// being admitted meanwhile would leave half a line), and while admitted
 /// visitors hold slots (tokens in flight) unless `force`.
 pub async fn reset(
@@ -336,7 +530,9 @@ pub async fn reset(
             q.id
         )));
     }
-    let keep = [keys.config(), keys.lock()];
+    // The operator's own: settings, state, schedule and notice (config),
+    // the lease, and the staff's bypass links (a rehearsal keeps them).
+    let keep = [keys.config(), keys.lock(), keys.bypass()];
     // Glob specials cannot occur in a prefix or a queue id; the hash tag's
     // braces are not special.
     let pattern = format!("{}*", keys.base());

@@ -55,6 +55,14 @@ pub fn router(
         .route("/admin/v1/queues/{queue}/{switch}", post(switch))
         .route("/admin/v1/queues/{queue}/reset", post(reset))
         .route(
+            "/admin/v1/queues/{queue}/bypasses",
+            get(list_bypasses).post(create_bypass),
+        )
+        .route(
+            "/admin/v1/queues/{queue}/bypasses/{id}",
+            axum::routing::delete(revoke_bypass),
+        )
+        .route(
             "/admin/v1/queues/{queue}/schedule",
             put(set_schedule).delete(clear_schedule),
         )
@@ -138,6 +146,7 @@ impl IntoResponse for ActionError {
         match &self {
             ActionError::BadInput(m) => error(StatusCode::BAD_REQUEST, "bad_request", m),
             ActionError::UnknownQueue(m) => error(StatusCode::NOT_FOUND, "unknown_queue", m),
+            ActionError::UnknownBypass(m) => error(StatusCode::NOT_FOUND, "unknown_bypass", m),
             ActionError::Refused(m) => error(StatusCode::CONFLICT, "refused", m),
             ActionError::Conflict(m) => error(StatusCode::CONFLICT, "conflict", m),
             ActionError::Redis(e) => {
@@ -275,6 +284,73 @@ async fn clear_schedule(
     let change = (actions::Change::Clear, actions::Change::Clear);
     let done = actions::schedule(&s.config, &mut conn, Some(&queue), change).await;
     answer(&s, &who, "schedule", &queue, done)
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct BypassBody {
+    name: String,
+    #[serde(default = "default_minutes", deserialize_with = "whole_number")]
+    ttl_minutes: u64,
+}
+
+/// A non-negative whole number, written `30` or `30.0` (JSON Schema counts
+/// both as integers); anything else is a 400.
+fn whole_number<'de, D: serde::Deserializer<'de>>(d: D) -> Result<u64, D::Error> {
+    let n = serde_json::Number::deserialize(d)?;
+    n.as_u64()
+        .or_else(|| {
+            n.as_f64()
+                .filter(|f| f.fract() == 0.0 && (0.0..=u32::MAX as f64).contains(f))
+                .map(|f| f as u64)
+        })
+        .ok_or_else(|| serde::de::Error::custom("ttl_minutes must be a whole number of minutes"))
+}
+
+fn default_minutes() -> u64 {
+    120
+}
+
+async fn create_bypass(
+    State(s): State<Admin>,
+    Extension(who): Extension<Who>,
+    Path(queue): Path<String>,
+    bytes: Result<Bytes, BytesRejection>,
+) -> Response {
+    let b: BypassBody = match body(bytes) {
+        Ok(b) => b,
+        Err(e) => return e.into_response(),
+    };
+    let mut conn = s.conn.clone();
+    let done =
+        actions::bypass_create(&s.config, &mut conn, Some(&queue), &b.name, b.ttl_minutes).await;
+    audit::record(Some(&s.metrics), &who.0, "bypass_create", &queue, &done);
+    match done {
+        Ok(v) => (StatusCode::CREATED, Json(v)).into_response(),
+        Err(e) => e.into_response(),
+    }
+}
+
+async fn list_bypasses(
+    State(s): State<Admin>,
+    Extension(who): Extension<Who>,
+    Path(queue): Path<String>,
+) -> Response {
+    let mut conn = s.conn.clone();
+    let done = actions::bypass_list(&s.config, &mut conn, Some(&queue))
+        .await
+        .map(|all| serde_json::json!({ "bypasses": all }));
+    answer(&s, &who, "bypass_list", &queue, done)
+}
+
+async fn revoke_bypass(
+    State(s): State<Admin>,
+    Extension(who): Extension<Who>,
+    Path((queue, id)): Path<(String, String)>,
+) -> Response {
+    let mut conn = s.conn.clone();
+    let done = actions::bypass_revoke(&s.config, &mut conn, Some(&queue), &id).await;
+    answer(&s, &who, "bypass_revoke", &queue, done)
 }
 
 #[derive(Debug, Deserialize)]

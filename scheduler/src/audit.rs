@@ -14,7 +14,9 @@ pub const TARGET: &str = "queuegate::audit";
 pub fn outcome<T>(done: &Result<T, ActionError>) -> &'static str {
     match done {
         Ok(_) => "done",
-        Err(ActionError::BadInput(_) | ActionError::UnknownQueue(_)) => "bad_input",
+        Err(
+            ActionError::BadInput(_) | ActionError::UnknownQueue(_) | ActionError::UnknownBypass(_),
+        ) => "bad_input",
         Err(ActionError::Refused(_) | ActionError::Conflict(_)) => "refused",
         Err(ActionError::Redis(_)) => "failed",
     }

@@ -99,7 +99,7 @@ pub enum Command {
     },
     /// Empty a closed queue for a rehearsal: its line, pre-queue,
     /// statistics, visitors' statuses and tokens (settings, state,
-    /// schedule and notice stay). Refused unless the queue is closed, and
+    /// schedule, notice and bypass links stay). Refused unless the queue is closed, and
     /// while admitted visitors hold slots unless --force.
     Reset {
         /// The queue (may be left out when only one is configured).
@@ -109,6 +109,14 @@ pub enum Command {
         #[arg(long)]
         force: bool,
     },
+    /// Bypass links for staff and QA: a link passes the queue's gate
+    /// without queueing until it expires or is revoked (the origin still
+    /// gets signed requests).
+    Bypass {
+        /// What to do.
+        #[command(subcommand)]
+        action: BypassCommand,
+    },
     /// Validate the config and print each queue's effective settings.
     Check,
     /// Make a token for the admin API: prints the token once and the
@@ -116,6 +124,38 @@ pub enum Command {
     AdminToken {
         /// Who will use it (shown in the audit log and the metrics).
         name: String,
+    },
+}
+
+/// `bypass` subcommands.
+#[derive(Debug, Subcommand)]
+pub enum BypassCommand {
+    /// Mint a link: prints its key once (only its hash is kept).
+    Create {
+        /// The queue (may be left out when only one is configured).
+        queue: Option<String>,
+        /// Who it is for (shown in lists and the audit log).
+        #[arg(long)]
+        name: String,
+        /// How long it lives, in minutes (1 to 10080).
+        #[arg(long, default_value_t = 120)]
+        minutes: u64,
+    },
+    /// List the queue's links: live, revoked, expired within a day.
+    List {
+        /// The queue (may be left out when only one is configured).
+        queue: Option<String>,
+        /// Print JSON instead of text.
+        #[arg(long)]
+        json: bool,
+    },
+    /// End a link now.
+    Revoke {
+        /// The queue (may be left out when only one is configured).
+        queue: Option<String>,
+        /// Its id, as `bypass list` shows it.
+        #[arg(long)]
+        id: String,
     },
 }
 
@@ -148,6 +188,7 @@ impl From<ActionError> for CliError {
             ActionError::BadInput(m) | ActionError::UnknownQueue(m) | ActionError::Conflict(m) => {
                 CliError::Usage(m)
             }
+            ActionError::UnknownBypass(m) => CliError::Refused(m),
             ActionError::Refused(m) => CliError::Refused(m),
             ActionError::Redis(e) => CliError::Redis(e),
         }
@@ -205,6 +246,7 @@ pub async fn execute(
             (queue, Action::Notice(set))
         }
         Command::Reset { queue, force } => (queue, Action::Reset(force)),
+        Command::Bypass { action } => return bypass(&config, action).await,
         Command::Pause { queue } => (queue, Action::Switch(Switch::Pause)),
         Command::Resume { queue } => (queue, Action::Switch(Switch::Resume)),
         Command::Close { queue } => (queue, Action::Switch(Switch::Close)),
@@ -274,6 +316,56 @@ pub async fn execute(
         }
     };
     Ok(done?)
+}
+
+async fn bypass(config: &Config, action: BypassCommand) -> Result<(), CliError> {
+    let who = audit::cli_user();
+    match action {
+        BypassCommand::Create {
+            queue,
+            name,
+            minutes,
+        } => {
+            let queue = actions::pick(config, queue.as_deref())?.id.to_string();
+            let mut conn = connect::open(&config.redis, Patience::Once).await?;
+            let done =
+                actions::bypass_create(config, &mut conn, Some(&queue), &name, minutes).await;
+            audit::record(None, &who, "bypass_create", &queue, &done);
+            let b = done?;
+            println!(
+                "bypass {} for {:?} on queue {}, until {}",
+                b.id, b.name, b.queue, b.expires_at
+            );
+            println!("open on the shop's site (shown once; only its hash is kept):");
+            println!("  {}", b.link);
+        }
+        BypassCommand::List { queue, json } => {
+            let queue = actions::pick(config, queue.as_deref())?.id.to_string();
+            let mut conn = connect::open(&config.redis, Patience::Once).await?;
+            let all = actions::bypass_list(config, &mut conn, Some(&queue)).await?;
+            if json {
+                println!("{}", serde_json::to_string_pretty(&all).unwrap_or_default());
+            } else if all.is_empty() {
+                println!("queue {queue}: no bypass links");
+            } else {
+                for b in &all {
+                    println!(
+                        "{}  {:<8} {:>6} uses  until {}  {}",
+                        b.id, b.status, b.uses, b.expires_at, b.name
+                    );
+                }
+            }
+        }
+        BypassCommand::Revoke { queue, id } => {
+            let queue = actions::pick(config, queue.as_deref())?.id.to_string();
+            let mut conn = connect::open(&config.redis, Patience::Once).await?;
+            let done = actions::bypass_revoke(config, &mut conn, Some(&queue), &id).await;
+            audit::record(None, &who, "bypass_revoke", &queue, &done);
+            let r = done?;
+            println!("queue {}: bypass {} ({:?}) revoked", r.queue, r.id, r.name);
+        }
+    }
+    Ok(())
 }
 
 /// A change an operator command makes.

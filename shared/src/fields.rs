@@ -185,6 +185,8 @@ names!(
         PASSED = "passed",
         /// Pre-queued visitors placed in the line by the draw.
         DRAWN = "drawn",
+        /// Requests passed by a bypass link (staff, QA).
+        BYPASSED = "bypassed",
     }
 );
 

@@ -227,6 +227,12 @@ impl QueueKeys {
         format!("{}{}{}", self.base, name::PLACES, group.as_str())
     }
 
+    /// HASH: the queue's bypass links for staff (id → `sha|expiresAt|
+    /// revoked|uses|lastUsedAt|createdAt|name`; see [`crate::bypass`]).
+    pub fn bypass(&self) -> String {
+        self.key(name::BYPASS)
+    }
+
     /// HASH: the origin's answers recorded by settles in Redis second
     /// `second` (see [`fields::origin`](crate::fields::origin)).
     pub fn origin(&self, second: u64) -> String {
@@ -271,6 +277,8 @@ names!(
         /// Prefix of the origin's answers per second, `origin:<second>`
         /// (a HASH of counts by class and latency bucket; expires itself).
         ORIGIN = "origin:",
+        /// HASH: bypass links, id → record.
+        BYPASS = "bypass",
     }
 );
 

@@ -17,6 +17,7 @@
 #[macro_use]
 mod names;
 
+pub mod bypass;
 pub mod draw;
 pub mod fields;
 pub mod guard;

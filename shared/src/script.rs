@@ -229,8 +229,16 @@ pub static UNCONSUME: Script = Script::new(
     "52f98a79a734767b0b199ea68ee8c9fa28335f04",
 );
 
+/// Checks, uses, creates and revokes bypass links.
+pub static BYPASS: Script = Script::new(
+    "bypass",
+    true,
+    shipped!("bypass"),
+    "bba1593b088a40417600fdded320c109841ea6af",
+);
+
 /// Every script, for preloading (SCRIPT LOAD) and the pinned-hash test.
-pub fn all() -> [&'static Script; 18] {
+pub fn all() -> [&'static Script; 19] {
     [
         &ENTER,
         &POSITION,
@@ -250,6 +258,7 @@ pub fn all() -> [&'static Script; 18] {
         &SCHEDULE,
         &UNCONSUME,
         &SET_NOTICE,
+        &BYPASS,
     ]
 }
 

@@ -8,8 +8,8 @@ use queuegate_edge::place::{self, Held};
 use queuegate_edge::{altcha, navigation, url, TOKEN_HEADER};
 use queuegate_shared::guard::{EntryGuard, GuardCheck};
 use queuegate_shared::ops::{
-    ChallengeTerms, Consume, ConsumeReply, Enter, EnterReply, Observed, Outcome, Pass, PassReply,
-    Position, QueueNeeded, Refusal, Settle, Unconsume,
+    Bypass, BypassCall, BypassReply, ChallengeTerms, Consume, ConsumeReply, Enter, EnterReply,
+    Observed, Outcome, Pass, PassReply, Position, QueueNeeded, Refusal, Settle, Unconsume,
 };
 use queuegate_shared::policy::retry_after_header_seconds;
 use queuegate_shared::snapshot::{self, SlotAnswer, Snapshot};
@@ -95,6 +95,7 @@ impl App {
             Target::Queue(Handler::Challenge) => self.challenge(&req).await,
             Target::Queue(Handler::Position) => self.position(&req).await,
             Target::Queue(Handler::Page) => self.page(&req).await,
+            Target::Queue(Handler::Bypass) => self.open_bypass(&req).await,
             Target::Gate => {
                 // A person (a navigation or a form, Accept preferring HTML)
                 // whose remedy is the queue is sent to the room with the
@@ -528,6 +529,76 @@ impl App {
     /// A protected route: spend the token, forward, settle afterwards. A
     /// request without a token passes at once while the room is idle (idle
     /// passthrough); otherwise it is told to join the queue.
+    /// `GET /queue/bypass?queue=&key=[&return=]`: a live bypass link sets
+    /// its cookie and leads on (to `return`, else `CONTINUE_URL`); any
+    /// other is 403 `bypass_invalid`, and a key that is not a key's shape
+    /// is refused before Redis is asked.
+    async fn open_bypass(&self, req: &Request) -> Result<Response, EdgeError> {
+        let (queue, _) = self.queue(req)?;
+        let own_url = req.inner().url();
+        let back = url::query_param(&own_url, "return")
+            .map(navigation::return_target)
+            .transpose()
+            .map_err(|e| EdgeError::BadRequest(e.to_string()))?;
+        let key = url::query_param(&own_url, "key").unwrap_or_default();
+        let parts = queuegate_shared::bypass::parts(key).ok_or_else(|| {
+            EdgeError::BadRequest("`key` is not a bypass key (qgb_ and 64 hex digits)".into())
+        })?;
+        let keys = QueueKeys::new(&self.config.prefix, &queue);
+        let reply = self
+            .redis()?
+            .run(&Bypass {
+                keys: &keys,
+                call: BypassCall::Check(&parts),
+            })
+            .await?;
+        let BypassReply::Live { expires_ms, .. } = reply else {
+            return Err(EdgeError::BypassInvalid(format!("{reply:?}")));
+        };
+        let max_age = expires_ms.saturating_sub(Date::now().as_millis()) / 1000;
+        let cookie = queuegate_edge::cookie::set_cookie(
+            queuegate_edge::cookie::BYPASS_COOKIE,
+            &format!("{}.{key}", queue.as_str()),
+            max_age.max(1),
+            self.config.cookie_secure,
+        );
+        let location = back.unwrap_or_else(|| self.config.page.continue_url.clone());
+        let resp = Response::text(303, "text/plain; charset=utf-8", "See Other\n".into());
+        http::set(resp.headers(), "location", &location)?;
+        http::set(resp.headers(), "cache-control", "no-store")?;
+        http::set(resp.headers(), "referrer-policy", "no-referrer")?;
+        http::append(resp.headers(), "set-cookie", &cookie)?;
+        Ok(resp)
+    }
+
+    /// A live bypass cookie for `queue` in `cookies`: the link's id after
+    /// counting this use, or None (no cookie, another queue's, or a link
+    /// no longer live: the request then goes through the gate as any).
+    async fn bypass_in(
+        &self,
+        redis: &RestClient,
+        keys: &QueueKeys,
+        cookies: &str,
+    ) -> Result<Option<String>, EdgeError> {
+        let Some(value) = cookie(cookies, queuegate_edge::cookie::BYPASS_COOKIE) else {
+            return Ok(None);
+        };
+        let Some(parts) = value
+            .split_once('.')
+            .filter(|(q, _)| *q == keys.queue().as_str())
+            .and_then(|(_, key)| queuegate_shared::bypass::parts(key))
+        else {
+            return Ok(None);
+        };
+        let reply = redis
+            .run(&Bypass {
+                keys,
+                call: BypassCall::Use(&parts),
+            })
+            .await?;
+        Ok(matches!(reply, BypassReply::Live { .. }).then_some(parts.id))
+    }
+
     async fn gate(&'static self, req: Request, ctx: &Context) -> Result<Response, EdgeError> {
         // The route's own queue, never `?queue=`: a visitor must not pick
         // the emptiest line to pass through, or use another line's token.
@@ -552,6 +623,17 @@ impl App {
             .flatten()
             .or_else(|| cookie(&cookies, TOKEN_COOKIE).map(str::to_string));
         let redis = self.redis()?.clone();
+        // Staff with a live bypass link pass without a token or a slot; the
+        // origin still gets the signed identity (`bypass-<id>`).
+        if let Some(id) = self.bypass_in(&redis, &keys, &cookies).await? {
+            let user = UserId::new(&format!("bypass-{id}"))
+                .map_err(|e| EdgeError::Internal(format!("bypass user: {e}")))?;
+            return self
+                .send(req, Some((&queue, &user)))
+                .await
+                .reply
+                .map(Response::from);
+        }
         let (visitor, token) = match presented {
             Some(presented) => {
                 let visitor = self.identify(&req, false).await?;

@@ -54,6 +54,9 @@ pub enum EdgeError {
     /// Wrong, unknown or lapsed token.
     #[error("token invalid")]
     TokenInvalid,
+    /// A bypass link that is unknown, revoked or expired.
+    #[error("bypass invalid: {0}")]
+    BypassInvalid(String),
     /// The token was already used.
     #[error("token used")]
     TokenUsed,
@@ -148,7 +151,9 @@ impl EdgeError {
         match self {
             EdgeError::InvalidQueue(_) | EdgeError::BadRequest(_) => 400,
             EdgeError::IdentityRequired | EdgeError::IdentityInvalid(_) => 401,
-            EdgeError::QueueRequired { .. } | EdgeError::TokenInvalid => 403,
+            EdgeError::QueueRequired { .. }
+            | EdgeError::TokenInvalid
+            | EdgeError::BypassInvalid(_) => 403,
             EdgeError::ChallengeRequired
             | EdgeError::ChallengeInvalid(_)
             | EdgeError::ChallengeStale
@@ -185,6 +190,7 @@ impl EdgeError {
             EdgeError::QueueClosed => "queue_closed",
             EdgeError::QueueRequired { .. } => "queue_required",
             EdgeError::TokenInvalid => "token_invalid",
+            EdgeError::BypassInvalid(_) => "bypass_invalid",
             EdgeError::TokenUsed => "token_used",
             EdgeError::ChallengeRequired => "challenge_required",
             EdgeError::ChallengeInvalid(AltchaError::Expired) => "challenge_expired",
@@ -230,6 +236,9 @@ impl EdgeError {
                 "You hold an entry token: send it (X-Entry-Token), or see your place at {page}"
             ),
             EdgeError::TokenInvalid => "The entry token is not valid.".into(),
+            EdgeError::BypassInvalid(_) => {
+                "This bypass link is not valid: it was revoked, has expired or is mistyped.".into()
+            }
             EdgeError::TokenUsed => "The entry token has already been used.".into(),
             EdgeError::ChallengeRequired => {
                 "A new place needs a solved challenge: GET /queue/challenge, then send the solution in X-Altcha.".into()

@@ -19,6 +19,8 @@ pub enum Handler {
     Page,
     /// A proof-of-work challenge for a new place.
     Challenge,
+    /// Opens a staff bypass link: sets its cookie.
+    Bypass,
 }
 
 /// One route the worker answers itself.
@@ -58,6 +60,11 @@ pub const ROUTES: &[Route] = &[
         path: "/queue/challenge",
         methods: &[Method::Get],
         handler: Handler::Challenge,
+    },
+    Route {
+        path: "/queue/bypass",
+        methods: &[Method::Get],
+        handler: Handler::Bypass,
     },
 ];
 

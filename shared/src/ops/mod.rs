@@ -2,6 +2,7 @@
 //! each reply is decoded from a client-neutral [`Value`](crate::value::Value).
 
 mod admit;
+mod bypass;
 mod challenge;
 mod configure;
 mod consume;
@@ -17,6 +18,7 @@ mod status;
 mod unconsume;
 
 pub use admit::{Admit, AdmitCounts, AdmitReply, Refused};
+pub use bypass::{Bypass, BypassCall, BypassReply};
 pub use challenge::{ChallengeTerms, Terms};
 pub use configure::{Configure, SetNotice, SetState, StateSwitch};
 pub use consume::{Consume, ConsumeReply};

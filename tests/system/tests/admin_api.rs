@@ -434,6 +434,14 @@ async fn reset_empties_a_closed_queue_and_keeps_its_settings() {
     .await;
     assert_eq!(q.zcard(&q.keys.waiting()).await, 2);
     assert!(q.stat("entered").await >= 5);
+    let (status, staff) = api
+        .ops(
+            Method::POST,
+            "/admin/v1/queues/main/bypasses",
+            Some(r#"{"name":"rehearsal staff"}"#),
+        )
+        .await;
+    assert_eq!(status, StatusCode::CREATED, "{staff}");
 
     // Not while it could take visitors; not while tokens are in flight.
     let (status, body) = api
@@ -495,7 +503,8 @@ async fn reset_empties_a_closed_queue_and_keeps_its_settings() {
     assert_eq!(q.zcard(&q.keys.active()).await, 0);
     assert_eq!(q.stat("entered").await, 0, "the statistics start again");
     assert!(q.token_of(&user(0)).await.is_none(), "tokens are gone");
-    // What an operator set stays: settings, state, notice; the lease too.
+    // What an operator set stays: settings, state, notice, bypass links;
+    // the lease too.
     assert_eq!(q.config_field(cf::STATE).await, "closed");
     assert_eq!(q.config_field(cf::NOTICE).await, "Rehearsal");
     assert!(!q.config_field(cf::MAX_ACTIVE).await.is_empty());
@@ -506,6 +515,10 @@ async fn reset_empties_a_closed_queue_and_keeps_its_settings() {
         .await
         .unwrap();
     assert!(lease.is_some(), "the scheduler keeps its lease");
+    let (_, links) = api
+        .ops(Method::GET, "/admin/v1/queues/main/bypasses", None)
+        .await;
+    assert_eq!(links["bypasses"][0]["id"], staff["id"], "bypass links stay");
     // Only this queue was touched.
     let other: u64 = redis::cmd("EXISTS")
         .arg("qg:{other}:config")

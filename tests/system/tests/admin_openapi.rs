@@ -116,6 +116,8 @@ async fn every_documented_admin_status_matches_the_document() {
     const SCHEDULE: &str = "/admin/v1/queues/{queue}/schedule";
     const NOTICE: &str = "/admin/v1/queues/{queue}/notice";
     const RESET: &str = "/admin/v1/queues/{queue}/reset";
+    const BYPASSES: &str = "/admin/v1/queues/{queue}/bypasses";
+    const BYPASS: &str = "/admin/v1/queues/{queue}/bypasses/{id}";
     let big = format!(r#"{{"text":"{}"}}"#, "x".repeat(5_000));
 
     ck.check("GET", LIST, LIST, None, false, 200).await;
@@ -232,6 +234,52 @@ async fn every_documented_admin_status_matches_the_document() {
     ck.check("POST", RESET, &main("reset?force=true"), None, false, 200)
         .await;
 
+    // Bypass links.
+    let qa = r#"{"name":"qa alice","ttl_minutes":30}"#;
+    let created = ck
+        .check("POST", BYPASSES, &main("bypasses"), Some(qa), false, 201)
+        .await;
+    let id = created["id"].as_str().expect("an id").to_string();
+    ck.check("GET", BYPASSES, &main("bypasses"), None, false, 200)
+        .await;
+    for bad in [r#"{"name":"a|b"}"#, r#"{"name":"x","ttl_minutes":0}"#, "{}"] {
+        ck.check("POST", BYPASSES, &main("bypasses"), Some(bad), false, 400)
+            .await;
+    }
+    ck.check("POST", BYPASSES, &main("bypasses"), Some(&big), false, 413)
+        .await;
+    ck.check(
+        "DELETE",
+        BYPASS,
+        &main(&format!("bypasses/{id}")),
+        None,
+        false,
+        200,
+    )
+    .await;
+    ck.check("DELETE", BYPASS, &main("bypasses/nope"), None, false, 400)
+        .await;
+    ck.check(
+        "DELETE",
+        BYPASS,
+        &main("bypasses/0123456789ab"),
+        None,
+        false,
+        404,
+    )
+    .await;
+    for _ in 0..queuegate_shared::bypass::MAX_LIVE {
+        ck.http
+            .post(format!("{}{}", ck.base, main("bypasses")))
+            .bearer_auth(TOKEN)
+            .body(qa)
+            .send()
+            .await
+            .expect("create");
+    }
+    ck.check("POST", BYPASSES, &main("bypasses"), Some(qa), false, 409)
+        .await;
+
     // 401 and 404 and 405 on every operation.
     let ops: Vec<(String, String)> = ck
         .spec
@@ -244,17 +292,20 @@ async fn every_documented_admin_status_matches_the_document() {
     for (template, method) in &ops {
         let concrete = template
             .replace("{queue}", "main")
-            .replace("{switch}", "pause");
+            .replace("{switch}", "pause")
+            .replace("{id}", "0123456789ab");
         let body = match template.as_str() {
             SCHEDULE => Some(at),
             NOTICE => Some(r#"{"text":"x"}"#),
+            BYPASSES => Some(r#"{"name":"x"}"#),
             _ => None,
         };
         ck.check(method, template, &concrete, body, true, 401).await;
         if template != LIST {
             let unknown = template
                 .replace("{queue}", "nope")
-                .replace("{switch}", "pause");
+                .replace("{switch}", "pause")
+                .replace("{id}", "0123456789ab");
             ck.check(method, template, &unknown, body, false, 404).await;
         }
         ck.check_as("PATCH", method, template, &concrete, None, false, 405)
@@ -266,10 +317,12 @@ async fn every_documented_admin_status_matches_the_document() {
     for (template, method) in &ops {
         let concrete = template
             .replace("{queue}", "main")
-            .replace("{switch}", "pause");
+            .replace("{switch}", "pause")
+            .replace("{id}", "0123456789ab");
         let body = match template.as_str() {
             SCHEDULE => Some(at),
             NOTICE => Some(r#"{"text":"x"}"#),
+            BYPASSES => Some(r#"{"name":"x"}"#),
             _ => None,
         };
         ck.check(method, template, &concrete, body, false, 503)

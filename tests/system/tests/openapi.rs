@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use queuegate_edge::altcha;
 use queuegate_edge::identity;
-use queuegate_shared::ops::{Consume, ConsumeReply, SetState};
+use queuegate_shared::ops::{Bypass, BypassCall, BypassReply, Consume, ConsumeReply, SetState};
 use queuegate_shared::token::EntryToken;
 use queuegate_shared::{Prefix, QueueId, QueueKeys, QueueState, Settings, UserId};
 use queuegate_system_tests::edge::{EdgeStack, IDENTITY_SECRET};
@@ -537,6 +537,62 @@ async fn every_documented_status_matches_the_openapi_document() {
     assert_eq!(closed.json()["error"], "queue_closed");
 
     // The origin is too slow: 504.
+    // A staff bypass link: opened, it sets its cookie and leads on; the
+    // gate then passes that browser without a token.
+    let key = queuegate_shared::bypass::mint([9; 32]);
+    let parts = queuegate_shared::bypass::parts(&key).expect("a key");
+    let created = stack
+        .queue
+        .run(&Bypass {
+            keys: &stack.queue.keys,
+            call: BypassCall::Create {
+                key: &parts,
+                ttl_ms: 600_000,
+                name: "qa",
+            },
+        })
+        .await
+        .expect("create a bypass");
+    assert!(
+        matches!(created, BypassReply::Created { .. }),
+        "{created:?}"
+    );
+    let opened = ck
+        .expect(
+            call(
+                "GET",
+                &format!("/queue/bypass?queue=main&key={key}&return=/tickets/7"),
+            ),
+            303,
+        )
+        .await;
+    assert_eq!(opened.header_values("location"), ["/tickets/7"]);
+    let bypass_cookie = format!("qg_bypass=main.{key}");
+    let passed = ck
+        .expect(
+            call("POST", "/orders").cookie(&bypass_cookie).body(ORDER),
+            200,
+        )
+        .await;
+    assert_eq!(passed.status, 200);
+    let unknown = queuegate_shared::bypass::mint([8; 32]);
+    let refused = ck
+        .expect(
+            call("GET", &format!("/queue/bypass?queue=main&key={unknown}")),
+            403,
+        )
+        .await;
+    assert_eq!(refused.json()["error"], "bypass_invalid");
+    ck.expect(call("GET", "/queue/bypass?queue=main&key=qgb_nothex"), 400)
+        .await;
+    ck.expect(
+        call("GET", &format!("/queue/bypass?queue=nope&key={key}")),
+        404,
+    )
+    .await;
+    ck.expect_component(call("POST", "/queue/bypass"), 405, "MethodNotAllowed")
+        .await;
+
     let slow_visitor = visitor(6);
     let slow_token = enter_admitted(&mut ck, &stack, &slow_visitor).await;
     stack.origin.set_delay(Duration::from_secs(3));
@@ -574,6 +630,13 @@ async fn every_documented_status_matches_the_openapi_document() {
     guarded_routes(&mut ck).await;
 
     stack.redis.stop();
+    let down = ck
+        .expect(
+            call("GET", &format!("/queue/bypass?queue=main&key={key}")),
+            503,
+        )
+        .await;
+    assert_eq!(down.json()["error"], "unavailable");
     let down = ck.expect(call("GET", "/queue/health"), 503).await;
     assert_eq!(down.json()["redis"], "unreachable");
     ck.expect(call("HEAD", "/queue/health"), 503).await;
