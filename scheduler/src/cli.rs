@@ -469,10 +469,18 @@ fn render(s: &QueueStatus) -> String {
         stat(sf::REFUSED_REUSED),
         stat(sf::REFUSED_STALE),
         stat(sf::REFUSED_TURNSTILE),
-    ) + &s
+    ) + &bypassed(s) + &s
         .notice
         .as_ref()
         .map_or(String::new(), |n| format!("  notice      {n:?}\n"))
+}
+
+/// `  bypassed    N requests` when bypass links passed any.
+fn bypassed(s: &QueueStatus) -> String {
+    match s.stats.get(sf::BYPASSED).copied().unwrap_or(0) {
+        0 => String::new(),
+        n => format!("  bypassed    {n} requests (bypass links)\n"),
+    }
 }
 
 #[cfg(test)]

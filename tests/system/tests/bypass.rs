@@ -136,6 +136,8 @@ async fn a_bypass_link_passes_the_gate_until_it_is_revoked_or_expires() {
         .is_none_or(|c| !c.contains("qg_bypass")));
     assert_eq!(stack.queue.zcard(&stack.queue.keys.active()).await, 0);
     assert_eq!(stack.queue.stat(sf::BYPASSED).await, 2);
+    let (_, status, _) = cli(&["status", "main"]);
+    assert!(status.contains("bypassed    2 requests"), "{status}");
     let (code, out, _) = cli(&["bypass", "list", "main", "--json"]);
     assert_eq!(code, Some(0));
     let listed: serde_json::Value = serde_json::from_str(&out).expect("JSON list");
