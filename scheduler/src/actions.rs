@@ -329,6 +329,154 @@ pub async fn bypass_revoke(
     }
 }
 
+/// One visitor as Redis knows them (`visitor` / `GET …/visitors/{id}`).
+/// Never the entry token itself: it is a bearer secret.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct VisitorView {
+    /// The queue.
+    pub queue: String,
+    /// The visitor (user) id.
+    pub user: String,
+    /// `waiting`, `pre_queued`, `drawing`, `admitted`, `in_flight`,
+    /// `ordered`, `expired`, `abandoned`, or `unknown` (never entered here,
+    /// or every record of them has expired).
+    pub state: &'static str,
+    /// In line: 1 is next.
+    pub position: Option<u64>,
+    /// In line: the ticket (arrival order).
+    pub ticket: Option<u64>,
+    /// Holding an order slot: until when (RFC 3339).
+    pub slot_until: Option<String>,
+    /// The entry token's window and retries, while one is held.
+    pub token: Option<TokenView>,
+    /// The last change the status record holds (`ISSUED`, `IN_FLIGHT`,
+    /// `ORDERED`, `EXPIRED`, `ABANDONED`) and when (RFC 3339).
+    pub last_change: Option<LastChange>,
+    /// How long Redis keeps that record (ms), if set.
+    pub record_ttl_ms: Option<u64>,
+}
+
+/// The last change of a visitor's status record.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct LastChange {
+    /// `ISSUED`, `IN_FLIGHT`, `ORDERED`, `EXPIRED` or `ABANDONED`.
+    pub status: String,
+    /// When (RFC 3339).
+    pub at: String,
+}
+
+/// An entry token's times, without the token.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct TokenView {
+    /// Usable from (RFC 3339).
+    pub activates_at: String,
+    /// Usable until (RFC 3339).
+    pub expires_at: String,
+    /// Times it came back after a failed order.
+    pub restores: u64,
+}
+
+/// Looks `user` up in `queue`: where they stand, their token's window (not
+/// the token), the last change of their status. Read-only: one pipeline of
+/// plain reads, nothing marked seen.
+pub async fn visitor(
+    config: &Config,
+    conn: &mut RedisConn,
+    queue: Option<&str>,
+    user: &str,
+) -> Result<VisitorView, ActionError> {
+    use queuegate_shared::fields::{status as st, SEPARATOR};
+    let q = pick(config, queue)?;
+    let uid = queuegate_shared::UserId::new(user)
+        .map_err(|e| ActionError::BadInput(format!("{user:?} is not a visitor id: {e}")))?;
+    let keys = QueueKeys::new(&config.prefix, &q.id);
+    type Reads = (
+        Option<u64>,
+        Option<f64>,
+        Option<f64>,
+        Option<f64>,
+        Option<f64>,
+        Option<String>,
+        i64,
+        Option<String>,
+    );
+    let (rank, ticket, pre, draw, slot, status, ttl, token): Reads = redis::pipe()
+        .cmd("ZRANK")
+        .arg(keys.waiting())
+        .arg(uid.as_str())
+        .cmd("ZSCORE")
+        .arg(keys.waiting())
+        .arg(uid.as_str())
+        .cmd("ZSCORE")
+        .arg(keys.pre())
+        .arg(uid.as_str())
+        .cmd("ZSCORE")
+        .arg(keys.draw())
+        .arg(uid.as_str())
+        .cmd("ZSCORE")
+        .arg(keys.active())
+        .arg(uid.as_str())
+        .cmd("GET")
+        .arg(keys.status(&uid))
+        .cmd("PTTL")
+        .arg(keys.status(&uid))
+        .cmd("GET")
+        .arg(keys.token(&uid))
+        .query_async(conn)
+        .await
+        .map_err(|e| ActionError::Redis(EngineError::Redis(e)))?;
+    let time = |ms: f64| config::format_time(ms as u64);
+    let status_parts: Vec<String> = status
+        .as_deref()
+        .map(|s| s.split(SEPARATOR).map(str::to_string).collect())
+        .unwrap_or_default();
+    let kind = status_parts.first().map(String::as_str);
+    let state = if rank.is_some() {
+        "waiting"
+    } else if pre.is_some() {
+        "pre_queued"
+    } else if draw.is_some() {
+        "drawing"
+    } else {
+        match kind {
+            Some(k) if k == st::ISSUED => "admitted",
+            Some(k) if k == st::IN_FLIGHT => "in_flight",
+            Some(k) if k == st::ORDERED => "ordered",
+            Some(k) if k == st::EXPIRED => "expired",
+            Some(k) if k == st::ABANDONED => "abandoned",
+            _ => "unknown",
+        }
+    };
+    // `token|activateAt|expiresAt|restores`: everything but the token.
+    let token = token.and_then(|t| {
+        let f: Vec<&str> = t.split(SEPARATOR).collect();
+        let num = |i: usize| f.get(i).and_then(|v| v.parse::<u64>().ok());
+        Some(TokenView {
+            activates_at: config::format_time(num(1)?),
+            expires_at: config::format_time(num(2)?),
+            restores: num(3).unwrap_or(0),
+        })
+    });
+    let last_change = match status_parts.as_slice() {
+        [kind, at, ..] => at.parse::<u64>().ok().map(|at| LastChange {
+            status: kind.clone(),
+            at: config::format_time(at),
+        }),
+        _ => None,
+    };
+    Ok(VisitorView {
+        queue: q.id.to_string(),
+        user: uid.as_str().to_string(),
+        state,
+        position: rank.map(|r| r + 1),
+        ticket: ticket.map(|t| t as u64),
+        slot_until: slot.map(time),
+        token,
+        last_change,
+        record_ttl_ms: u64::try_from(ttl).ok(),
+    })
+}
+
 /// The named queue, or the only one.
 pub fn pick<'a>(config: &'a Config, queue: Option<&str>) -> Result<&'a QueueConfig, ActionError> {
     let ids = || {

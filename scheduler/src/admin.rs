@@ -54,6 +54,7 @@ pub fn router(
         .route("/admin/v1/queues/{queue}", get(one_status))
         .route("/admin/v1/queues/{queue}/{switch}", post(switch))
         .route("/admin/v1/queues/{queue}/reset", post(reset))
+        .route("/admin/v1/queues/{queue}/visitors/{user}", get(visitor))
         .route(
             "/admin/v1/queues/{queue}/bypasses",
             get(list_bypasses).post(create_bypass),
@@ -329,6 +330,16 @@ async fn create_bypass(
         Ok(v) => (StatusCode::CREATED, Json(v)).into_response(),
         Err(e) => e.into_response(),
     }
+}
+
+async fn visitor(
+    State(s): State<Admin>,
+    Extension(who): Extension<Who>,
+    Path((queue, user)): Path<(String, String)>,
+) -> Response {
+    let mut conn = s.conn.clone();
+    let done = actions::visitor(&s.config, &mut conn, Some(&queue), &user).await;
+    answer(&s, &who, "visitor", &queue, done)
 }
 
 async fn list_bypasses(

@@ -117,6 +117,18 @@ pub enum Command {
         #[command(subcommand)]
         action: BypassCommand,
     },
+    /// Look a visitor up: where they stand, their token's window (never
+    /// the token), their status record's last change.
+    Visitor {
+        /// The queue (may be left out when only one is configured).
+        queue: Option<String>,
+        /// The visitor's id (the origin gets it as X-Queuegate-User).
+        #[arg(long)]
+        id: String,
+        /// Print JSON instead of text.
+        #[arg(long)]
+        json: bool,
+    },
     /// Validate the config and print each queue's effective settings.
     Check,
     /// Make a token for the admin API: prints the token once and the
@@ -247,6 +259,19 @@ pub async fn execute(
         }
         Command::Reset { queue, force } => (queue, Action::Reset(force)),
         Command::Bypass { action } => return bypass(&config, action).await,
+        Command::Visitor { queue, id, json } => {
+            let queue = actions::pick(&config, queue.as_deref())?.id.to_string();
+            let mut conn = connect::open(&config.redis, Patience::Once).await?;
+            let done = actions::visitor(&config, &mut conn, Some(&queue), &id).await;
+            audit::record(None, &audit::cli_user(), "visitor", &queue, &done);
+            let v = done?;
+            if json {
+                println!("{}", serde_json::to_string_pretty(&v).unwrap_or_default());
+            } else {
+                print!("{}", render_visitor(&v));
+            }
+            return Ok(());
+        }
         Command::Pause { queue } => (queue, Action::Switch(Switch::Pause)),
         Command::Resume { queue } => (queue, Action::Switch(Switch::Resume)),
         Command::Close { queue } => (queue, Action::Switch(Switch::Close)),
@@ -473,6 +498,29 @@ fn render(s: &QueueStatus) -> String {
         .notice
         .as_ref()
         .map_or(String::new(), |n| format!("  notice      {n:?}\n"))
+}
+
+fn render_visitor(v: &actions::VisitorView) -> String {
+    let mut out = format!(
+        "visitor {} in queue {}\n  state       {}\n",
+        v.user, v.queue, v.state
+    );
+    if let (Some(p), Some(t)) = (v.position, v.ticket) {
+        out.push_str(&format!("  position    {p} (ticket {t})\n"));
+    }
+    if let Some(until) = &v.slot_until {
+        out.push_str(&format!("  slot        held until {until}\n"));
+    }
+    if let Some(t) = &v.token {
+        out.push_str(&format!(
+            "  token       usable {} to {} (restored {}×)\n",
+            t.activates_at, t.expires_at, t.restores
+        ));
+    }
+    if let Some(c) = &v.last_change {
+        out.push_str(&format!("  last change {} at {}\n", c.status, c.at));
+    }
+    out
 }
 
 /// `  bypassed    N requests` when bypass links passed any.

@@ -560,3 +560,87 @@ async fn reset_empties_a_closed_queue_and_keeps_its_settings() {
     assert!(text.starts_with("queue main: reset, "), "{text}");
     assert_eq!(q.zcard(&q.keys.waiting()).await, 0);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_visitor_is_looked_up_without_a_trace_and_without_their_token() {
+    use queuegate_system_tests::user;
+    let redis = RedisServer::start();
+    let (s, api, q) = start(&redis).await;
+    // One admitted by the running scheduler, then a pause and two in line.
+    q.enter(&user(0)).await;
+    let mut admitted = false;
+    for _ in 0..200 {
+        if q.zcard(&q.keys.active()).await == 1 {
+            admitted = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert!(admitted);
+    api.ops(Method::POST, "/admin/v1/queues/main/pause", None)
+        .await;
+    q.enter(&user(1)).await;
+    q.enter(&user(2)).await;
+
+    // The visitors' own keys (the scheduler's ticks rewrite config and stats).
+    let visitors_keys = |all: std::collections::BTreeMap<String, Vec<u8>>| {
+        all.into_iter()
+            .filter(|(k, _)| {
+                ["waiting", "active", "status:", "token:", "seen:"]
+                    .iter()
+                    .any(|n| k.contains(n))
+            })
+            .collect::<Vec<_>>()
+    };
+    let before = visitors_keys(q.snapshot().await);
+    assert!(before.len() >= 4, "{before:?}");
+    let (status, v) = api
+        .ops(Method::GET, "/admin/v1/queues/main/visitors/user-2", None)
+        .await;
+    assert_eq!(status, StatusCode::OK, "{v}");
+    assert_eq!(
+        (v["state"].as_str(), v["position"].as_u64()),
+        (Some("waiting"), Some(2))
+    );
+    assert_eq!(
+        visitors_keys(q.snapshot().await),
+        before,
+        "a lookup writes nothing, not even a visit"
+    );
+
+    let (_, v) = api
+        .ops(Method::GET, "/admin/v1/queues/main/visitors/user-0", None)
+        .await;
+    assert_eq!(v["state"], "admitted", "{v}");
+    assert_eq!(v["last_change"]["status"], "ISSUED");
+    assert!(
+        v["slot_until"].is_string() && v["token"]["expires_at"].is_string(),
+        "{v}"
+    );
+    let token = q.token_of(&user(0)).await.expect("a token");
+    assert!(
+        !v.to_string().contains(token.expose()),
+        "the token itself is never shown"
+    );
+
+    let (_, v) = api
+        .ops(Method::GET, "/admin/v1/queues/main/visitors/nobody", None)
+        .await;
+    assert_eq!(v["state"], "unknown");
+    let (status, v) = api
+        .ops(Method::GET, "/admin/v1/queues/main/visitors/a%7Bb", None)
+        .await;
+    assert_eq!(
+        (status, v["error"].as_str()),
+        (StatusCode::BAD_REQUEST, Some("bad_request"))
+    );
+
+    // The CLI, the same lookup.
+    let out = scheduler::command(s.config_path(), &["visitor", "main", "--id", "user-1"]);
+    let text = String::from_utf8_lossy(&out.stdout).to_string();
+    assert_eq!(out.status.code(), Some(0), "{text}");
+    assert!(
+        text.contains("state       waiting") && text.contains("position    1"),
+        "{text}"
+    );
+}

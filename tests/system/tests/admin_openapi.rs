@@ -118,6 +118,7 @@ async fn every_documented_admin_status_matches_the_document() {
     const RESET: &str = "/admin/v1/queues/{queue}/reset";
     const BYPASSES: &str = "/admin/v1/queues/{queue}/bypasses";
     const BYPASS: &str = "/admin/v1/queues/{queue}/bypasses/{id}";
+    const VISITOR: &str = "/admin/v1/queues/{queue}/visitors/{user}";
     let big = format!(r#"{{"text":"{}"}}"#, "x".repeat(5_000));
 
     ck.check("GET", LIST, LIST, None, false, 200).await;
@@ -234,6 +235,12 @@ async fn every_documented_admin_status_matches_the_document() {
     ck.check("POST", RESET, &main("reset?force=true"), None, false, 200)
         .await;
 
+    // A visitor: unknown, then in line.
+    ck.check("GET", VISITOR, &main("visitors/user-1"), None, false, 200)
+        .await;
+    ck.check("GET", VISITOR, &main("visitors/a%20b"), None, false, 400)
+        .await;
+
     // Bypass links.
     let qa = r#"{"name":"qa alice","ttl_minutes":30}"#;
     let created = ck
@@ -293,7 +300,8 @@ async fn every_documented_admin_status_matches_the_document() {
         let concrete = template
             .replace("{queue}", "main")
             .replace("{switch}", "pause")
-            .replace("{id}", "0123456789ab");
+            .replace("{id}", "0123456789ab")
+            .replace("{user}", "user-1");
         let body = match template.as_str() {
             SCHEDULE => Some(at),
             NOTICE => Some(r#"{"text":"x"}"#),
@@ -305,7 +313,8 @@ async fn every_documented_admin_status_matches_the_document() {
             let unknown = template
                 .replace("{queue}", "nope")
                 .replace("{switch}", "pause")
-                .replace("{id}", "0123456789ab");
+                .replace("{id}", "0123456789ab")
+                .replace("{user}", "user-1");
             ck.check(method, template, &unknown, body, false, 404).await;
         }
         ck.check_as("PATCH", method, template, &concrete, None, false, 405)
@@ -318,7 +327,8 @@ async fn every_documented_admin_status_matches_the_document() {
         let concrete = template
             .replace("{queue}", "main")
             .replace("{switch}", "pause")
-            .replace("{id}", "0123456789ab");
+            .replace("{id}", "0123456789ab")
+            .replace("{user}", "user-1");
         let body = match template.as_str() {
             SCHEDULE => Some(at),
             NOTICE => Some(r#"{"text":"x"}"#),
