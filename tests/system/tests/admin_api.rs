@@ -137,6 +137,17 @@ async fn only_a_configured_token_gets_in_and_refusals_are_counted() {
     assert!(!s.log().contains(OPS), "a token is never logged");
 }
 
+/// Waits (up to 10 s) until the running scheduler has admitted `n`.
+async fn slots_held(q: &TestQueue, n: u64) {
+    for _ in 0..200 {
+        if q.zcard(&q.keys.active()).await == n {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    panic!("the scheduler did not admit {n} visitors within 10 s");
+}
+
 async fn scheduler_get(s: &Scheduler, path: &str) -> u16 {
     reqwest::get(format!("http://127.0.0.1:{}{path}", s.port()))
         .await
@@ -412,15 +423,7 @@ async fn reset_empties_a_closed_queue_and_keeps_its_settings() {
     for n in 0..3 {
         q.enter(&user(n)).await;
     }
-    let mut admitted = false;
-    for _ in 0..200 {
-        if q.zcard(&q.keys.active()).await == 3 {
-            admitted = true;
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    assert!(admitted, "the scheduler admits the first three");
+    slots_held(&q, 3).await;
     api.ops(Method::POST, "/admin/v1/queues/main/pause", None)
         .await;
     for n in 3..5 {
@@ -568,15 +571,7 @@ async fn a_visitor_is_looked_up_without_a_trace_and_without_their_token() {
     let (s, api, q) = start(&redis).await;
     // One admitted by the running scheduler, then a pause and two in line.
     q.enter(&user(0)).await;
-    let mut admitted = false;
-    for _ in 0..200 {
-        if q.zcard(&q.keys.active()).await == 1 {
-            admitted = true;
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    assert!(admitted);
+    slots_held(&q, 1).await;
     api.ops(Method::POST, "/admin/v1/queues/main/pause", None)
         .await;
     q.enter(&user(1)).await;

@@ -287,6 +287,22 @@ async fn every_documented_admin_status_matches_the_document() {
     ck.check("POST", BYPASSES, &main("bypasses"), Some(qa), false, 409)
         .await;
 
+    // Every operation as a concrete request on `queue`, with a body the
+    // route takes.
+    let path_of = |template: &str, queue: &str| {
+        template
+            .replace("{queue}", queue)
+            .replace("{switch}", "pause")
+            .replace("{id}", "0123456789ab")
+            .replace("{user}", "user-1")
+    };
+    let body_of = |template: &str| match template {
+        SCHEDULE => Some(at),
+        NOTICE => Some(r#"{"text":"x"}"#),
+        BYPASSES => Some(r#"{"name":"x"}"#),
+        _ => None,
+    };
+
     // 401 and 404 and 405 on every operation.
     let ops: Vec<(String, String)> = ck
         .spec
@@ -297,24 +313,10 @@ async fn every_documented_admin_status_matches_the_document() {
         .into_iter()
         .collect();
     for (template, method) in &ops {
-        let concrete = template
-            .replace("{queue}", "main")
-            .replace("{switch}", "pause")
-            .replace("{id}", "0123456789ab")
-            .replace("{user}", "user-1");
-        let body = match template.as_str() {
-            SCHEDULE => Some(at),
-            NOTICE => Some(r#"{"text":"x"}"#),
-            BYPASSES => Some(r#"{"name":"x"}"#),
-            _ => None,
-        };
+        let (concrete, body) = (path_of(template, "main"), body_of(template));
         ck.check(method, template, &concrete, body, true, 401).await;
         if template != LIST {
-            let unknown = template
-                .replace("{queue}", "nope")
-                .replace("{switch}", "pause")
-                .replace("{id}", "0123456789ab")
-                .replace("{user}", "user-1");
+            let unknown = path_of(template, "nope");
             ck.check(method, template, &unknown, body, false, 404).await;
         }
         ck.check_as("PATCH", method, template, &concrete, None, false, 405)
@@ -324,17 +326,7 @@ async fn every_documented_admin_status_matches_the_document() {
     // Redis gone: 503, nothing changed (there is nothing to change).
     redis.stop();
     for (template, method) in &ops {
-        let concrete = template
-            .replace("{queue}", "main")
-            .replace("{switch}", "pause")
-            .replace("{id}", "0123456789ab")
-            .replace("{user}", "user-1");
-        let body = match template.as_str() {
-            SCHEDULE => Some(at),
-            NOTICE => Some(r#"{"text":"x"}"#),
-            BYPASSES => Some(r#"{"name":"x"}"#),
-            _ => None,
-        };
+        let (concrete, body) = (path_of(template, "main"), body_of(template));
         ck.check(method, template, &concrete, body, false, 503)
             .await;
     }
