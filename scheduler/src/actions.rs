@@ -11,7 +11,8 @@ use queuegate_shared::bypass::{self, Link};
 use queuegate_shared::fields::config as cf;
 pub use queuegate_shared::ops::Change;
 use queuegate_shared::ops::{
-    Bypass, BypassCall, BypassReply, Schedule, SetNotice, SetState, StateSwitch, Status,
+    Bypass, BypassCall, BypassReply, Revoke, RevokeCall, RevokeReply, Schedule, SetNotice,
+    SetState, StateSwitch, Status, MAX_REVOKE_MS,
 };
 use queuegate_shared::{QueueKeys, QueueState};
 use serde::Serialize;
@@ -329,6 +330,103 @@ pub async fn bypass_revoke(
     }
 }
 
+/// A revocation done (`visitor --revoke` / `POST …/visitors/{id}/revoke`).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct VisitorRevoked {
+    /// The queue.
+    pub queue: String,
+    /// The visitor.
+    pub user: String,
+    /// What the visitor had: `waiting`, `pre_queued`, `drawing`,
+    /// `admitted`, `in_flight`, `revoked` (revoked again: the time starts
+    /// over), `ordered`, `expired`, `abandoned` or `not_in_queue`.
+    pub was: String,
+    /// How long the visitor is kept out (ms).
+    pub for_ms: u64,
+}
+
+/// A visitor's id, checked.
+fn visitor_id(user: &str) -> Result<queuegate_shared::UserId, ActionError> {
+    queuegate_shared::UserId::new(user)
+        .map_err(|e| ActionError::BadInput(format!("{user:?} is not a visitor id: {e}")))
+}
+
+/// Revokes a visitor: a place in line is removed, a token deleted and its
+/// slot freed, a pre-queued place is never drawn; the visitor is kept out
+/// for `minutes` (1 to 10080; default: the queue's `status_ttl_ms`, as
+/// long as a visit's records live). An order already at the origin is not
+/// recalled.
+pub async fn visitor_revoke(
+    config: &Config,
+    conn: &mut RedisConn,
+    queue: Option<&str>,
+    user: &str,
+    minutes: Option<u64>,
+) -> Result<VisitorRevoked, ActionError> {
+    let q = pick(config, queue)?;
+    let uid = visitor_id(user)?;
+    let for_ms = match minutes {
+        None => q.settings.status_ttl_ms.min(MAX_REVOKE_MS),
+        Some(m) if (1..=MAX_REVOKE_MS / 60_000).contains(&m) => m * 60_000,
+        Some(m) => {
+            return Err(ActionError::BadInput(format!(
+                "a revocation lasts 1 to {} minutes (7 days), not {m}",
+                MAX_REVOKE_MS / 60_000
+            )))
+        }
+    };
+    let keys = QueueKeys::new(&config.prefix, &q.id);
+    let reply = engine::run(
+        conn,
+        &Revoke {
+            keys: &keys,
+            user: &uid,
+            call: RevokeCall::Revoke { for_ms },
+        },
+    )
+    .await?;
+    match reply {
+        RevokeReply::Revoked { was } => Ok(VisitorRevoked {
+            queue: q.id.to_string(),
+            user: uid.as_str().to_string(),
+            was,
+            for_ms,
+        }),
+        other => Err(ActionError::Conflict(format!(
+            "the revoke script answered {other:?}"
+        ))),
+    }
+}
+
+/// Lifts a revocation: the visitor may enter again (anew: a place it had
+/// is not given back).
+pub async fn visitor_lift(
+    config: &Config,
+    conn: &mut RedisConn,
+    queue: Option<&str>,
+    user: &str,
+) -> Result<(), ActionError> {
+    let q = pick(config, queue)?;
+    let uid = visitor_id(user)?;
+    let keys = QueueKeys::new(&config.prefix, &q.id);
+    match engine::run(
+        conn,
+        &Revoke {
+            keys: &keys,
+            user: &uid,
+            call: RevokeCall::Lift,
+        },
+    )
+    .await?
+    {
+        RevokeReply::Lifted => Ok(()),
+        _ => Err(ActionError::Conflict(format!(
+            "visitor {user} of queue {} is not revoked",
+            q.id
+        ))),
+    }
+}
+
 /// One visitor as Redis knows them (`visitor` / `GET …/visitors/{id}`).
 /// Never the entry token itself: it is a bearer secret.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -350,8 +448,11 @@ pub struct VisitorView {
     /// The entry token's window and retries, while one is held.
     pub token: Option<TokenView>,
     /// The last change the status record holds (`ISSUED`, `IN_FLIGHT`,
-    /// `ORDERED`, `EXPIRED`, `ABANDONED`) and when (RFC 3339).
+    /// `ORDERED`, `EXPIRED`, `ABANDONED`, `REVOKED`) and when (RFC 3339).
     pub last_change: Option<LastChange>,
+    /// The status changes before it and it, oldest first (the newest 16;
+    /// from admission on: a place in line is not a status change).
+    pub history: Vec<LastChange>,
     /// How long Redis keeps that record (ms), if set.
     pub record_ttl_ms: Option<u64>,
 }
@@ -359,7 +460,8 @@ pub struct VisitorView {
 /// The last change of a visitor's status record.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct LastChange {
-    /// `ISSUED`, `IN_FLIGHT`, `ORDERED`, `EXPIRED` or `ABANDONED`.
+    /// `ISSUED`, `IN_FLIGHT`, `ORDERED`, `EXPIRED`, `ABANDONED` or
+    /// `REVOKED`.
     pub status: String,
     /// When (RFC 3339).
     pub at: String,
@@ -387,8 +489,7 @@ pub async fn visitor(
 ) -> Result<VisitorView, ActionError> {
     use queuegate_shared::fields::{status as st, SEPARATOR};
     let q = pick(config, queue)?;
-    let uid = queuegate_shared::UserId::new(user)
-        .map_err(|e| ActionError::BadInput(format!("{user:?} is not a visitor id: {e}")))?;
+    let uid = visitor_id(user)?;
     let keys = QueueKeys::new(&config.prefix, &q.id);
     type Reads = (
         Option<u64>,
@@ -399,8 +500,9 @@ pub async fn visitor(
         Option<String>,
         i64,
         Option<String>,
+        Vec<String>,
     );
-    let (rank, ticket, pre, draw, slot, status, ttl, token): Reads = redis::pipe()
+    let (rank, ticket, pre, draw, slot, status, ttl, token, history): Reads = redis::pipe()
         .cmd("ZRANK")
         .arg(keys.waiting())
         .arg(uid.as_str())
@@ -422,6 +524,10 @@ pub async fn visitor(
         .arg(keys.status(&uid))
         .cmd("GET")
         .arg(keys.token(&uid))
+        .cmd("LRANGE")
+        .arg(keys.history(&uid))
+        .arg(0)
+        .arg(-1)
         .query_async(conn)
         .await
         .map_err(|e| ActionError::Redis(EngineError::Redis(e)))?;
@@ -444,6 +550,7 @@ pub async fn visitor(
             Some(k) if k == st::ORDERED => "ordered",
             Some(k) if k == st::EXPIRED => "expired",
             Some(k) if k == st::ABANDONED => "abandoned",
+            Some(k) if k == st::REVOKED => "revoked",
             _ => "unknown",
         }
     };
@@ -457,13 +564,21 @@ pub async fn visitor(
             restores: num(3).unwrap_or(0),
         })
     });
-    let last_change = match status_parts.as_slice() {
-        [kind, at, ..] => at.parse::<u64>().ok().map(|at| LastChange {
-            status: kind.clone(),
+    let change = |kind: &str, at: &str| {
+        at.parse::<u64>().ok().map(|at| LastChange {
+            status: kind.to_string(),
             at: config::format_time(at),
-        }),
+        })
+    };
+    let last_change = match status_parts.as_slice() {
+        [kind, at, ..] => change(kind, at),
         _ => None,
     };
+    let history = history
+        .iter()
+        .filter_map(|entry| entry.split_once(SEPARATOR))
+        .filter_map(|(kind, at)| change(kind, at))
+        .collect();
     Ok(VisitorView {
         queue: q.id.to_string(),
         user: uid.as_str().to_string(),
@@ -473,6 +588,7 @@ pub async fn visitor(
         slot_until: slot.map(time),
         token,
         last_change,
+        history,
         record_ttl_ms: u64::try_from(ttl).ok(),
     })
 }

@@ -56,6 +56,10 @@ pub fn router(
         .route("/admin/v1/queues/{queue}/reset", post(reset))
         .route("/admin/v1/queues/{queue}/visitors/{user}", get(visitor))
         .route(
+            "/admin/v1/queues/{queue}/visitors/{user}/revocation",
+            put(revoke_visitor).delete(lift_visitor),
+        )
+        .route(
             "/admin/v1/queues/{queue}/bypasses",
             get(list_bypasses).post(create_bypass),
         )
@@ -196,13 +200,19 @@ fn body<T: DeserializeOwned>(bytes: Result<Bytes, BytesRejection>) -> Result<T, 
             format!("The body is over {MAX_BODY} bytes or unreadable: {e}"),
         )
     })?;
-    serde_json::from_slice(&bytes).map_err(|e| {
+    let bad = |e: String| {
         BodyError(
             StatusCode::BAD_REQUEST,
             "bad_request",
             format!("The body is not the JSON this route takes: {e}"),
         )
-    })
+    };
+    // An object, not an array serde would read into the struct by position.
+    match serde_json::from_slice::<serde_json::Value>(&bytes) {
+        Ok(v @ serde_json::Value::Object(_)) => T::deserialize(v).map_err(|e| bad(e.to_string())),
+        Ok(_) => Err(bad("a JSON object is expected".into())),
+        Err(e) => Err(bad(e.to_string())),
+    }
 }
 
 async fn all_status(State(s): State<Admin>, Extension(who): Extension<Who>) -> Response {
@@ -305,7 +315,7 @@ fn whole_number<'de, D: serde::Deserializer<'de>>(d: D) -> Result<u64, D::Error>
                 .filter(|f| f.fract() == 0.0 && (0.0..=u32::MAX as f64).contains(f))
                 .map(|f| f as u64)
         })
-        .ok_or_else(|| serde::de::Error::custom("ttl_minutes must be a whole number of minutes"))
+        .ok_or_else(|| serde::de::Error::custom("must be a whole number of minutes"))
 }
 
 fn default_minutes() -> u64 {
@@ -340,6 +350,48 @@ async fn visitor(
     let mut conn = s.conn.clone();
     let done = actions::visitor(&s.config, &mut conn, Some(&queue), &user).await;
     answer(&s, &who, "visitor", &queue, done)
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RevokeBody {
+    #[serde(default, deserialize_with = "some_whole_number")]
+    minutes: Option<u64>,
+}
+
+fn some_whole_number<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<u64>, D::Error> {
+    whole_number(d).map(Some)
+}
+
+async fn revoke_visitor(
+    State(s): State<Admin>,
+    Extension(who): Extension<Who>,
+    Path((queue, user)): Path<(String, String)>,
+    bytes: Result<Bytes, BytesRejection>,
+) -> Response {
+    // No body, or an empty one: the default time.
+    let b: RevokeBody = match &bytes {
+        Ok(b) if b.iter().all(u8::is_ascii_whitespace) => RevokeBody::default(),
+        _ => match body(bytes) {
+            Ok(b) => b,
+            Err(e) => return e.into_response(),
+        },
+    };
+    let mut conn = s.conn.clone();
+    let done = actions::visitor_revoke(&s.config, &mut conn, Some(&queue), &user, b.minutes).await;
+    answer(&s, &who, "visitor_revoke", &queue, done)
+}
+
+async fn lift_visitor(
+    State(s): State<Admin>,
+    Extension(who): Extension<Who>,
+    Path((queue, user)): Path<(String, String)>,
+) -> Response {
+    let mut conn = s.conn.clone();
+    let done = actions::visitor_lift(&s.config, &mut conn, Some(&queue), &user)
+        .await
+        .map(|()| serde_json::json!({ "queue": queue, "user": user, "lifted": true }));
+    answer(&s, &who, "visitor_lift", &queue, done)
 }
 
 async fn list_bypasses(

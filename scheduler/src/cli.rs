@@ -118,13 +118,26 @@ pub enum Command {
         action: BypassCommand,
     },
     /// Look a visitor up: where they stand, their token's window (never
-    /// the token), their status record's last change.
+    /// the token), their status changes. With --revoke: end their place
+    /// or token and keep them out; with --lift: let them in again.
     Visitor {
         /// The queue (may be left out when only one is configured).
         queue: Option<String>,
         /// The visitor's id (the origin gets it as X-Queuegate-User).
         #[arg(long)]
         id: String,
+        /// Revoke: a place in line is removed, a token deleted and its
+        /// slot freed; the page shows "revoked" and the visitor cannot
+        /// enter again until the revocation ends.
+        #[arg(long, conflicts_with = "lift")]
+        revoke: bool,
+        /// How long --revoke keeps the visitor out, in minutes (1 to
+        /// 10080; default: the queue's status_ttl_ms).
+        #[arg(long, requires = "revoke")]
+        minutes: Option<u64>,
+        /// End a revocation: the visitor may enter again, anew.
+        #[arg(long)]
+        lift: bool,
         /// Print JSON instead of text.
         #[arg(long)]
         json: bool,
@@ -259,9 +272,42 @@ pub async fn execute(
         }
         Command::Reset { queue, force } => (queue, Action::Reset(force)),
         Command::Bypass { action } => return bypass(&config, action).await,
-        Command::Visitor { queue, id, json } => {
+        Command::Visitor {
+            queue,
+            id,
+            revoke,
+            minutes,
+            lift,
+            json,
+        } => {
             let queue = actions::pick(&config, queue.as_deref())?.id.to_string();
             let mut conn = connect::open(&config.redis, Patience::Once).await?;
+            let who = audit::cli_user();
+            if revoke {
+                let done =
+                    actions::visitor_revoke(&config, &mut conn, Some(&queue), &id, minutes).await;
+                audit::record(None, &who, "visitor_revoke", &queue, &done);
+                let r = done?;
+                if json {
+                    println!("{}", serde_json::to_string_pretty(&r).unwrap_or_default());
+                } else {
+                    println!(
+                        "visitor {} of queue {} revoked (was {}); kept out for {}",
+                        r.user,
+                        r.queue,
+                        r.was,
+                        minutes_text(r.for_ms)
+                    );
+                }
+                return Ok(());
+            }
+            if lift {
+                let done = actions::visitor_lift(&config, &mut conn, Some(&queue), &id).await;
+                audit::record(None, &who, "visitor_lift", &queue, &done);
+                done?;
+                println!("visitor {id} of queue {queue}: revocation lifted; they may enter again");
+                return Ok(());
+            }
             let done = actions::visitor(&config, &mut conn, Some(&queue), &id).await;
             audit::record(None, &audit::cli_user(), "visitor", &queue, &done);
             let v = done?;
@@ -520,15 +566,36 @@ fn render_visitor(v: &actions::VisitorView) -> String {
     if let Some(c) = &v.last_change {
         out.push_str(&format!("  last change {} at {}\n", c.status, c.at));
     }
+    for (i, c) in v.history.iter().enumerate() {
+        let label = if i == 0 { "history" } else { "" };
+        out.push_str(&format!("  {label:<11} {} at {}\n", c.status, c.at));
+    }
     out
 }
 
-/// `  bypassed    N requests` when bypass links passed any.
-fn bypassed(s: &QueueStatus) -> String {
-    match s.stats.get(sf::BYPASSED).copied().unwrap_or(0) {
-        0 => String::new(),
-        n => format!("  bypassed    {n} requests (bypass links)\n"),
+/// `90 min`, `1.5 s`: a duration for people.
+fn minutes_text(ms: u64) -> String {
+    if ms.is_multiple_of(60_000) {
+        format!("{} min", ms / 60_000)
+    } else {
+        format!("{:.1} s", ms as f64 / 1000.0)
     }
+}
+
+/// `  bypassed    N requests` when bypass links passed any, and
+/// `  revoked     N visitors` when operators revoked any.
+fn bypassed(s: &QueueStatus) -> String {
+    let mut out = String::new();
+    if let Some(n) = s.stats.get(sf::BYPASSED).copied().filter(|n| *n > 0) {
+        out.push_str(&format!("  bypassed    {n} requests (bypass links)\n"));
+    }
+    if let Some(n) = s.stats.get(sf::REVOKED).copied().filter(|n| *n > 0) {
+        let withdrawn = s.stats.get(sf::WITHDRAWN).copied().unwrap_or(0);
+        out.push_str(&format!(
+            "  revoked     {n} visitors ({withdrawn} places withdrawn)\n"
+        ));
+    }
+    out
 }
 
 #[cfg(test)]

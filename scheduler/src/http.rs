@@ -143,6 +143,8 @@ mod tests {
                 stale: challenge / 100,
                 ..Refused::default()
             },
+            bypassed: budget * 2,
+            revoked: challenge / 10,
             ..AdmitCounts::default()
         };
         let d = Duration::from_millis(1);
@@ -158,6 +160,8 @@ mod tests {
             "queuegate_entries_refused_total{queue=\"main\",reason=\"challenge\"} 12",
             "queuegate_entries_refused_total{queue=\"main\",reason=\"turnstile\"} 0",
             "queuegate_entries_refused_total{queue=\"main\",reason=\"stale\"} 0",
+            "queuegate_bypassed_total{queue=\"main\"} 8",
+            "queuegate_revoked_total{queue=\"main\"} 1",
         ] {
             assert!(body.contains(want), "{want} missing from:\n{body}");
         }

@@ -79,6 +79,8 @@ pub struct Metrics {
     pre_queued: Family<QueueLabel, Gauge>,
     draw_left: Family<QueueLabel, Gauge>,
     drawn: Family<QueueLabel, Counter>,
+    bypassed: Family<QueueLabel, Counter>,
+    revoked: Family<QueueLabel, Counter>,
     admin: Family<AdminLabel, Counter>,
     health: Mutex<BTreeMap<String, QueueHealth>>,
 }
@@ -91,6 +93,8 @@ struct QueueHealth {
     /// The refusal totals Redis reported last while we held the lease: the
     /// counter grows by what was added since (a new holder starts here).
     refused_seen: Option<Refused>,
+    /// The bypassed and revoked totals seen last, likewise.
+    operator_seen: Option<(u64, u64)>,
 }
 
 fn tick_histogram() -> Histogram {
@@ -129,6 +133,8 @@ impl Metrics {
             pre_queued: Family::default(),
             draw_left: Family::default(),
             drawn: Family::default(),
+            bypassed: Family::default(),
+            revoked: Family::default(),
             admin: Family::default(),
             health: Mutex::new(BTreeMap::new()),
             registry: Registry::default(),
@@ -161,6 +167,16 @@ impl Metrics {
             "drawn",
             "Pre-queued visitors the draw placed in line",
             m.drawn.clone(),
+        );
+        registry.register(
+            "bypassed",
+            "Requests bypass links passed without queueing (counted while holding the lease)",
+            m.bypassed.clone(),
+        );
+        registry.register(
+            "revoked",
+            "Visitors operators revoked (counted while holding the lease)",
+            m.revoked.clone(),
         );
         registry.register("admitted", "Users given an entry token", m.admitted.clone());
         registry.register(
@@ -292,6 +308,8 @@ impl Metrics {
         self.settings(queue, settings);
         let _ = self.rate_cuts.get_or_create(&l);
         let _ = self.admitted.get_or_create(&l);
+        let _ = self.bypassed.get_or_create(&l);
+        let _ = self.revoked.get_or_create(&l);
         let _ = self.errors.get_or_create(&l);
         self.lock_health().insert(
             queue.to_string(),
@@ -300,6 +318,7 @@ impl Metrics {
                 stale_after,
                 leader: false,
                 refused_seen: None,
+                operator_seen: None,
             },
         );
     }
@@ -338,6 +357,7 @@ impl Metrics {
         if let Some(h) = self.lock_health().get_mut(queue) {
             h.leader = held;
             h.refused_seen = None;
+            h.operator_seen = None;
         }
     }
 
@@ -359,6 +379,7 @@ impl Metrics {
             .get_or_create(&l)
             .observe(took.as_secs_f64());
         self.count_refusals(queue, c.refused);
+        self.count_operator_totals(queue, c.bypassed, c.revoked);
         if let Some(r) = rate {
             self.rate.get_or_create(&l).set(r);
         }
@@ -448,6 +469,24 @@ impl Metrics {
             if let Some(b) = before {
                 counter.inc_by(total.saturating_sub(b.by_reason()[i].1));
             }
+        }
+    }
+
+    /// Grows the bypass and revocation counters by what Redis's totals
+    /// gained since the last tick, as [`Self::count_refusals`].
+    fn count_operator_totals(&self, queue: &str, bypassed: u64, revoked: u64) {
+        let before = self
+            .lock_health()
+            .get_mut(queue)
+            .and_then(|h| h.operator_seen.replace((bypassed, revoked)));
+        if let Some((b, r)) = before {
+            let l = label(queue);
+            self.bypassed
+                .get_or_create(&l)
+                .inc_by(bypassed.saturating_sub(b));
+            self.revoked
+                .get_or_create(&l)
+                .inc_by(revoked.saturating_sub(r));
         }
     }
 

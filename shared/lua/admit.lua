@@ -19,7 +19,8 @@
 -- Reply: {code, admitted, expired, lapsed, abandoned, waiting, active,
 --   then the totals of refused entries: budget, challenge, reused, turnstile,
 --   then the pre-queued, then the total of stale solutions refused, then
---   refused entries: address full}
+--   refused entries: address full, then the operators' totals: requests
+--   passed by bypass links, visitors revoked}
 --   code 1 admitted (maybe 0 users) · 2 queue not admitting (paused/closed;
 --   sweeps still ran) · 3 a draw runs (no admission until it is over) · 0
 --   caller does not own the lease: nothing changed.
@@ -27,7 +28,7 @@
 -- two schedulers running at once cannot over-admit, and a stale owner is
 -- fenced off by the owner check.
 if redis.call('GET', KEYS[3]) ~= ARGV[1] then
-  return {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0}
+  return {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0}
 end
 redis.call('PEXPIRE', KEYS[3], ARGV[11])
 
@@ -45,10 +46,9 @@ local FIRST_GRANT = 18
 local now = now_ms()
 local alive = seen_checker(base, now, abandon_after)
 local token_base, status_base = base .. K_TOKEN, base .. K_STATUS
-local abandoned_rec, issued_rec = record(ST_ABANDONED, now), record(ST_ISSUED, now)
 
 local function abandon(uid)
-  redis.call('SET', status_base .. uid, abandoned_rec, 'PX', status_ttl)
+  set_status(status_base .. uid, uid, ST_ABANDONED, now, status_ttl)
 end
 
 -- 1. Free the slots whose time is up. An unused token is expired; a consume
@@ -57,13 +57,16 @@ local expired, lapsed = 0, 0
 local gone = redis.call('ZRANGEBYSCORE', KEYS[2], '-inf', now, 'LIMIT', 0, limit)
 for _, uid in ipairs(gone) do
   local status_key = status_base .. uid
-  local st = redis.call('GET', status_key)
-  if st and split(st)[SR_KIND] == ST_IN_FLIGHT then
+  local kind = redis.call('GET', status_key)
+  kind = kind and split(kind)[SR_KIND]
+  if kind == ST_IN_FLIGHT then
     lapsed = lapsed + 1
   else
     expired = expired + 1
     redis.call('DEL', token_base .. uid)
-    if st then redis.call('SET', status_key, record(ST_EXPIRED, now), 'KEEPTTL') end
+    -- A revocation (of a visitor in flight: its slot is left to run out)
+    -- stays what the visitor is told.
+    if kind and kind ~= ST_REVOKED then set_status(status_key, uid, ST_EXPIRED, now, nil) end
   end
 end
 if #gone > 0 then redis.call('ZREM', KEYS[2], unpack(gone)) end
@@ -132,7 +135,7 @@ if (state == QS_OPEN or state == QS_DRAINING) and tonumber(cfg[2] or '0') == 0 t
         local activate = now + tonumber(ARGV[k + 1])
         local expires = activate + token_ttl
         redis.call('SET', token_base .. uid, record(ARGV[k], activate, expires, 0), 'PX', expires - now)
-        redis.call('SET', status_base .. uid, issued_rec, 'PX', status_ttl)
+        set_status(status_base .. uid, uid, ST_ISSUED, now, status_ttl)
         redis.call('ZADD', KEYS[2], expires, uid)
         admitted = admitted + 1
       else
@@ -216,8 +219,9 @@ end
 -- 7. The edge's refusals, for the operator's metrics (totals; read here so
 --    the tick stays one round trip).
 local refused = redis.call('HMGET', KEYS[5], SF_REFUSED_BUDGET, SF_REFUSED_CHALLENGE,
-  SF_REFUSED_REUSED, SF_REFUSED_TURNSTILE, SF_REFUSED_STALE, SF_REFUSED_ADDRESS_FULL)
+  SF_REFUSED_REUSED, SF_REFUSED_TURNSTILE, SF_REFUSED_STALE, SF_REFUSED_ADDRESS_FULL, SF_BYPASSED,
+  SF_REVOKED)
 return {code, admitted, expired, lapsed, abandoned, waiting, redis.call('ZCARD', KEYS[2]),
   tonumber(refused[1] or '0'), tonumber(refused[2] or '0'), tonumber(refused[3] or '0'),
   tonumber(refused[4] or '0'), redis.call('ZCARD', KEYS[7]), tonumber(refused[5] or '0'),
-  tonumber(refused[6] or '0')}
+  tonumber(refused[6] or '0'), tonumber(refused[7] or '0'), tonumber(refused[8] or '0')}

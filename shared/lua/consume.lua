@@ -35,6 +35,6 @@ if now < activate then return {'early', activate - now} end
 local cfg = required_config(KEYS[4], CF_IN_FLIGHT_MS, CF_STATUS_TTL_MS)
 if not cfg then return UNCONFIGURED end
 redis.call('DEL', KEYS[1])
-redis.call('SET', KEYS[2], record(ST_IN_FLIGHT, now, rec), 'PX', tonumber(cfg[2]))
+set_status(KEYS[2], uid, ST_IN_FLIGHT, now, tonumber(cfg[2]), rec)
 redis.call('ZADD', KEYS[3], now + tonumber(cfg[1]), uid)
 return {'ok'}

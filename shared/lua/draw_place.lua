@@ -9,7 +9,8 @@
 -- ARGV[4..] the drawn ticket of each visitor from that rank on
 -- Reply: {'not_owner'} · {'moved', done} (the cursor is elsewhere: nothing
 --   written) · {'placed', placed, dropped, left}. Everyone is placed
---   (dropped is 0: nobody leaves a pre-queue for silence) and marked seen
+--   (dropped is 0: nobody leaves a pre-queue for silence) but visitors an
+--   operator revoked (counted as withdrawn), and marked seen
 --   now, the grace in which to poll; far back the near zone's front gives
 --   it again when it passes (docs/uncapped-line.md).
 if redis.call('GET', KEYS[5]) ~= ARGV[1] then return {'not_owner'} end
@@ -21,12 +22,19 @@ local abandon_after = tonumber(d[3])
 local now = now_ms()
 local want = math.min(#ARGV - 3, left)
 local batch = redis.call('ZRANGE', KEYS[1], done, done + want - 1)
-local placed, dropped = 0, 0
+local placed, dropped, withdrawn = 0, 0, 0
 for i = 1, #batch do
-  local ticket = tonumber(ARGV[3 + i])
-  redis.call('ZADD', KEYS[2], 'NX', ticket, batch[i])
-  mark_seen(base, now, ticket, abandon_after)
-  placed = placed + 1
+  local uid = batch[i]
+  -- A visitor an operator revoked is not placed: its ticket stays empty.
+  local st = redis.call('GET', base .. K_STATUS .. uid)
+  if not (st and split(st)[SR_KIND] == ST_REVOKED) then
+    local ticket = tonumber(ARGV[3 + i])
+    redis.call('ZADD', KEYS[2], 'NX', ticket, uid)
+    mark_seen(base, now, ticket, abandon_after)
+    placed = placed + 1
+  else
+    withdrawn = withdrawn + 1
+  end
 end
 local moved = #batch
 -- `draw` holds exactly the unplaced visitors from the cursor on; an empty
@@ -38,4 +46,5 @@ end
 redis.call('HSET', KEYS[3], CF_DRAW_LEFT, left, CF_DRAW_DONE, done + moved)
 if placed > 0 then redis.call('HINCRBY', KEYS[4], SF_DRAWN, placed) end
 if dropped > 0 then redis.call('HINCRBY', KEYS[4], SF_ABANDONED, dropped) end
+if withdrawn > 0 then redis.call('HINCRBY', KEYS[4], SF_WITHDRAWN, withdrawn) end
 return {'placed', placed, dropped, left}

@@ -53,10 +53,16 @@ end
 local left = drawing_left(cfg)
 local slot, sealed = redis.call('ZSCORE', KEYS[9], uid), false
 if not slot and left > 0 then slot, sealed = redis.call('ZSCORE', KEYS[10], uid), true end
-if slot then return pre_queue_reply(cfg, now, slot, draw_number(KEYS[6], sealed)) end
+if slot then
+  -- Revoked while pre-queued: the place stays (the pre-queue's indices
+  -- must stay dense) but is never drawn.
+  if settled_state(KEYS[3], KEYS[4])[1] == 'revoked' then return {'revoked'} end
+  return pre_queue_reply(cfg, now, slot, draw_number(KEYS[6], sealed))
+end
 
+-- A revoked visitor stays out until the revocation expires or is lifted.
 local current = settled_state(KEYS[3], KEYS[4])
-if current[1] == 'admitted' or current[1] == 'in_flight' then
+if current[1] == 'admitted' or current[1] == 'in_flight' or current[1] == 'revoked' then
   return current
 end
 
@@ -198,7 +204,7 @@ if size == 0 and state == QS_OPEN and cfg[CFG_PASSTHROUGH] == 'true' and ARGV[7]
     cfg[CFG_TICK]) then
     local expires = now + tonumber(cfg[CFG_TOKEN_TTL])
     redis.call('SET', KEYS[3], record(ARGV[7], now, expires, 0), 'PX', expires - now)
-    redis.call('SET', KEYS[4], record(ST_ISSUED, now), 'PX', tonumber(cfg[CFG_STATUS_TTL]))
+    set_status(KEYS[4], uid, ST_ISSUED, now, tonumber(cfg[CFG_STATUS_TTL]))
     redis.call('ZADD', KEYS[5], expires, uid)
     return {'admitted', ARGV[7], now, expires}
   end

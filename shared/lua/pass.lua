@@ -15,7 +15,8 @@
 -- ARGV[3] the client address group ('' no budget)
 -- Reply: {'ok'} · {'queue', why} ('holds' this visitor holds a token or
 --   a slot already: use it; or join the line: 'off' passthrough is off ·
---   'closed' the queue takes no entries · 'waiting' someone waits or a
+--   'closed' the queue takes no entries · 'revoked' an operator revoked
+--   this visitor · 'waiting' someone waits or a
 --   pre-queue/draw exists · 'full' no free slot · 'rate' the rate allows
 --   none now) · {'too_many', retry_after_ms} (the address spent its entry
 --   budget; only the refused_budget counter is written) · UNCONFIGURED.
@@ -35,6 +36,9 @@ end
 if redis.call('EXISTS', KEYS[6]) == 1 or redis.call('ZSCORE', KEYS[3], uid) then
   return {'queue', 'holds'}
 end
+-- A revoked visitor passes nowhere: the queue's page tells them.
+local st = redis.call('GET', KEYS[7])
+if st and split(st)[SR_KIND] == ST_REVOKED then return {'queue', 'revoked'} end
 if cfg[CFG_PASSTHROUGH] ~= 'true' then return {'queue', 'off'} end
 local now = now_ms()
 local closes_at = tonumber(cfg[CFG_CLOSES_AT] or '')
@@ -63,6 +67,6 @@ local refused = pass_admit(KEYS[3], KEYS[5], now, cfg[CFG_MAX_ACTIVE], cfg[CFG_R
 if refused then return {'queue', refused} end
 if address then redis.call('HSET', KEYS[8], address, bucket) end
 -- activateAt = expiresAt = now, restores = 1: settle finds no retry left.
-redis.call('SET', KEYS[7], record(ST_IN_FLIGHT, now, token, now, now, 1), 'PX', tonumber(cfg[CFG_STATUS_TTL]))
+set_status(KEYS[7], uid, ST_IN_FLIGHT, now, tonumber(cfg[CFG_STATUS_TTL]), token, now, now, 1)
 redis.call('ZADD', KEYS[3], now + tonumber(cfg[CFG_IN_FLIGHT]), uid)
 return {'ok'}

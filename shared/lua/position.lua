@@ -17,5 +17,9 @@ if ticket then
 end
 local slot, sealed = redis.call('ZSCORE', KEYS[5], uid), false
 if not slot then slot, sealed = redis.call('ZSCORE', KEYS[6], uid), true end
-if slot then return pre_queue_reply(read_config(KEYS[4]), now_ms(), slot, draw_number(KEYS[4], sealed)) end
+if slot then
+  -- Revoked while pre-queued: the place stays but is never drawn.
+  if settled_state(KEYS[2], KEYS[3])[1] == 'revoked' then return {'revoked'} end
+  return pre_queue_reply(read_config(KEYS[4]), now_ms(), slot, draw_number(KEYS[4], sealed))
+end
 return settled_state(KEYS[2], KEYS[3])

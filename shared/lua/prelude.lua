@@ -104,6 +104,25 @@ local function budget_tokens(rec, now, per_ms, burst)
   return math.min(burst, tonumber(tokens) + (now - tonumber(at)) * per_ms)
 end
 
+-- Status changes: set_status writes a user's status record (`kind|now|...`,
+-- living px ms, or keeping its TTL when px is nil) and appends `kind|now`
+-- to history:<uid>, the newest 16 changes (HISTORY_KEEP), living as long as the
+-- record. The history never holds a token. Its key is derived from the
+-- status key (`<base>status:<uid>`), in the same hash slot.
+local function set_status(status_key, uid, kind, now, px, ...)
+  local rec = record(kind, now, ...)
+  if px then
+    redis.call('SET', status_key, rec, 'PX', px)
+  else
+    redis.call('SET', status_key, rec, 'KEEPTTL')
+    px = math.max(1, redis.call('PTTL', status_key))
+  end
+  local history = string.sub(status_key, 1, #status_key - #uid - #K_STATUS) .. K_HISTORY .. uid
+  redis.call('RPUSH', history, kind .. SEP .. now)
+  redis.call('LTRIM', history, -16, -1) -- fields.rs HISTORY_KEEP (a test checks)
+  redis.call('PEXPIRE', history, px)
+end
+
 -- The state of a user who is not in the waiting set:
 -- {'admitted', token, activateAt, expiresAt} or {kind}.
 local function settled_state(token_key, status_key)
@@ -118,6 +137,7 @@ local function settled_state(token_key, status_key)
   if kind == ST_IN_FLIGHT then return {'in_flight'} end
   if kind == ST_ORDERED then return {'ordered'} end
   if kind == ST_ABANDONED then return {'abandoned'} end
+  if kind == ST_REVOKED then return {'revoked'} end
   -- EXPIRED, or ISSUED whose token has lapsed before the sweep saw it.
   return {'expired'}
 end

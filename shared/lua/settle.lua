@@ -50,7 +50,7 @@ local held = redis.call('ZREM', KEYS[3], uid) == 1
 if not held then redis.call('HINCRBY', KEYS[4], SF_LAPSED, -1) end
 
 if answer == OF_OK then
-  redis.call('SET', KEYS[1], record(ST_ORDERED, now, token), 'PX', status_ttl)
+  set_status(KEYS[1], uid, ST_ORDERED, now, status_ttl, token)
   redis.call('HINCRBY', KEYS[4], SF_ORDERED, 1)
   return {'ordered'}
 end
@@ -60,12 +60,12 @@ local restores = tonumber(f[SR_RESTORES])
 if restores == 0 then expires = math.max(expires, now + retry_window) end
 if not held or expires <= now then
   -- The slot is gone (maybe reused) or the window has passed: no retry.
-  redis.call('SET', KEYS[1], record(ST_EXPIRED, now), 'PX', status_ttl)
+  set_status(KEYS[1], uid, ST_EXPIRED, now, status_ttl)
   redis.call('HINCRBY', KEYS[4], SF_EXPIRED, 1)
   return {'expired'}
 end
 redis.call('SET', KEYS[2], record(token, f[SR_ACTIVATE_AT], expires, restores + 1), 'PX', expires - now)
-redis.call('SET', KEYS[1], record(ST_ISSUED, now), 'PX', status_ttl)
+set_status(KEYS[1], uid, ST_ISSUED, now, status_ttl)
 redis.call('ZADD', KEYS[3], expires, uid)
 redis.call('HINCRBY', KEYS[4], SF_RESTORED, 1)
 return {'restored', expires}

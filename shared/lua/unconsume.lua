@@ -25,11 +25,11 @@ local held = redis.call('ZREM', KEYS[3], uid) == 1
 if not held then redis.call('HINCRBY', KEYS[4], SF_LAPSED, -1) end
 local expires = tonumber(f[SR_EXPIRES_AT])
 if not held or expires <= now then
-  redis.call('SET', KEYS[1], record(ST_EXPIRED, now), 'PX', status_ttl)
+  set_status(KEYS[1], uid, ST_EXPIRED, now, status_ttl)
   redis.call('HINCRBY', KEYS[4], SF_EXPIRED, 1)
   return {'expired'}
 end
 redis.call('SET', KEYS[2], record(token, f[SR_ACTIVATE_AT], expires, f[SR_RESTORES]), 'PX', expires - now)
-redis.call('SET', KEYS[1], record(ST_ISSUED, now), 'PX', status_ttl)
+set_status(KEYS[1], uid, ST_ISSUED, now, status_ttl)
 redis.call('ZADD', KEYS[3], expires, uid)
 return {'restored', expires}

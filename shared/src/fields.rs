@@ -187,6 +187,11 @@ names!(
         DRAWN = "drawn",
         /// Requests passed by a bypass link (staff, QA).
         BYPASSED = "bypassed",
+        /// Visitors revoked by an operator.
+        REVOKED = "revoked",
+        /// Places a revocation ended: removed from the line, or a revoked
+        /// pre-queued visitor the draw did not place.
+        WITHDRAWN = "withdrawn",
     }
 );
 
@@ -247,6 +252,9 @@ names!(
         EXPIRED = "EXPIRED",
         /// The user stopped polling and was dropped: `ABANDONED|at`.
         ABANDONED = "ABANDONED",
+        /// An operator revoked the visitor's place or token: `REVOKED|at`.
+        /// It keeps them out of the queue until it expires.
+        REVOKED = "REVOKED",
     }
 );
 
@@ -268,6 +276,11 @@ names!(
         ROUND = "#",
     }
 );
+
+/// Status changes a user's `history:<uid>` keeps (the newest). Written
+/// as a literal in the prelude's `set_status` (a Lua local less in the
+/// biggest script); a test checks they agree.
+pub const HISTORY_KEEP: u64 = 16;
 
 /// Separator of record fields.
 pub const SEPARATOR: char = '|';

@@ -191,6 +191,12 @@ impl QueueKeys {
     pub fn status(&self, user: &UserId) -> String {
         format!("{}{}{}", self.base, name::STATUS, user.0)
     }
+    /// LIST: a user's last status changes (`KIND|at`, oldest first, at
+    /// most [`crate::fields::HISTORY_KEEP`]), kept as long as the status
+    /// record; never a token.
+    pub fn history(&self, user: &UserId) -> String {
+        format!("{}{}{}", self.base, name::HISTORY, user.0)
+    }
     /// STRING: marks (for one origin bucket) that a settle of this user
     /// was counted in the origin's answers: one sample a second per user.
     pub fn sampled(&self, user: &UserId) -> String {
@@ -260,6 +266,8 @@ names!(
         TOKEN = "token:",
         /// Prefix of a user's status record key.
         STATUS = "status:",
+        /// Prefix of a user's status history (see `history`).
+        HISTORY = "history:",
         /// Prefix of a user's origin sample mark (see `sampled`).
         SAMPLED = "sampled:",
         /// Prefix of the seen bitmaps, `seen:<bucket>:<block>`.
@@ -298,6 +306,7 @@ mod tests {
             keys.config(),
             keys.stats(),
             keys.token(&user),
+            keys.history(&user),
             keys.status(&user),
             keys.sampled(&user),
         ] {

@@ -103,35 +103,35 @@ pub static ENTER: Script = Script::new(
     "enter",
     true,
     shipped!("enter"),
-    "fe1bd497119ae8df07dbad1e1b582794affd1e8f",
+    "626b551245867bf710fe47e0962383642e38d777",
 );
 /// Reports a user's state and marks them as seen.
 pub static POSITION: Script = Script::new(
     "position",
     true,
     shipped!("position"),
-    "406c60b54a71ed0e2546c79fb9d04abf790e8185",
+    "5a1aca5255ead040efdbf332aaa2be2102882f0d",
 );
 /// One scheduler tick: sweeps, drops leavers, admits.
 pub static ADMIT: Script = Script::new(
     "admit",
     true,
     shipped!("admit"),
-    "47b897aab70fc6a14eb62a4ddebd221cf69a2dec",
+    "1bc262390e10cd490c66bddf377c63f9b5857f67",
 );
 /// Compare-and-delete of an entry token.
 pub static CONSUME: Script = Script::new(
     "consume",
     true,
     shipped!("consume"),
-    "51b15d9d76b4aa1fb5735227c2442e772b27a8e2",
+    "8db6a683d4f71c509a857ef5a1734fdd438d7185",
 );
 /// Records the origin's outcome after a consume.
 pub static SETTLE: Script = Script::new(
     "settle",
     true,
     shipped!("settle"),
-    "99816cb87554b3d13843c07bd2a76e878c911cab",
+    "319d44eb956807ba29c076c9810636f6abe72704",
 );
 /// Takes or extends the scheduler lease.
 pub static LEASE_ACQUIRE: Script = Script::new(
@@ -160,7 +160,7 @@ pub static CHALLENGE: Script = Script::new(
     "challenge",
     true,
     shipped!("challenge"),
-    "2e5f12857cf05b1e7f7845d992655d8160d854f4",
+    "be0d769a731da80f1f9b55abc46c0bcbf36240e4",
 );
 /// Reads what the operator's `status` shows.
 pub static STATUS: Script = Script::new(
@@ -183,7 +183,7 @@ pub static ORIGIN_WINDOW: Script = Script::new(
     "origin_window",
     true,
     shipped!("origin_window"),
-    "23c1309cf22e2a683446a957ef2a0cf276f35e0b",
+    "747326d7a3c44439e2a3b7d79ee140835a484210",
 );
 
 /// Idle passthrough of a token-less protected request.
@@ -191,21 +191,21 @@ pub static PASS: Script = Script::new(
     "pass",
     true,
     shipped!("pass"),
-    "5b5c4ed3728a8a53683124ce5fb1e3e9ca5662b9",
+    "be0c0ac2a3a70c90d49fa62a0b0e78ee83d695ee",
 );
 /// Seals a pre-queue after its opening and fixes the draw's seed.
 pub static DRAW_OPEN: Script = Script::new(
     "draw_open",
     true,
     shipped!("draw_open"),
-    "238ab08349759649057db3f0c9aa8613844aa3dd",
+    "f9addb264cec72ba903920456c50d982665e5397",
 );
 /// Places one batch of a running draw.
 pub static DRAW_PLACE: Script = Script::new(
     "draw_place",
     true,
     shipped!("draw_place"),
-    "76818b905e098f79c452ee85e17ac5e4eea40a32",
+    "2385b0b2e80d0e0e681af9eaa0e9f47e6835adcc",
 );
 /// Sets or clears a queue's opening and closing.
 pub static SCHEDULE: Script = Script::new(
@@ -226,7 +226,7 @@ pub static UNCONSUME: Script = Script::new(
     "unconsume",
     true,
     shipped!("unconsume"),
-    "52f98a79a734767b0b199ea68ee8c9fa28335f04",
+    "8669bfe9bd84aefbd541494f1e7e5fbf206a6860",
 );
 
 /// Checks, uses, creates and revokes bypass links.
@@ -234,11 +234,19 @@ pub static BYPASS: Script = Script::new(
     "bypass",
     true,
     shipped!("bypass"),
-    "bba1593b088a40417600fdded320c109841ea6af",
+    "d6d3f5ea4991396282c258071a999dce1ef75aa2",
+);
+
+/// Revokes a visitor (ends its place or token) or lifts a revocation.
+pub static REVOKE: Script = Script::new(
+    "revoke",
+    true,
+    shipped!("revoke"),
+    "cd77cae3cb3ebb2719d73e345bd839d7bbcc2342",
 );
 
 /// Every script, for preloading (SCRIPT LOAD) and the pinned-hash test.
-pub fn all() -> [&'static Script; 19] {
+pub fn all() -> [&'static Script; 20] {
     [
         &ENTER,
         &POSITION,
@@ -259,6 +267,7 @@ pub fn all() -> [&'static Script; 19] {
         &UNCONSUME,
         &SET_NOTICE,
         &BYPASS,
+        &REVOKE,
     ]
 }
 
@@ -448,6 +457,15 @@ mod tests {
     const LOCALS_BUDGET: usize = 150;
 
     /// `--nocapture` prints each script's counts.
+    #[test]
+    fn the_prelude_keeps_as_much_history_as_fields_says() {
+        let trim = format!("'LTRIM', history, -{}, -1)", crate::fields::HISTORY_KEEP);
+        assert!(
+            PRELUDE.contains(&trim),
+            "set_status must trim to HISTORY_KEEP"
+        );
+    }
+
     #[test]
     fn every_script_stays_within_the_locals_budget() {
         let mut over = Vec::new();

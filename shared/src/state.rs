@@ -52,6 +52,9 @@ pub enum UserState {
     Expired,
     /// Stopped polling and was dropped from the line.
     Abandoned,
+    /// An operator revoked the visitor's place or token; it cannot enter
+    /// again until the revocation ends.
+    Revoked,
     /// Never entered (or everything about the visit has expired).
     NotInQueue,
 }
@@ -67,6 +70,7 @@ impl UserState {
             UserState::Ordered => "ordered",
             UserState::Expired => "expired",
             UserState::Abandoned => "abandoned",
+            UserState::Revoked => "revoked",
             UserState::NotInQueue => "not_in_queue",
         }
     }
@@ -151,6 +155,7 @@ mod tests {
             UserState::Ordered,
             UserState::Expired,
             UserState::Abandoned,
+            UserState::Revoked,
             UserState::NotInQueue,
         ] {
             let v = serde_json::to_value(StateReply {

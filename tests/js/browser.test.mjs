@@ -10,7 +10,8 @@
 // a person who opens a protected page is sent to the room and back; and
 // with Turnstile on (a local stand-in) the page renders the widget, says
 // why a check failed and joins once it passes; the operator's notice
-// shows as text within a poll; and a Korean browser gets the page in Korean.
+// shows as text within a poll, and a revoked visitor is told so; and a
+// Korean browser gets the page in Korean.
 // Screenshots land in artifacts/.
 import { test } from "node:test";
 import assert from "node:assert/strict";
@@ -648,7 +649,7 @@ test("with Turnstile on, the page renders the widget, says why a check failed an
   }
 });
 
-test("the operator's notice shows on the page within a poll, as text", { timeout: 120_000 }, async () => {
+test("the operator's notice shows on the page within a poll, as text; a revocation, as its own state", { timeout: 120_000 }, async () => {
   mkdirSync(artifacts, { recursive: true });
   const stack = startStack(["--admit-rate", "0.05", "--challenge-difficulty", "5000", "--exit-after", "110"]);
   let browser;
@@ -671,6 +672,18 @@ test("the operator's notice shows on the page within a poll, as text", { timeout
     await page.screenshot({ path: join(artifacts, "browser-notice.png") });
     run("notice", "main", "--clear");
     await page.waitForSelector("#notice", { state: "hidden", timeout: 45_000 });
+    // The operator revokes this visitor: the page says so at its next poll
+    // and shows no place any more.
+    const visitor = (await page.context().cookies()).find((c) => c.name === "qg_visitor");
+    const id = visitor.value.split(".")[0];
+    assert.match(run("visitor", "main", "--id", id, "--revoke"), /revoked \(was waiting\)/);
+    await page.waitForFunction(() => document.querySelector("#status").textContent.includes("withdrew"),
+      null, { timeout: 45_000 });
+    assert.equal(await page.textContent("#status"),
+      "The shop withdrew your place in this queue. If you think this is a mistake, please contact the shop.");
+    assert.equal(await page.isVisible("#figures"), false);
+    assert.equal(await page.isVisible("#rejoin"), false, "no way back in while revoked");
+    await page.screenshot({ path: join(artifacts, "browser-revoked.png") });
     rmSync(dir, { recursive: true, force: true });
   } finally {
     if (browser) await browser.close();

@@ -54,6 +54,10 @@ pub struct AdmitCounts {
     pub pre_queued: u64,
     /// A draw is placing a pre-queue: nobody was admitted.
     pub drawing: bool,
+    /// Requests bypass links passed so far (a total, as `refused`).
+    pub bypassed: u64,
+    /// Visitors operators revoked so far (a total).
+    pub revoked: u64,
 }
 
 /// Totals of new places the entry guard refused, by reason.
@@ -160,8 +164,8 @@ impl Operation for Admit<'_> {
 
     fn decode(&self, value: Value) -> Result<AdmitReply, DecodeError> {
         let f = Fields::new("admit", value)?;
-        if f.len() != 14 {
-            return Err(f.error(format!("expected 14 fields, got {}", f.len())));
+        if f.len() != 16 {
+            return Err(f.error(format!("expected 16 fields, got {}", f.len())));
         }
         let counts = AdmitCounts {
             admitting: f.int(0)? == 1,
@@ -181,6 +185,8 @@ impl Operation for Admit<'_> {
             },
             pre_queued: f.uint(11)?,
             drawing: f.int(0)? == 3,
+            bypassed: f.uint(14)?,
+            revoked: f.uint(15)?,
         };
         match f.int(0)? {
             0 => Ok(AdmitReply::NotOwner),

@@ -136,6 +136,7 @@ impl Observed {
             "ordered" => Observed::Settled(UserState::Ordered),
             "expired" => Observed::Settled(UserState::Expired),
             "abandoned" => Observed::Settled(UserState::Abandoned),
+            "revoked" => Observed::Settled(UserState::Revoked),
             "not_in_queue" => Observed::Settled(UserState::NotInQueue),
             _ => return Ok(None),
         }))

@@ -39,6 +39,8 @@ pub enum QueueNeeded {
     Full,
     /// The admission rate allows nobody more right now.
     Rate,
+    /// An operator revoked this visitor: the queue's page says so.
+    Revoked,
 }
 
 impl QueueNeeded {
@@ -50,6 +52,7 @@ impl QueueNeeded {
             "holds" => QueueNeeded::Holds,
             "full" => QueueNeeded::Full,
             "rate" => QueueNeeded::Rate,
+            "revoked" => QueueNeeded::Revoked,
             _ => return None,
         })
     }

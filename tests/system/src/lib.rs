@@ -256,6 +256,7 @@ impl TestQueue {
         let entered = self.stat("entered").await;
         let admitted = self.stat("admitted").await;
         let passed = self.stat(queuegate_shared::fields::stats::PASSED).await;
+        let withdrawn = self.stat(queuegate_shared::fields::stats::WITHDRAWN).await;
         let waiting = self.zcard(&self.keys.waiting()).await as i64;
         let pre = self.zcard(&self.keys.pre()).await as i64;
         let active = self.zcard(&self.keys.active()).await as i64;
@@ -283,9 +284,9 @@ impl TestQueue {
         );
         assert_eq!(
             entered,
-            waiting + pre + unplaced + abandoned + admitted - passed,
+            waiting + pre + unplaced + abandoned + withdrawn + admitted - passed,
             "entered {entered} = waiting {waiting} + pre-queued {pre} + unplaced {unplaced} \
-             + abandoned {abandoned} + admitted {admitted} - passed {passed}"
+             + abandoned {abandoned} + withdrawn {withdrawn} + admitted {admitted} - passed {passed}"
         );
         assert_eq!(
             admitted,

@@ -639,3 +639,179 @@ async fn a_visitor_is_looked_up_without_a_trace_and_without_their_token() {
         "{text}"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_revoked_visitor_loses_its_place_or_token_until_lifted_and_it_is_counted() {
+    use queuegate_shared::ops::Observed;
+    use queuegate_shared::state::UserState;
+    use queuegate_system_tests::user;
+    let redis = RedisServer::start();
+    let (s, api, q) = start(&redis).await;
+    // user-0 admitted by the running scheduler; then a pause, two in line.
+    q.enter(&user(0)).await;
+    slots_held(&q, 1).await;
+    api.ops(Method::POST, "/admin/v1/queues/main/pause", None)
+        .await;
+    q.enter(&user(1)).await;
+    q.enter(&user(2)).await;
+
+    // Bad input first: each a 400 that changes nothing.
+    let before = q.snapshot().await;
+    let revocation = "/admin/v1/queues/main/visitors/user-1/revocation";
+    for body in [
+        r#"{"minutes": 0}"#,
+        r#"{"minutes": 10081}"#,
+        r#"{"minutes": null}"#,
+        r#"{"minutes": 1.5}"#,
+        r#"{"for": 3}"#,
+        "[]",
+    ] {
+        let (status, v) = api.ops(Method::PUT, revocation, Some(body)).await;
+        assert_eq!(status, StatusCode::BAD_REQUEST, "{body}: {v}");
+    }
+    let (status, _) = api
+        .ops(
+            Method::PUT,
+            "/admin/v1/queues/nope/visitors/user-1/revocation",
+            None,
+        )
+        .await;
+    assert_eq!(status, StatusCode::NOT_FOUND);
+    let (status, v) = api.ops(Method::DELETE, revocation, None).await;
+    assert_eq!(status, StatusCode::CONFLICT, "nothing to lift: {v}");
+    let unchanged = |a: &std::collections::BTreeMap<String, Vec<u8>>| {
+        a.iter()
+            .filter(|(k, _)| {
+                ["waiting", "active", "status:", "token:", "history:"]
+                    .iter()
+                    .any(|n| k.contains(n))
+            })
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(unchanged(&q.snapshot().await), unchanged(&before));
+
+    // A waiting visitor: the place is gone, the one behind moves up.
+    let (status, v) = api
+        .ops(Method::PUT, revocation, Some(r#"{"minutes": 30}"#))
+        .await;
+    assert_eq!(status, StatusCode::OK, "{v}");
+    assert_eq!(
+        (v["was"].as_str(), v["for_ms"].as_u64()),
+        (Some("waiting"), Some(1_800_000))
+    );
+    assert!(matches!(
+        q.position(&user(1)).await,
+        Observed::Settled(UserState::Revoked)
+    ));
+    assert!(
+        matches!(
+            q.enter(&user(1)).await,
+            queuegate_shared::ops::EnterReply::Entered(Observed::Settled(UserState::Revoked))
+        ),
+        "a revoked visitor cannot take a new place"
+    );
+    match q.position(&user(2)).await {
+        Observed::Waiting(w) => assert_eq!(w.position, 1),
+        other => panic!("user-2 should be first: {other:?}"),
+    }
+
+    // An admitted visitor: the token is deleted and its slot freed.
+    let token = q.token_of(&user(0)).await.expect("a token");
+    let (status, v) = api
+        .ops(
+            Method::PUT,
+            "/admin/v1/queues/main/visitors/user-0/revocation",
+            None,
+        )
+        .await;
+    assert_eq!(
+        (status, v["was"].as_str()),
+        (StatusCode::OK, Some("admitted")),
+        "{v}"
+    );
+    assert!(q.token_of(&user(0)).await.is_none());
+    assert_eq!(q.zcard(&q.keys.active()).await, 0, "the slot is free again");
+    assert_eq!(
+        q.consume(&user(0), &token).await,
+        queuegate_shared::ops::ConsumeReply::Invalid,
+        "the token no longer opens the gate"
+    );
+
+    // The lookup shows the history of states; never the token.
+    let (_, v) = api
+        .ops(Method::GET, "/admin/v1/queues/main/visitors/user-0", None)
+        .await;
+    assert_eq!(v["state"], "revoked", "{v}");
+    let history: Vec<&str> = v["history"]
+        .as_array()
+        .expect("a history")
+        .iter()
+        .filter_map(|c| c["status"].as_str())
+        .collect();
+    assert_eq!(history, ["ISSUED", "REVOKED"], "{v}");
+    assert!(!v.to_string().contains(token.expose()));
+
+    // Lifted: the visitor may enter again, at the back.
+    let (status, v) = api.ops(Method::DELETE, revocation, None).await;
+    assert_eq!(
+        (status, v["lifted"].as_bool()),
+        (StatusCode::OK, Some(true)),
+        "{v}"
+    );
+    match q.enter(&user(1)).await {
+        queuegate_shared::ops::EnterReply::Entered(Observed::Waiting(w)) => {
+            assert_eq!(w.position, 2)
+        }
+        other => panic!("user-1 should be back in line: {other:?}"),
+    }
+
+    // The CLI: the same action, audited under the operator's login.
+    let out = scheduler::command(
+        s.config_path(),
+        &[
+            "visitor",
+            "main",
+            "--id",
+            "user-2",
+            "--revoke",
+            "--minutes",
+            "5",
+        ],
+    );
+    let text = String::from_utf8_lossy(&out.stdout).to_string();
+    assert_eq!(out.status.code(), Some(0), "{text}");
+    assert!(
+        text.contains("revoked (was waiting)") && text.contains("5 min"),
+        "{text}"
+    );
+    let out = scheduler::command(
+        s.config_path(),
+        &["visitor", "main", "--id", "user-2", "--minutes", "5"],
+    );
+    assert_ne!(out.status.code(), Some(0), "--minutes needs --revoke");
+
+    // Counted: 3 revocations in Redis, and in the holder's metrics.
+    assert_eq!(q.stat("revoked").await, 3);
+    let mut counted = None;
+    for _ in 0..100 {
+        counted = s.metric("queuegate_revoked_total{queue=\"main\"}");
+        if counted == Some(3.0) {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_eq!(counted, Some(3.0));
+    assert_eq!(
+        s.metric("queuegate_admin_actions_total{action=\"visitor_revoke\",outcome=\"done\"}"),
+        Some(2.0)
+    );
+    assert!(s.log().contains("visitor_revoke"), "audited");
+    let out = scheduler::command(s.config_path(), &["status", "main"]);
+    let text = String::from_utf8_lossy(&out.stdout).to_string();
+    assert!(
+        text.contains("revoked     3 visitors (2 places withdrawn)"),
+        "{text}"
+    );
+    q.assert_conserved().await;
+}

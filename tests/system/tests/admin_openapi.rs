@@ -119,6 +119,7 @@ async fn every_documented_admin_status_matches_the_document() {
     const BYPASSES: &str = "/admin/v1/queues/{queue}/bypasses";
     const BYPASS: &str = "/admin/v1/queues/{queue}/bypasses/{id}";
     const VISITOR: &str = "/admin/v1/queues/{queue}/visitors/{user}";
+    const REVOCATION: &str = "/admin/v1/queues/{queue}/visitors/{user}/revocation";
     let big = format!(r#"{{"text":"{}"}}"#, "x".repeat(5_000));
 
     ck.check("GET", LIST, LIST, None, false, 200).await;
@@ -240,6 +241,42 @@ async fn every_documented_admin_status_matches_the_document() {
         .await;
     ck.check("GET", VISITOR, &main("visitors/a%20b"), None, false, 400)
         .await;
+    // Revoked, looked up, lifted; then nothing to lift.
+    let revocation = main("visitors/user-1/revocation");
+    ck.check("PUT", REVOCATION, &revocation, None, false, 200)
+        .await;
+    ck.check(
+        "PUT",
+        REVOCATION,
+        &revocation,
+        Some(r#"{"minutes":5}"#),
+        false,
+        200,
+    )
+    .await;
+    let seen = ck
+        .check("GET", VISITOR, &main("visitors/user-1"), None, false, 200)
+        .await;
+    assert_eq!(seen["state"], "revoked", "{seen}");
+    for bad in [r#"{"minutes":0}"#, r#"{"minutes":"5"}"#, "[]", "{"] {
+        ck.check("PUT", REVOCATION, &revocation, Some(bad), false, 400)
+            .await;
+    }
+    ck.check("PUT", REVOCATION, &revocation, Some(&big), false, 413)
+        .await;
+    ck.check("DELETE", REVOCATION, &revocation, None, false, 200)
+        .await;
+    ck.check("DELETE", REVOCATION, &revocation, None, false, 409)
+        .await;
+    ck.check(
+        "DELETE",
+        REVOCATION,
+        &main("visitors/a%7Bb/revocation"),
+        None,
+        false,
+        400,
+    )
+    .await;
 
     // Bypass links.
     let qa = r#"{"name":"qa alice","ttl_minutes":30}"#;
