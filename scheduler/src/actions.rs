@@ -12,14 +12,15 @@ use queuegate_shared::fields::config as cf;
 pub use queuegate_shared::ops::Change;
 use queuegate_shared::ops::{
     Bypass, BypassCall, BypassReply, Revoke, RevokeCall, RevokeReply, Schedule, SetNotice,
-    SetState, StateSwitch, Status, MAX_REVOKE_MS,
+    SetSettings, SetState, SettingsReply, StateSwitch, Status, MAX_REVOKE_MS,
 };
-use queuegate_shared::{QueueKeys, QueueState};
+use queuegate_shared::{QueueKeys, QueueState, Settings};
 use serde::Serialize;
 
 use crate::config::{self, Config, QueueConfig};
 use crate::connect::RedisConn;
 use crate::engine::{self, EngineError};
+use crate::runtime;
 
 /// Why an action did nothing.
 #[derive(Debug, thiserror::Error)]
@@ -326,6 +327,150 @@ pub async fn bypass_revoke(
         _ => Err(ActionError::UnknownBypass(format!(
             "queue {} has no bypass {id}",
             q.id
+        ))),
+    }
+}
+
+/// A queue's settings as the operator sees them (`settings` / `GET
+/// …/settings`): the run-time ones, the file's, and those in force.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct SettingsView {
+    /// The queue.
+    pub queue: String,
+    /// The run-time settings' version (0: never set).
+    pub version: u64,
+    /// The version the lease holder last put in force (None: none yet);
+    /// behind `version` until its next tick, or when its config file
+    /// makes them break a rule (its log says why).
+    pub applied_version: Option<u64>,
+    /// The run-time settings: they win over the file's.
+    pub runtime: runtime::Values,
+    /// This scheduler's config file's settings for the queue.
+    pub file: Settings,
+    /// The file's with the run-time ones over them: what the lease holder
+    /// enforces once it applied this version (if its file is the same).
+    pub effective: Settings,
+}
+
+fn settings_view(q: &QueueConfig, stored: runtime::Stored, effective: Settings) -> SettingsView {
+    SettingsView {
+        queue: q.id.to_string(),
+        version: stored.version_number(),
+        applied_version: stored.applied,
+        runtime: stored.values,
+        file: q.settings.clone(),
+        effective,
+    }
+}
+
+/// The queue's run-time settings, its file's and those in force.
+pub async fn settings_show(
+    config: &Config,
+    conn: &mut RedisConn,
+    queue: Option<&str>,
+) -> Result<SettingsView, ActionError> {
+    let q = pick(config, queue)?;
+    let keys = QueueKeys::new(&config.prefix, &q.id);
+    let stored = runtime::read(conn, &keys).await?;
+    // Stored settings this file refuses are shown as they are; the
+    // holder refuses them too (and logs why).
+    let effective = runtime::effective(&q.settings, &stored.values, config.redis.response_timeout)
+        .unwrap_or_else(|_| q.settings.clone());
+    Ok(settings_view(q, stored, effective))
+}
+
+/// Changes run-time settings: each `changes` entry sets a setting, or
+/// with `null` removes it (back to the file's), as a JSON merge patch
+/// does. The result is checked by every rule the config file is, before
+/// anything is written; written only if nobody changed the settings since
+/// they were read (else a conflict: read them again). In force at the
+/// lease holder's next tick.
+pub async fn settings_change(
+    config: &Config,
+    conn: &mut RedisConn,
+    queue: Option<&str>,
+    changes: &runtime::Values,
+) -> Result<SettingsView, ActionError> {
+    let q = pick(config, queue)?;
+    if changes.is_empty() {
+        return Err(ActionError::BadInput(
+            "name at least one setting to change".into(),
+        ));
+    }
+    let names = Settings::field_names();
+    for (name, value) in changes {
+        if !names.contains(name) {
+            return Err(ActionError::BadInput(format!(
+                "unknown setting `{name}`; settings are: {}",
+                names.join(", ")
+            )));
+        }
+        if !(value.is_null() || value.is_number() || value.is_boolean()) {
+            return Err(ActionError::BadInput(format!(
+                "{name} = {value}: a setting is a number or true/false (null removes it)"
+            )));
+        }
+    }
+    let keys = QueueKeys::new(&config.prefix, &q.id);
+    let stored = runtime::read(conn, &keys).await?;
+    let mut values = stored.values.clone();
+    let (mut set, mut remove) = (Vec::new(), Vec::new());
+    for (name, value) in changes {
+        if value.is_null() {
+            values.remove(name);
+            remove.push(name.clone());
+        } else {
+            values.insert(name.clone(), value.clone());
+            set.push((name.clone(), value.to_string()));
+        }
+    }
+    let effective = runtime::effective(&q.settings, &values, config.redis.response_timeout)
+        .map_err(|e| ActionError::BadInput(format!("queue {}: {e}", q.id)))?;
+    write_settings(conn, &keys, &stored, set, remove).await?;
+    let stored = runtime::read(conn, &keys).await?;
+    Ok(settings_view(q, stored, effective))
+}
+
+/// Removes every run-time setting: the file's are in force again at the
+/// lease holder's next tick.
+pub async fn settings_clear(
+    config: &Config,
+    conn: &mut RedisConn,
+    queue: Option<&str>,
+) -> Result<SettingsView, ActionError> {
+    let q = pick(config, queue)?;
+    let keys = QueueKeys::new(&config.prefix, &q.id);
+    let stored = runtime::read(conn, &keys).await?;
+    if !stored.values.is_empty() {
+        let remove = stored.values.keys().cloned().collect();
+        write_settings(conn, &keys, &stored, Vec::new(), remove).await?;
+    }
+    let stored = runtime::read(conn, &keys).await?;
+    Ok(settings_view(q, stored, q.settings.clone()))
+}
+
+async fn write_settings(
+    conn: &mut RedisConn,
+    keys: &QueueKeys,
+    read: &runtime::Stored,
+    set: Vec<(String, String)>,
+    remove: Vec<String>,
+) -> Result<u64, ActionError> {
+    let reply = engine::run(
+        conn,
+        &SetSettings {
+            keys,
+            read_version: read.version,
+            set,
+            remove,
+        },
+    )
+    .await?;
+    match reply {
+        SettingsReply::Changed(v) => Ok(v),
+        SettingsReply::Moved(v) => Err(ActionError::Conflict(format!(
+            "queue {}: the run-time settings changed meanwhile (now version {v}); read them and try again",
+            keys.queue()
         ))),
     }
 }
@@ -795,8 +940,9 @@ pub async fn reset(
         )));
     }
     // The operator's own: settings, state, schedule and notice (config),
-    // the lease, and the staff's bypass links (a rehearsal keeps them).
-    let keep = [keys.config(), keys.lock(), keys.bypass()];
+    // the run-time settings, the lease, and the staff's bypass links (a
+    // rehearsal keeps them).
+    let keep = [keys.config(), keys.lock(), keys.bypass(), keys.settings()];
     // Glob specials cannot occur in a prefix or a queue id; the hash tag's
     // braces are not special.
     let pattern = format!("{}*", keys.base());

@@ -24,6 +24,7 @@ use crate::audit;
 use crate::config::{AdminConfig, Config};
 use crate::connect::RedisConn;
 use crate::metrics::Metrics;
+use tokio::sync::watch;
 
 /// The largest request body taken (a notice is at most 280 characters).
 pub const MAX_BODY: usize = 4 * 1024;
@@ -31,9 +32,17 @@ pub const MAX_BODY: usize = 4 * 1024;
 /// What every route needs.
 #[derive(Clone)]
 struct Admin {
-    config: Arc<Config>,
+    /// The running config: a SIGHUP reload replaces it (new queues,
+    /// their file settings).
+    config: watch::Receiver<Arc<Config>>,
     conn: RedisConn,
     metrics: Arc<Metrics>,
+}
+
+impl Admin {
+    fn config(&self) -> Arc<Config> {
+        self.config.borrow().clone()
+    }
 }
 
 /// The name of the token a request came with.
@@ -42,7 +51,7 @@ struct Who(Arc<str>);
 
 /// The admin API's router: `/admin/v1/…` behind the token check.
 pub fn router(
-    config: Arc<Config>,
+    config: watch::Receiver<Arc<Config>>,
     admin: &AdminConfig,
     conn: RedisConn,
     metrics: Arc<Metrics>,
@@ -54,6 +63,12 @@ pub fn router(
         .route("/admin/v1/queues/{queue}", get(one_status))
         .route("/admin/v1/queues/{queue}/{switch}", post(switch))
         .route("/admin/v1/queues/{queue}/reset", post(reset))
+        .route(
+            "/admin/v1/queues/{queue}/settings",
+            get(show_settings)
+                .put(change_settings)
+                .delete(clear_settings),
+        )
         .route("/admin/v1/queues/{queue}/visitors/{user}", get(visitor))
         .route(
             "/admin/v1/queues/{queue}/visitors/{user}/revocation",
@@ -217,7 +232,7 @@ fn body<T: DeserializeOwned>(bytes: Result<Bytes, BytesRejection>) -> Result<T, 
 
 async fn all_status(State(s): State<Admin>, Extension(who): Extension<Who>) -> Response {
     let mut conn = s.conn.clone();
-    let done = actions::status(&s.config, &mut conn, None)
+    let done = actions::status(&s.config(), &mut conn, None)
         .await
         .map(|queues| serde_json::json!({ "queues": queues }));
     answer(&s, &who, "status", "*", done)
@@ -229,7 +244,7 @@ async fn one_status(
     Path(queue): Path<String>,
 ) -> Response {
     let mut conn = s.conn.clone();
-    let done = actions::status(&s.config, &mut conn, Some(&queue))
+    let done = actions::status(&s.config(), &mut conn, Some(&queue))
         .await
         .map(|mut all| all.remove(0));
     answer(&s, &who, "status", &queue, done)
@@ -244,7 +259,7 @@ async fn switch(
         return error(StatusCode::NOT_FOUND, "not_found", "No such route.");
     };
     let mut conn = s.conn.clone();
-    let done = actions::switch(&s.config, &mut conn, Some(&queue), *sw).await;
+    let done = actions::switch(&s.config(), &mut conn, Some(&queue), *sw).await;
     answer(&s, &who, sw.name(), &queue, done)
 }
 
@@ -280,7 +295,7 @@ async fn set_schedule(
         false,
         actions::FIELDS,
     ) {
-        Ok(change) => actions::schedule(&s.config, &mut conn, Some(&queue), change).await,
+        Ok(change) => actions::schedule(&s.config(), &mut conn, Some(&queue), change).await,
         Err(e) => Err(e),
     };
     answer(&s, &who, "schedule", &queue, done)
@@ -293,7 +308,7 @@ async fn clear_schedule(
 ) -> Response {
     let mut conn = s.conn.clone();
     let change = (actions::Change::Clear, actions::Change::Clear);
-    let done = actions::schedule(&s.config, &mut conn, Some(&queue), change).await;
+    let done = actions::schedule(&s.config(), &mut conn, Some(&queue), change).await;
     answer(&s, &who, "schedule", &queue, done)
 }
 
@@ -334,7 +349,7 @@ async fn create_bypass(
     };
     let mut conn = s.conn.clone();
     let done =
-        actions::bypass_create(&s.config, &mut conn, Some(&queue), &b.name, b.ttl_minutes).await;
+        actions::bypass_create(&s.config(), &mut conn, Some(&queue), &b.name, b.ttl_minutes).await;
     audit::record(Some(&s.metrics), &who.0, "bypass_create", &queue, &done);
     match done {
         Ok(v) => (StatusCode::CREATED, Json(v)).into_response(),
@@ -348,8 +363,55 @@ async fn visitor(
     Path((queue, user)): Path<(String, String)>,
 ) -> Response {
     let mut conn = s.conn.clone();
-    let done = actions::visitor(&s.config, &mut conn, Some(&queue), &user).await;
+    let done = actions::visitor(&s.config(), &mut conn, Some(&queue), &user).await;
     answer(&s, &who, "visitor", &queue, done)
+}
+
+async fn show_settings(
+    State(s): State<Admin>,
+    Extension(who): Extension<Who>,
+    Path(queue): Path<String>,
+) -> Response {
+    let mut conn = s.conn.clone();
+    let done = actions::settings_show(&s.config(), &mut conn, Some(&queue)).await;
+    answer(&s, &who, "settings", &queue, done)
+}
+
+async fn change_settings(
+    State(s): State<Admin>,
+    Extension(who): Extension<Who>,
+    Path(queue): Path<String>,
+    bytes: Result<Bytes, BytesRejection>,
+) -> Response {
+    let changes: crate::runtime::Values = match body(bytes) {
+        Ok(b) => b,
+        Err(e) => return e.into_response(),
+    };
+    let mut conn = s.conn.clone();
+    let done = actions::settings_change(&s.config(), &mut conn, Some(&queue), &changes).await;
+    let asked = serde_json::Value::Object(changes).to_string();
+    audit::record_changes(
+        Some(&s.metrics),
+        &who.0,
+        "settings_change",
+        &queue,
+        &asked,
+        &done,
+    );
+    match done {
+        Ok(v) => Json(v).into_response(),
+        Err(e) => e.into_response(),
+    }
+}
+
+async fn clear_settings(
+    State(s): State<Admin>,
+    Extension(who): Extension<Who>,
+    Path(queue): Path<String>,
+) -> Response {
+    let mut conn = s.conn.clone();
+    let done = actions::settings_clear(&s.config(), &mut conn, Some(&queue)).await;
+    answer(&s, &who, "settings_clear", &queue, done)
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -378,7 +440,8 @@ async fn revoke_visitor(
         },
     };
     let mut conn = s.conn.clone();
-    let done = actions::visitor_revoke(&s.config, &mut conn, Some(&queue), &user, b.minutes).await;
+    let done =
+        actions::visitor_revoke(&s.config(), &mut conn, Some(&queue), &user, b.minutes).await;
     answer(&s, &who, "visitor_revoke", &queue, done)
 }
 
@@ -388,7 +451,7 @@ async fn lift_visitor(
     Path((queue, user)): Path<(String, String)>,
 ) -> Response {
     let mut conn = s.conn.clone();
-    let done = actions::visitor_lift(&s.config, &mut conn, Some(&queue), &user)
+    let done = actions::visitor_lift(&s.config(), &mut conn, Some(&queue), &user)
         .await
         .map(|()| serde_json::json!({ "queue": queue, "user": user, "lifted": true }));
     answer(&s, &who, "visitor_lift", &queue, done)
@@ -400,7 +463,7 @@ async fn list_bypasses(
     Path(queue): Path<String>,
 ) -> Response {
     let mut conn = s.conn.clone();
-    let done = actions::bypass_list(&s.config, &mut conn, Some(&queue))
+    let done = actions::bypass_list(&s.config(), &mut conn, Some(&queue))
         .await
         .map(|all| serde_json::json!({ "bypasses": all }));
     answer(&s, &who, "bypass_list", &queue, done)
@@ -412,7 +475,7 @@ async fn revoke_bypass(
     Path((queue, id)): Path<(String, String)>,
 ) -> Response {
     let mut conn = s.conn.clone();
-    let done = actions::bypass_revoke(&s.config, &mut conn, Some(&queue), &id).await;
+    let done = actions::bypass_revoke(&s.config(), &mut conn, Some(&queue), &id).await;
     answer(&s, &who, "bypass_revoke", &queue, done)
 }
 
@@ -437,7 +500,7 @@ async fn reset(
         );
     };
     let mut conn = s.conn.clone();
-    let done = actions::reset(&s.config, &mut conn, Some(&queue), q.force).await;
+    let done = actions::reset(&s.config(), &mut conn, Some(&queue), q.force).await;
     let action = if q.force { "reset_forced" } else { "reset" };
     answer(&s, &who, action, &queue, done)
 }
@@ -459,7 +522,7 @@ async fn set_notice(
         Err(e) => return e.into_response(),
     };
     let mut conn = s.conn.clone();
-    let done = actions::notice(&s.config, &mut conn, Some(&queue), Some(&b.text)).await;
+    let done = actions::notice(&s.config(), &mut conn, Some(&queue), Some(&b.text)).await;
     answer(&s, &who, "notice", &queue, done)
 }
 
@@ -469,7 +532,7 @@ async fn clear_notice(
     Path(queue): Path<String>,
 ) -> Response {
     let mut conn = s.conn.clone();
-    let done = actions::notice(&s.config, &mut conn, Some(&queue), None).await;
+    let done = actions::notice(&s.config(), &mut conn, Some(&queue), None).await;
     answer(&s, &who, "notice", &queue, done)
 }
 

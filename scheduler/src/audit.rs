@@ -42,6 +42,30 @@ pub fn record<T>(
     }
 }
 
+/// Records one action with what it asked for (`changes`, e.g. the
+/// settings changed, as JSON: never a secret).
+pub fn record_changes<T>(
+    metrics: Option<&Metrics>,
+    who: &str,
+    action: &str,
+    queue: &str,
+    changes: &str,
+    done: &Result<T, ActionError>,
+) {
+    let outcome = outcome(done);
+    match done {
+        Ok(_) => {
+            tracing::info!(target: TARGET, who, action, queue, outcome, changes, "admin action")
+        }
+        Err(e) => tracing::info!(
+            target: TARGET, who, action, queue, outcome, changes, error = %e, "admin action"
+        ),
+    }
+    if let Some(m) = metrics {
+        m.admin_action(action, outcome);
+    }
+}
+
 /// `cli:<user>` for the command line (`$USER`, else `$LOGNAME`, else the
 /// uid), so a shared VM's audit lines tell operators apart.
 pub fn cli_user() -> String {

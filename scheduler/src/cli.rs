@@ -142,6 +142,27 @@ pub enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// Show or change a queue's settings at run time: kept in Redis, they
+    /// win over the config file's and are in force at the lease holder's
+    /// next tick (docs/scheduler.md, "Settings at run time").
+    Settings {
+        /// The queue (may be left out when only one is configured).
+        queue: Option<String>,
+        /// Set a setting, as in the config file: `--set admit_rate_per_second=50`
+        /// (repeatable).
+        #[arg(long = "set", value_name = "NAME=VALUE")]
+        set: Vec<String>,
+        /// Remove a run-time setting: the file's value is in force again
+        /// (repeatable).
+        #[arg(long = "unset", value_name = "NAME")]
+        unset: Vec<String>,
+        /// Remove every run-time setting.
+        #[arg(long, conflicts_with_all = ["set", "unset"])]
+        clear: bool,
+        /// Print JSON instead of text.
+        #[arg(long)]
+        json: bool,
+    },
     /// Validate the config and print each queue's effective settings.
     Check,
     /// Make a token for the admin API: prints the token once and the
@@ -248,6 +269,13 @@ pub async fn execute(
             return Ok(());
         }
         Command::AdminToken { .. } => unreachable!("handled above"),
+        Command::Settings {
+            queue,
+            set,
+            unset,
+            clear,
+            json,
+        } => return settings(&config, queue.as_deref(), &set, &unset, clear, json).await,
         Command::Status { queue, json } => return status(&config, queue.as_deref(), json).await,
         Command::Schedule {
             queue,
@@ -569,6 +597,85 @@ fn render_visitor(v: &actions::VisitorView) -> String {
     for (i, c) in v.history.iter().enumerate() {
         let label = if i == 0 { "history" } else { "" };
         out.push_str(&format!("  {label:<11} {} at {}\n", c.status, c.at));
+    }
+    out
+}
+
+/// `settings`: shows them, or changes them (`--set`, `--unset`, `--clear`).
+async fn settings(
+    config: &Config,
+    queue: Option<&str>,
+    set: &[String],
+    unset: &[String],
+    clear: bool,
+    json: bool,
+) -> Result<(), CliError> {
+    let mut changes = crate::runtime::Values::new();
+    for pair in set {
+        let (name, value) = pair.split_once('=').ok_or_else(|| {
+            CliError::Usage(format!(
+                "--set {pair}: write NAME=VALUE, e.g. admit_rate_per_second=50"
+            ))
+        })?;
+        let parsed: toml::Table =
+            toml::from_str(&format!("v = {}", value.trim())).map_err(|_| {
+                CliError::Usage(format!(
+                    "--set {pair}: {value:?} is not a number or true/false"
+                ))
+            })?;
+        let value = serde_json::to_value(&parsed["v"])
+            .map_err(|e| CliError::Usage(format!("--set {pair}: {e}")))?;
+        changes.insert(name.trim().to_string(), value);
+    }
+    for name in unset {
+        changes.insert(name.trim().to_string(), serde_json::Value::Null);
+    }
+    let queue = actions::pick(config, queue)?.id.to_string();
+    let mut conn = connect::open(&config.redis, Patience::Once).await?;
+    let who = audit::cli_user();
+    let view = if clear {
+        let done = actions::settings_clear(config, &mut conn, Some(&queue)).await;
+        audit::record(None, &who, "settings_clear", &queue, &done);
+        done?
+    } else if changes.is_empty() {
+        actions::settings_show(config, &mut conn, Some(&queue)).await?
+    } else {
+        let done = actions::settings_change(config, &mut conn, Some(&queue), &changes).await;
+        let asked = serde_json::Value::Object(changes).to_string();
+        audit::record_changes(None, &who, "settings_change", &queue, &asked, &done);
+        done?
+    };
+    if json {
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&view).unwrap_or_default()
+        );
+    } else {
+        print!("{}", render_settings(&view));
+    }
+    Ok(())
+}
+
+fn render_settings(v: &actions::SettingsView) -> String {
+    let applied = match v.applied_version {
+        Some(a) if a == v.version => "in force".to_string(),
+        Some(a) => format!("the lease holder applied version {a} so far"),
+        None if v.version == 0 => "none set".to_string(),
+        None => "not applied by a lease holder yet".to_string(),
+    };
+    let mut out = format!(
+        "queue {} settings (run-time version {}: {applied})\n",
+        v.queue, v.version
+    );
+    let effective = serde_json::to_value(&v.effective).unwrap_or_default();
+    let file = serde_json::to_value(&v.file).unwrap_or_default();
+    for (name, value) in effective.as_object().into_iter().flatten() {
+        let from = if v.runtime.contains_key(name) {
+            format!("run time (file: {})", file[name])
+        } else {
+            "file".to_string()
+        };
+        out.push_str(&format!("  {name:<32} {value:<12} {from}\n"));
     }
     out
 }

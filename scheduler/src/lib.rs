@@ -17,6 +17,7 @@
 //! * [`actions`] — each operator action once, for the CLI and the admin API.
 //! * [`admin`] — the admin API (token-authenticated, its own listener).
 //! * [`audit`] — who did what: the audit log line and its metric.
+//! * [`runtime`] — settings at run time: kept in Redis, over the file's.
 
 pub mod actions;
 pub mod admin;
@@ -31,4 +32,5 @@ pub mod engine;
 pub mod http;
 pub mod metrics;
 pub mod queue;
+pub mod runtime;
 pub mod service;

@@ -323,6 +323,16 @@ impl Metrics {
         );
     }
 
+    /// A queue this process no longer runs (removed by a reload): it
+    /// leaves `/healthz`, and its line's gauges go (its counters stay, as
+    /// Prometheus expects of counters).
+    pub fn remove_queue(&self, queue: &str) {
+        self.lease(queue, false);
+        let l = label(queue);
+        self.lease_held.remove(&l);
+        self.lock_health().remove(queue);
+    }
+
     /// A tick that reached Redis.
     pub fn redis_ok(&self, queue: &str) {
         if let Some(h) = self.lock_health().get_mut(queue) {

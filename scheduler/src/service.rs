@@ -7,8 +7,10 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
-use queuegate_shared::QueueKeys;
-use tokio::sync::watch;
+use std::collections::{BTreeMap, BTreeSet};
+
+use queuegate_shared::{QueueId, QueueKeys};
+use tokio::sync::{mpsc, watch};
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 
@@ -81,7 +83,8 @@ pub async fn run_reloading(
     let owner: Arc<str> = Arc::from(owner_id());
     let metrics = Arc::new(Metrics::new());
     for q in &config.queues {
-        // Unhealthy after a few missed ticks, never sooner than a second.
+        // Unhealthy after a few missed ticks, never sooner than a second
+        // (registered before Redis is reached, so /healthz reports them).
         let stale = Duration::from_millis((5 * q.settings.tick_ms).max(1_000));
         metrics.add_queue(q.id.as_str(), &q.settings, stale);
     }
@@ -135,14 +138,11 @@ pub async fn run_reloading(
 
     preload_scripts(&mut conn.clone()).await;
 
+    // The running config, for the admin API: a reload replaces it.
+    let (config_tx, config_rx) = watch::channel(Arc::new(config.clone()));
     let admin = match (admin_listener, &config.admin) {
         (Some(listener), Some(admin)) => {
-            let router = crate::admin::router(
-                Arc::new(config.clone()),
-                admin,
-                conn.clone(),
-                metrics.clone(),
-            );
+            let router = crate::admin::router(config_rx, admin, conn.clone(), metrics.clone());
             let stop = cancel.clone();
             tracing::info!(listen = %admin.listen, tokens = admin.tokens.len(), "admin API on");
             Some(tokio::spawn(async move {
@@ -157,34 +157,41 @@ pub async fn run_reloading(
         _ => None,
     };
 
-    let mut tasks = JoinSet::new();
-    let mut senders = Vec::new();
-    for q in &config.queues {
-        let (tx, rx) = watch::channel(q.clone());
-        senders.push(tx);
-        let worker = QueueWorker::new(
-            QueueKeys::new(&config.prefix, &q.id),
-            q.settings.clone(),
-            owner.clone(),
-            conn.clone(),
-            metrics.clone(),
-        )
-        .with_schedule(q.schedule)
-        .with_reloads(rx);
-        tasks.spawn(worker.run(cancel.child_token()));
-    }
+    let mut queues = Queues {
+        tasks: JoinSet::new(),
+        running: BTreeMap::new(),
+        owner,
+        conn: conn.clone(),
+        metrics: metrics.clone(),
+        cancel: cancel.clone(),
+    };
+    queues.apply(&config);
+    let (reloads_tx, mut reloads) = mpsc::channel::<Config>(1);
     if let Some(path) = reload_from {
         tokio::spawn(reload_on_hangup(
             path,
             config,
-            senders,
+            reloads_tx,
             cancel.child_token(),
         ));
     }
-    shutdown.await;
+    loop {
+        tokio::select! {
+            () = &mut shutdown => break,
+            Some(new) = reloads.recv() => {
+                queues.apply(&new);
+                config_tx.send_replace(Arc::new(new));
+            }
+            Some(done) = queues.tasks.join_next() => {
+                if let Err(e) = done {
+                    tracing::error!(error = %e, "a queue task panicked");
+                }
+            }
+        }
+    }
     tracing::info!("shutting down: finishing ticks and releasing leases");
     cancel.cancel();
-    while let Some(done) = tasks.join_next().await {
+    while let Some(done) = queues.tasks.join_next().await {
         if let Err(e) = done {
             tracing::error!(error = %e, "a queue task panicked");
         }
@@ -197,11 +204,78 @@ pub async fn run_reloading(
     Ok(())
 }
 
-/// Reloads `path` on every SIGHUP until `cancel`; see [`run_reloading`].
+/// The queues this process runs: one task each, fed its reloaded config.
+struct Queues {
+    tasks: JoinSet<()>,
+    /// Each running queue's config channel and its task's stop.
+    running: BTreeMap<QueueId, (watch::Sender<QueueConfig>, CancellationToken)>,
+    owner: Arc<str>,
+    conn: RedisConn,
+    metrics: Arc<Metrics>,
+    cancel: CancellationToken,
+}
+
+impl Queues {
+    /// Runs `config`'s queues: a new one starts (as a standby, then takes
+    /// the lease like any), a known one gets its new settings and
+    /// schedule, one no longer listed finishes its tick and releases its
+    /// lease.
+    fn apply(&mut self, config: &Config) {
+        let listed: BTreeSet<&QueueId> = config.queues.iter().map(|q| &q.id).collect();
+        let gone: Vec<QueueId> = self
+            .running
+            .keys()
+            .filter(|id| !listed.contains(id))
+            .cloned()
+            .collect();
+        for id in gone {
+            if let Some((_, stop)) = self.running.remove(&id) {
+                tracing::info!(
+                    queue = id.as_str(),
+                    "queue removed from the config: stopping it"
+                );
+                stop.cancel();
+                self.metrics.remove_queue(id.as_str());
+            }
+        }
+        for q in &config.queues {
+            if let Some((tx, _)) = self.running.get(&q.id) {
+                tx.send_replace(q.clone());
+                continue;
+            }
+            if !self.running.is_empty() {
+                tracing::info!(
+                    queue = q.id.as_str(),
+                    "queue added to the config: starting it"
+                );
+            }
+            // Unhealthy after a few missed ticks, never sooner than a second.
+            let stale = Duration::from_millis((5 * q.settings.tick_ms).max(1_000));
+            self.metrics.add_queue(q.id.as_str(), &q.settings, stale);
+            let (tx, rx) = watch::channel(q.clone());
+            let stop = self.cancel.child_token();
+            let worker = QueueWorker::new(
+                QueueKeys::new(&config.prefix, &q.id),
+                q.settings.clone(),
+                self.owner.clone(),
+                self.conn.clone(),
+                self.metrics.clone(),
+            )
+            .with_schedule(q.schedule)
+            .with_response_timeout(config.redis.response_timeout)
+            .with_reloads(rx);
+            self.tasks.spawn(worker.run(stop.clone()));
+            self.running.insert(q.id.clone(), (tx, stop));
+        }
+    }
+}
+
+/// Reloads `path` on every SIGHUP until `cancel`, handing each valid
+/// config to the service; see [`run_reloading`].
 async fn reload_on_hangup(
     path: PathBuf,
     mut running: Config,
-    senders: Vec<watch::Sender<QueueConfig>>,
+    reloads: mpsc::Sender<Config>,
     cancel: CancellationToken,
 ) {
     #[cfg(unix)]
@@ -220,7 +294,7 @@ async fn reload_on_hangup(
         }
         #[cfg(not(unix))]
         {
-            let _ = (&path, &senders);
+            let _ = (&path, &reloads);
             return cancel.cancelled().await;
         }
         let new = match Config::load(&path) {
@@ -237,10 +311,10 @@ async fn reload_on_hangup(
             );
             continue;
         }
-        for (tx, q) in senders.iter().zip(&new.queues) {
-            tx.send_replace(q.clone());
+        if reloads.send(new.clone()).await.is_err() {
+            return;
         }
-        tracing::info!(path = %path.display(), "config reloaded");
+        tracing::info!(path = %path.display(), queues = new.queues.len(), "config reloaded");
         running = new;
     }
 }

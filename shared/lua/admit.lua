@@ -20,7 +20,8 @@
 --   then the totals of refused entries: budget, challenge, reused, turnstile,
 --   then the pre-queued, then the total of stale solutions refused, then
 --   refused entries: address full, then the operators' totals: requests
---   passed by bypass links, visitors revoked}
+--   passed by bypass links, visitors revoked, then the run-time settings'
+--   version (0 none; the caller applies a new one)}
 --   code 1 admitted (maybe 0 users) · 2 queue not admitting (paused/closed;
 --   sweeps still ran) · 3 a draw runs (no admission until it is over) · 0
 --   caller does not own the lease: nothing changed.
@@ -28,7 +29,7 @@
 -- two schedulers running at once cannot over-admit, and a stale owner is
 -- fenced off by the owner check.
 if redis.call('GET', KEYS[3]) ~= ARGV[1] then
-  return {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0}
+  return {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0}
 end
 redis.call('PEXPIRE', KEYS[3], ARGV[11])
 
@@ -116,10 +117,9 @@ end
 --    come before everyone behind them. The rate bucket shared with idle
 --    passthrough bounds the allowance too.
 local code, admitted = 1, 0
-local cfg = redis.call('HMGET', KEYS[4], CF_STATE, CF_DRAW_LEFT, CF_RATE_NOW)
-local state = cfg[1]
+local cfg = redis.call('HMGET', KEYS[4], CF_STATE, CF_DRAW_LEFT, CF_RATE_NOW, CF_SETTINGS_VERSION)
 if cfg[3] ~= ARGV[14] then redis.call('HSET', KEYS[4], CF_RATE_NOW, ARGV[14]) end
-if (state == QS_OPEN or state == QS_DRAINING) and tonumber(cfg[2] or '0') == 0 then
+if (cfg[1] == QS_OPEN or cfg[1] == QS_DRAINING) and tonumber(cfg[2] or '0') == 0 then
   local free = max_active - redis.call('ZCARD', KEYS[2])
   local tokens = rate_tokens(KEYS[5], now, rate, tick_ms)
   local want = math.min(free, allowance, math.floor(tokens), math.floor((#ARGV - FIRST_GRANT + 1) / 2))
@@ -224,4 +224,5 @@ local refused = redis.call('HMGET', KEYS[5], SF_REFUSED_BUDGET, SF_REFUSED_CHALL
 return {code, admitted, expired, lapsed, abandoned, waiting, redis.call('ZCARD', KEYS[2]),
   tonumber(refused[1] or '0'), tonumber(refused[2] or '0'), tonumber(refused[3] or '0'),
   tonumber(refused[4] or '0'), redis.call('ZCARD', KEYS[7]), tonumber(refused[5] or '0'),
-  tonumber(refused[6] or '0'), tonumber(refused[7] or '0'), tonumber(refused[8] or '0')}
+  tonumber(refused[6] or '0'), tonumber(refused[7] or '0'), tonumber(refused[8] or '0'),
+  tonumber(cfg[4] or '0')}

@@ -107,6 +107,13 @@ names!(
         /// Draw: the last ticket before the range reserved for the
         /// pre-queue at the opening.
         DRAW_BASE = "draw_base",
+        /// Run-time settings: the version of the `settings` hash (one more
+        /// for every change an operator makes through the admin API or
+        /// the CLI); the lease holder applies it at its next tick.
+        SETTINGS_VERSION = "settings_version",
+        /// Run-time settings: the version the lease holder last applied
+        /// and published with the file's settings.
+        SETTINGS_APPLIED = "settings_applied",
         /// Draw: the last ticket of the reserved range.
         DRAW_END = "draw_end",
         /// Draw: pre-queued visitors not placed yet (0: no draw running).
@@ -440,6 +447,8 @@ mod tests {
                 config::MARKS,
                 config::MARKS_AT,
                 config::NOTICE,
+                config::SETTINGS_VERSION,
+                config::SETTINGS_APPLIED,
             ];
             if kept_by_the_scheduler.contains(field) {
                 assert!(!settings.iter().any(|s| s == field), "{field} is a setting");

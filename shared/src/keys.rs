@@ -239,6 +239,13 @@ impl QueueKeys {
         self.key(name::BYPASS)
     }
 
+    /// HASH: the queue's run-time settings (setting → its JSON value),
+    /// set through the admin API or the CLI; they win over the config
+    /// file's (docs/scheduler.md, *Settings at run time*).
+    pub fn settings(&self) -> String {
+        self.key(name::SETTINGS)
+    }
+
     /// HASH: the origin's answers recorded by settles in Redis second
     /// `second` (see [`fields::origin`](crate::fields::origin)).
     pub fn origin(&self, second: u64) -> String {
@@ -287,6 +294,9 @@ names!(
         ORIGIN = "origin:",
         /// HASH: bypass links, id → record.
         BYPASS = "bypass",
+        /// HASH: run-time settings, name → JSON value (they win over the
+        /// config file's).
+        SETTINGS = "settings",
     }
 );
 
@@ -307,6 +317,7 @@ mod tests {
             keys.stats(),
             keys.token(&user),
             keys.history(&user),
+            keys.settings(),
             keys.status(&user),
             keys.sampled(&user),
         ] {

@@ -117,7 +117,7 @@ pub static ADMIT: Script = Script::new(
     "admit",
     true,
     shipped!("admit"),
-    "1bc262390e10cd490c66bddf377c63f9b5857f67",
+    "a08954c65060bc9f7e3c8553d2121a10292d4378",
 );
 /// Compare-and-delete of an entry token.
 pub static CONSUME: Script = Script::new(
@@ -245,8 +245,16 @@ pub static REVOKE: Script = Script::new(
     "cd77cae3cb3ebb2719d73e345bd839d7bbcc2342",
 );
 
+/// Changes a queue's run-time settings if nobody changed them meanwhile.
+pub static SETTINGS: Script = Script::new(
+    "settings",
+    false,
+    shipped!("settings"),
+    "3b695fc8f2b4cf80e0a915e15012fa4b1b658f20",
+);
+
 /// Every script, for preloading (SCRIPT LOAD) and the pinned-hash test.
-pub fn all() -> [&'static Script; 20] {
+pub fn all() -> [&'static Script; 21] {
     [
         &ENTER,
         &POSITION,
@@ -268,6 +276,7 @@ pub fn all() -> [&'static Script; 20] {
         &SET_NOTICE,
         &BYPASS,
         &REVOKE,
+        &SETTINGS,
     ]
 }
 

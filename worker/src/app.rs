@@ -202,8 +202,7 @@ impl App {
             .map_err(|e| match e {
                 QueueChoiceError::Invalid(why) => EdgeError::InvalidQueue(why),
                 QueueChoiceError::Unknown => EdgeError::UnknownQueue,
-            })?
-            .clone();
+            })?;
         let keys = QueueKeys::new(&self.config.prefix, &id);
         Ok((id, keys))
     }

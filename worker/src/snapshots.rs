@@ -23,9 +23,11 @@ struct Entry {
     snapshot: Option<Snapshot>,
 }
 
-/// Most queues whose snapshots one isolate keeps; a request naming more
-/// (queue ids come from the route table, so only a misconfiguration could)
-/// starts over rather than growing the map.
+/// Most queues whose snapshots one isolate keeps. With a `QUEUES` pattern
+/// (`drop-*`) a client may name queues nobody runs: their entries hold no
+/// snapshot and go first when the list is full, then the least recently
+/// refreshed, so made-up names cannot push the real queues' snapshots out
+/// (and send their polls to Redis).
 const MAX_QUEUES: usize = 64;
 
 impl SnapshotCache {
@@ -43,7 +45,12 @@ impl SnapshotCache {
             return (e.snapshot.clone(), true);
         }
         if list.len() >= MAX_QUEUES {
-            list.clear();
+            list.retain(|e| e.snapshot.is_some());
+        }
+        if list.len() >= MAX_QUEUES {
+            if let Some(oldest) = (0..list.len()).min_by_key(|&i| list[i].started) {
+                list.swap_remove(oldest);
+            }
         }
         list.push(Entry {
             queue: queue.to_string(),
@@ -167,5 +174,33 @@ mod tests {
         assert_eq!(cache.get_or_start("other", 10_001 + r), (None, true));
         assert_eq!(cache.exact_front("main"), Some(10));
         assert_eq!(cache.exact_front("other"), None);
+    }
+
+    #[test]
+    fn made_up_queue_names_never_push_out_a_real_queues_snapshot() {
+        let cache = SnapshotCache::default();
+        cache.get_or_start("main", 1_000);
+        cache.record("main", Some(snap(1_000)));
+        // Many names a pattern allows but nobody runs: nothing to read.
+        for i in 0..10 * MAX_QUEUES {
+            let name = format!("drop-{i}");
+            cache.get_or_start(&name, 1_001);
+            cache.record(&name, None);
+        }
+        assert_eq!(
+            cache.get_or_start("main", 1_002),
+            (Some(snap(1_000)), false),
+            "kept, and still fresh: no extra read"
+        );
+        assert!(cache.0.lock().unwrap().len() <= MAX_QUEUES);
+        // Real queues beyond the bound: the least recently refreshed goes.
+        for i in 0..MAX_QUEUES as u64 {
+            let name = format!("real-{i}");
+            cache.get_or_start(&name, 2_000 + i);
+            cache.record(&name, Some(snap(2_000 + i)));
+        }
+        assert_eq!(cache.exact_front("main"), None, "main, the oldest, went");
+        assert_eq!(cache.exact_front("real-63"), Some(10));
+        assert!(cache.0.lock().unwrap().len() <= MAX_QUEUES);
     }
 }

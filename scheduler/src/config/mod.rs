@@ -19,8 +19,8 @@ mod redis;
 
 pub use admin::{token_hash, AdminConfig, AdminToken, DEFAULT_ADMIN_LISTEN};
 
-pub use queues::{format_time, parse_time, FileSchedule, QueueConfig};
-pub use redis::{redact, Endpoint, RedisConfig, DEFAULT_REDIS_URL};
+pub use queues::{check_settings, format_time, parse_time, FileSchedule, QueueConfig};
+pub use redis::{redact, Endpoint, RedisConfig, DEFAULT_REDIS_URL, DEFAULT_RESPONSE_TIMEOUT_MS};
 
 /// Where `run` and the operator commands look when `--config` is not given.
 pub const DEFAULT_PATH: &str = "/etc/queuegate/scheduler.toml";
@@ -163,7 +163,8 @@ impl Config {
     }
 
     /// What `new` changes that a running process cannot take over (a
-    /// reload applies queue settings only), or None.
+    /// reload applies queues: new ones, their settings, removals), or
+    /// None.
     pub fn restart_needed(&self, new: &Config) -> Option<&'static str> {
         let (a, b) = (&self.redis, &new.redis);
         let same_redis = a.endpoint == b.endpoint
@@ -172,15 +173,12 @@ impl Config {
             && a.ca_file == b.ca_file
             && a.connect_timeout == b.connect_timeout
             && a.response_timeout == b.response_timeout;
-        let ids = |c: &Config| c.queues.iter().map(|q| q.id.clone()).collect::<Vec<_>>();
         if !same_redis || self.prefix != new.prefix {
             Some("the [redis] section changed")
         } else if self.listen != new.listen {
             Some("[http] listen changed")
         } else if self.admin != new.admin {
             Some("the [admin] section changed")
-        } else if ids(self) != ids(new) {
-            Some("the list of queues changed")
         } else {
             None
         }

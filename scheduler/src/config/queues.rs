@@ -150,38 +150,38 @@ fn queue_config(
     let own = overrides(&own).map_err(|m| at.invalid(&place, m))?;
 
     let settings = merged_settings(defaults, &own).map_err(|m| at.invalid(&place, m))?;
-    settings
-        .validate()
-        .map_err(|e| at.invalid(&place, e.to_string()))?;
-    let per_tick = settings.admit_rate_per_second * settings.tick_ms as f64 / 1000.0;
-    if per_tick > MAX_ADMITS_PER_TICK {
-        return Err(at.invalid(
-            place,
-            format!(
-                "admit_rate_per_second × tick_ms = {per_tick:.0} admissions per tick: at most \
-                 {MAX_ADMITS_PER_TICK:.0} (one admit script blocks Redis while it runs); \
-                 lower tick_ms"
-            ),
-        ));
-    }
-    let needed = settings.tick_ms + 2 * as_ms(redis.response_timeout);
-    if settings.lease_ttl_ms <= needed {
-        return Err(at.invalid(
-            place,
-            format!(
-                "lease_ttl_ms = {}: must exceed tick_ms + 2 × [redis] response_timeout_ms \
-                 ({} + 2 × {} = {needed}), the longest gap between two renewals",
-                settings.lease_ttl_ms,
-                settings.tick_ms,
-                as_ms(redis.response_timeout)
-            ),
-        ));
-    }
+    check_settings(&settings, redis.response_timeout).map_err(|m| at.invalid(&place, m))?;
     Ok(QueueConfig {
         id,
         settings,
         schedule,
     })
+}
+
+/// Every rule a queue's settings must meet, in the file or at run time:
+/// each setting's own ([`Settings::validate`]), and those that involve
+/// the tick and Redis' timing.
+pub fn check_settings(settings: &Settings, response_timeout: Duration) -> Result<(), String> {
+    settings.validate().map_err(|e| e.to_string())?;
+    let per_tick = settings.admit_rate_per_second * settings.tick_ms as f64 / 1000.0;
+    if per_tick > MAX_ADMITS_PER_TICK {
+        return Err(format!(
+            "admit_rate_per_second × tick_ms = {per_tick:.0} admissions per tick: at most \
+             {MAX_ADMITS_PER_TICK:.0} (one admit script blocks Redis while it runs); \
+             lower tick_ms"
+        ));
+    }
+    let needed = settings.tick_ms + 2 * as_ms(response_timeout);
+    if settings.lease_ttl_ms <= needed {
+        return Err(format!(
+            "lease_ttl_ms = {}: must exceed tick_ms + 2 × [redis] response_timeout_ms \
+             ({} + 2 × {} = {needed}), the longest gap between two renewals",
+            settings.lease_ttl_ms,
+            settings.tick_ms,
+            as_ms(response_timeout)
+        ));
+    }
+    Ok(())
 }
 
 fn as_ms(d: Duration) -> u64 {

@@ -12,7 +12,7 @@ use super::{env, ConfigError, Origin};
 /// Redis when the config names none.
 pub const DEFAULT_REDIS_URL: &str = "redis://127.0.0.1:6379";
 const DEFAULT_CONNECT_TIMEOUT_MS: u64 = 1_000;
-const DEFAULT_RESPONSE_TIMEOUT_MS: u64 = 500;
+pub const DEFAULT_RESPONSE_TIMEOUT_MS: u64 = 500;
 
 /// How to reach Redis.
 #[derive(Clone, PartialEq, Eq)]

@@ -30,6 +30,7 @@ use crate::config::{FileSchedule, QueueConfig};
 use crate::connect::RedisConn;
 use crate::engine::EngineError;
 use crate::metrics::Metrics;
+use crate::runtime::{self, Stored};
 use admit::Admission;
 use draw::Drawer;
 use lease::Lease;
@@ -70,7 +71,18 @@ struct Tick {
 #[derive(Debug)]
 pub struct QueueWorker {
     keys: QueueKeys,
+    /// The settings in force: the file's with the run-time ones over them.
     settings: Settings,
+    /// The config file's settings for this queue.
+    file: Settings,
+    /// The run-time settings last read from Redis.
+    runtime: Stored,
+    /// A run-time version applied and still to be marked as applied once
+    /// published.
+    runtime_unmarked: Option<u64>,
+    /// `[redis] response_timeout_ms`: the lease rule run-time settings are
+    /// checked against.
+    response_timeout: Duration,
     conn: RedisConn,
     metrics: Arc<Metrics>,
     last_tick: Option<Instant>,
@@ -98,11 +110,22 @@ impl QueueWorker {
             drawer: Drawer::new(),
             admission: Admission::new(settings.admit_rate_per_second, tick),
             keys,
+            file: settings.clone(),
+            runtime: Stored::default(),
+            runtime_unmarked: None,
+            response_timeout: Duration::from_millis(crate::config::DEFAULT_RESPONSE_TIMEOUT_MS),
             settings,
             conn,
             metrics,
             last_tick: None,
         }
+    }
+
+    /// Checks run-time settings against this Redis response timeout (the
+    /// lease rule), as the config file's are.
+    pub fn with_response_timeout(mut self, timeout: Duration) -> Self {
+        self.response_timeout = timeout;
+        self
     }
 
     /// Publishes this opening and closing with the settings.
@@ -140,12 +163,21 @@ impl QueueWorker {
                         backoff = Backoff::new(tick, MAX_BACKOFF.max(tick));
                     }
                     self.reload.schedule_reloaded(q.schedule, self.lease.is_held());
-                    self.reconfigure(q.settings);
+                    self.file = q.settings;
+                    let settings = self.over_file(&self.runtime.values.clone());
+                    self.reconfigure(settings);
                     continue;
                 }
                 _ = interval.tick() => {}
             }
-            match self.tick().await {
+            let result = self.tick().await;
+            // Run-time settings may have changed the tick.
+            let tick = Duration::from_millis(self.settings.tick_ms);
+            if interval.period() != tick {
+                interval = ticks(self.settings.tick_ms);
+                backoff = Backoff::new(tick, MAX_BACKOFF.max(tick));
+            }
+            match result {
                 Ok(()) => {
                     if failing {
                         tracing::info!(queue = self.queue(), "redis reachable again");
@@ -222,7 +254,9 @@ impl QueueWorker {
         }
         let was_held = self.lease.taken(tick.started, self.lease_for());
         // Publish before the first admission, so the edge reads what this
-        // holder enforces. The operator's state is kept.
+        // holder enforces (the run-time settings over the file's). The
+        // operator's state is kept.
+        self.load_runtime().await?;
         let state = self.publish().await?;
         if was_held {
             // Our own lease, extended after an outage: carry on.
@@ -278,7 +312,59 @@ impl QueueWorker {
         // The admit extended the lease; count from before it was sent.
         self.lease.renewed(tick.started, self.lease_for());
         self.drawer.saw(&counts);
+        if counts.settings_version != self.runtime.version_number() {
+            // An operator changed the run-time settings: in force and
+            // published within this tick.
+            self.load_runtime().await?;
+            if self.reload.is_pending() || self.runtime_unmarked.is_some() {
+                self.publish().await?;
+            }
+        }
         Ok(())
+    }
+
+    /// Reads the run-time settings and, at a new version, puts them in
+    /// force over the file's (a holder publishes them next). Settings
+    /// that break a rule with this process's file (another scheduler's
+    /// file allowed them) are refused with an error in the log; the
+    /// running ones are kept.
+    async fn load_runtime(&mut self) -> Result<(), TickError> {
+        let stored = runtime::read(&mut self.conn, &self.keys).await?;
+        if stored.version != self.runtime.version {
+            match runtime::effective(&self.file, &stored.values, self.response_timeout) {
+                Ok(settings) => {
+                    tracing::info!(
+                        queue = self.queue(),
+                        version = stored.version_number(),
+                        set = stored.values.len(),
+                        "run-time settings in force"
+                    );
+                    self.reconfigure(settings);
+                    self.runtime_unmarked = stored.version;
+                }
+                Err(e) => tracing::error!(
+                    queue = self.queue(),
+                    version = stored.version_number(),
+                    error = %e,
+                    "run-time settings refused with this scheduler's config file; running settings kept"
+                ),
+            }
+        }
+        self.runtime = stored;
+        Ok(())
+    }
+
+    /// The file's settings with `values` over them; the file's alone when
+    /// they break a rule with it (logged).
+    fn over_file(&self, values: &runtime::Values) -> Settings {
+        runtime::effective(&self.file, values, self.response_timeout).unwrap_or_else(|e| {
+            tracing::error!(
+                queue = self.queue(),
+                error = %e,
+                "run-time settings break a rule with the reloaded config file; the file's settings alone are in force"
+            );
+            self.file.clone()
+        })
     }
 
     /// New settings from a reloaded config: the rate, the controller's
@@ -304,10 +390,14 @@ impl QueueWorker {
     }
 
     async fn publish(&mut self) -> Result<QueueState, TickError> {
-        Ok(self
+        let state = self
             .reload
             .publish(&mut self.conn, &self.keys, &self.settings)
-            .await?)
+            .await?;
+        if let Some(version) = self.runtime_unmarked.take() {
+            runtime::mark_applied(&mut self.conn, &self.keys, version).await?;
+        }
+        Ok(state)
     }
 
     fn tick_length(&self) -> Duration {

@@ -58,6 +58,8 @@ pub struct AdmitCounts {
     pub bypassed: u64,
     /// Visitors operators revoked so far (a total).
     pub revoked: u64,
+    /// The run-time settings' version (0: none were ever set).
+    pub settings_version: u64,
 }
 
 /// Totals of new places the entry guard refused, by reason.
@@ -164,8 +166,8 @@ impl Operation for Admit<'_> {
 
     fn decode(&self, value: Value) -> Result<AdmitReply, DecodeError> {
         let f = Fields::new("admit", value)?;
-        if f.len() != 16 {
-            return Err(f.error(format!("expected 16 fields, got {}", f.len())));
+        if f.len() != 17 {
+            return Err(f.error(format!("expected 17 fields, got {}", f.len())));
         }
         let counts = AdmitCounts {
             admitting: f.int(0)? == 1,
@@ -187,6 +189,7 @@ impl Operation for Admit<'_> {
             drawing: f.int(0)? == 3,
             bypassed: f.uint(14)?,
             revoked: f.uint(15)?,
+            settings_version: f.uint(16)?,
         };
         match f.int(0)? {
             0 => Ok(AdmitReply::NotOwner),

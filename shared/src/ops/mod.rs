@@ -14,6 +14,7 @@ mod origin;
 mod pass;
 mod revoke;
 mod schedule;
+mod settings;
 mod settle;
 mod status;
 mod unconsume;
@@ -31,6 +32,7 @@ pub use origin::{Answers, ControlRecord, OriginRead, OriginReply, OriginWindow, 
 pub use pass::{Pass, PassReply, QueueNeeded};
 pub use revoke::{Revoke, RevokeCall, RevokeReply, MAX_REVOKE_MS};
 pub use schedule::{Change, Schedule, Scheduled};
+pub use settings::{SetSettings, SettingsReply};
 pub use settle::{Outcome, Settle, SettleReply};
 pub use status::{QueueStatus, Status};
 pub use unconsume::Unconsume;

@@ -120,6 +120,7 @@ async fn every_documented_admin_status_matches_the_document() {
     const BYPASS: &str = "/admin/v1/queues/{queue}/bypasses/{id}";
     const VISITOR: &str = "/admin/v1/queues/{queue}/visitors/{user}";
     const REVOCATION: &str = "/admin/v1/queues/{queue}/visitors/{user}/revocation";
+    const SETTINGS: &str = "/admin/v1/queues/{queue}/settings";
     let big = format!(r#"{{"text":"{}"}}"#, "x".repeat(5_000));
 
     ck.check("GET", LIST, LIST, None, false, 200).await;
@@ -278,6 +279,37 @@ async fn every_documented_admin_status_matches_the_document() {
     )
     .await;
 
+    // Run-time settings: the document names every setting, and only those.
+    let mut names: Vec<String> = ck.spec.doc["components"]["schemas"]["SettingName"]["enum"]
+        .as_array()
+        .expect("a SettingName enum")
+        .iter()
+        .filter_map(|n| n.as_str().map(String::from))
+        .collect();
+    names.sort_unstable();
+    assert_eq!(names, queuegate_shared::Settings::field_names());
+    // Shown, changed, refused, cleared.
+    let settings = main("settings");
+    ck.check("GET", SETTINGS, &settings, None, false, 200).await;
+    ck.check(
+        "PUT",
+        SETTINGS,
+        &settings,
+        Some(r#"{"max_active":50}"#),
+        false,
+        200,
+    )
+    .await;
+    for bad in [r#"{"max_active":0}"#, r#"{"speed":1}"#, "{}", "[]"] {
+        ck.check("PUT", SETTINGS, &settings, Some(bad), false, 400)
+            .await;
+    }
+    let big_settings = format!(r#"{{"max_active":{}}}"#, "1".repeat(5_000));
+    ck.check("PUT", SETTINGS, &settings, Some(&big_settings), false, 413)
+        .await;
+    ck.check("DELETE", SETTINGS, &settings, None, false, 200)
+        .await;
+
     // Bypass links.
     let qa = r#"{"name":"qa alice","ttl_minutes":30}"#;
     let created = ck
@@ -337,6 +369,7 @@ async fn every_documented_admin_status_matches_the_document() {
         SCHEDULE => Some(at),
         NOTICE => Some(r#"{"text":"x"}"#),
         BYPASSES => Some(r#"{"name":"x"}"#),
+        SETTINGS => Some(r#"{"max_active":60}"#),
         _ => None,
     };
 
@@ -368,6 +401,13 @@ async fn every_documented_admin_status_matches_the_document() {
             .await;
     }
 
+    // A settings write that lost a race to another writer (409) cannot
+    // be provoked from one client; runtime_settings.rs drives the
+    // script's refusal of a stale read directly.
+    for method in ["PUT", "DELETE"] {
+        ck.seen
+            .insert((SETTINGS.to_string(), method.to_string(), "409".to_string()));
+    }
     let missing: Vec<_> = ck.spec.documented().difference(&ck.seen).cloned().collect();
     assert!(missing.is_empty(), "documented but never seen: {missing:?}");
     drop(s);

@@ -1,6 +1,7 @@
 //! `queuegate-scheduler` reloads its config on SIGHUP: a changed rate takes
 //! effect without a lease change; a broken or invalid file is refused with
-//! the reason logged and the running config kept.
+//! the reason logged and the running config kept; a queue added to the
+//! file starts and one removed stops, without a restart.
 
 use std::time::{Duration, Instant};
 
@@ -120,7 +121,11 @@ async fn sighup_applies_a_new_rate_without_a_lease_change_and_refuses_a_bad_file
     );
     assert!(sched.log().contains("max_active = 0"), "{}", sched.log());
     // A change that needs a restart: refused too.
-    std::fs::write(&path, faster.replace("id = \"main\"", "id = \"other\"")).expect("rename");
+    std::fs::write(
+        &path,
+        faster.replace("[redis]\n", "[redis]\nresponse_timeout_ms = 700\n"),
+    )
+    .expect("change [redis]");
     sched.sighup();
     assert!(
         log_says(&sched, "config reload refused", 3).await,
@@ -134,5 +139,115 @@ async fn sighup_applies_a_new_rate_without_a_lease_change_and_refuses_a_bad_file
     assert_eq!(published_rate(&q).await, Some(40.0));
     assert_eq!(sched.metric(ACQUIRED), Some(1.0));
     let mut sched = sched;
+    assert!(sched.is_running());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sighup_starts_an_added_queue_and_stops_a_removed_one_without_a_restart() {
+    use queuegate_scheduler::config::token_hash;
+    const TOKEN: &str = "qga_99887766554433221100ffeeddccbbaa-ops";
+    let redis = RedisServer::start();
+    let hash = token_hash(TOKEN);
+    let mut sched = Scheduler::builder(&redis.url())
+        .queue("main", &[])
+        .admin_tokens(&[("ops", &hash)])
+        .start();
+    let held = |s: &Scheduler, queue: &str| {
+        s.metric(&format!("queuegate_lease_held{{queue=\"{queue}\"}}")) == Some(1.0)
+    };
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !held(&sched, "main") {
+        assert!(
+            Instant::now() < deadline,
+            "main never held: {}",
+            sched.log()
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let drop = TestQueue::open(&redis.url(), "drop-1", Settings::default()).await;
+    let mut conn = drop.conn.clone();
+    let _: () = conn.del(drop.keys.config()).await.expect("del");
+
+    // Added: started and published, served by the admin API too.
+    let path = sched.config_path().to_path_buf();
+    let text = std::fs::read_to_string(&path).expect("config");
+    std::fs::write(
+        &path,
+        format!("{text}\n[[queue]]\nid = \"drop-1\"\nmax_active = 7\n"),
+    )
+    .expect("add a queue");
+    sched.sighup();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !held(&sched, "drop-1") {
+        assert!(
+            Instant::now() < deadline,
+            "drop-1 never held: {}",
+            sched.log()
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_eq!(
+        drop.config_field(cf::MAX_ACTIVE).await,
+        "7",
+        "its settings published"
+    );
+    assert!(
+        sched.log().contains("queue added to the config"),
+        "{}",
+        sched.log()
+    );
+    let admin = sched.admin_url().expect("admin API");
+    let resp = reqwest::Client::new()
+        .get(format!("{admin}/admin/v1/queues/drop-1"))
+        .bearer_auth(TOKEN)
+        .send()
+        .await
+        .expect("admin API");
+    assert_eq!(
+        resp.status().as_u16(),
+        200,
+        "the admin API knows the new queue"
+    );
+    assert!(sched.is_running());
+    assert_eq!(
+        sched.metric(ACQUIRED),
+        Some(1.0),
+        "main's lease was never retaken"
+    );
+
+    // Removed: it finishes its tick and releases its lease; the rest runs on.
+    let main = TestQueue::open(&redis.url(), "main", Settings::default()).await;
+    std::fs::write(
+        &path,
+        format!(
+            "{}\n[[queue]]\nid = \"drop-1\"\nmax_active = 7\n",
+            text.split("[[queue]]").next().unwrap_or_default()
+        ),
+    )
+    .expect("remove a queue");
+    sched.sighup();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let mut c = main.conn.clone();
+        let lock: Option<String> = c.get(main.keys.lock()).await.expect("get lock");
+        if lock.is_none() {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "main's lease never released: {}",
+            sched.log()
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert!(held(&sched, "drop-1"));
+    let health = reqwest::get(format!("http://127.0.0.1:{}/healthz", sched.port()))
+        .await
+        .expect("healthz");
+    assert_eq!(
+        health.status().as_u16(),
+        200,
+        "a removed queue leaves /healthz"
+    );
     assert!(sched.is_running());
 }

@@ -204,8 +204,12 @@ impl std::fmt::Debug for RedisRest {
 pub struct EdgeConfig {
     /// The queue used when a request names none.
     pub default_queue: QueueId,
-    /// The queues the edge accepts (`?queue=`).
+    /// The queues the edge accepts (`?queue=`) by name.
     pub queues: Vec<QueueId>,
+    /// And by pattern: every id starting with one of these (`QUEUES`
+    /// entries `drop-*`; `*` alone: any id), so a queue added to the
+    /// schedulers needs no redeploy of the worker.
+    pub queue_prefixes: Vec<String>,
     /// Redis key prefix.
     pub prefix: Prefix,
     /// The origin base URL; None forwards to the request's own URL (the
@@ -237,6 +241,7 @@ impl std::fmt::Debug for EdgeConfig {
         f.debug_struct("EdgeConfig")
             .field("default_queue", &self.default_queue)
             .field("queues", &self.queues)
+            .field("queue_prefixes", &self.queue_prefixes)
             .field("origin", &self.origin)
             .field("protected", &self.protected)
             .field("redis", &self.redis)
@@ -274,8 +279,23 @@ impl EdgeConfig {
         let default_queue =
             QueueId::new(&text("QUEUE_ID", "main")).map_err(|e| err("QUEUE_ID", e.to_string()))?;
         let mut queues = Vec::new();
+        let mut queue_prefixes = Vec::new();
         for id in text("QUEUES", default_queue.as_str()).split(',') {
-            queues.push(QueueId::new(id.trim()).map_err(|e| err("QUEUES", e.to_string()))?);
+            let id = id.trim();
+            if let Some(prefix) = id.strip_suffix('*') {
+                // A pattern: its prefix must be the start of a valid id.
+                if !prefix.is_empty() {
+                    QueueId::new(prefix).map_err(|e| {
+                        err(
+                            "QUEUES",
+                            format!("{id}: {e} (a pattern is a prefix then *)"),
+                        )
+                    })?;
+                }
+                queue_prefixes.push(prefix.to_string());
+                continue;
+            }
+            queues.push(QueueId::new(id).map_err(|e| err("QUEUES", e.to_string()))?);
         }
         if !queues.contains(&default_queue) {
             return Err(err(
@@ -339,7 +359,13 @@ impl EdgeConfig {
             .map(RouteRule::parse)
             .collect::<Result<Vec<_>, _>>()?;
         for rule in &protected {
-            if let Some(q) = rule.queue.as_ref().filter(|q| !queues.contains(q)) {
+            let listed = |q: &QueueId| {
+                queues.contains(q)
+                    || queue_prefixes
+                        .iter()
+                        .any(|p| q.as_str().starts_with(p.as_str()))
+            };
+            if let Some(q) = rule.queue.as_ref().filter(|q| !listed(q)) {
                 return Err(err(
                     "PROTECTED_ROUTES",
                     format!(
@@ -379,6 +405,7 @@ impl EdgeConfig {
             guard: GuardConfig::from_lookup(&get, &identity, &origin_secret)?,
             default_queue,
             queues,
+            queue_prefixes,
             prefix,
             origin,
             identity,
@@ -393,15 +420,21 @@ impl EdgeConfig {
     }
 
     /// Resolves `?queue=`: the default when absent.
-    pub fn queue(&self, requested: Option<&str>) -> Result<&QueueId, QueueChoiceError> {
+    pub fn queue(&self, requested: Option<&str>) -> Result<QueueId, QueueChoiceError> {
         let Some(text) = requested else {
-            return Ok(&self.default_queue);
+            return Ok(self.default_queue.clone());
         };
         let id = QueueId::new(text).map_err(|e| QueueChoiceError::Invalid(e.to_string()))?;
-        self.queues
-            .iter()
-            .find(|q| **q == id)
-            .ok_or(QueueChoiceError::Unknown)
+        let by_pattern = || {
+            self.queue_prefixes
+                .iter()
+                .any(|p| id.as_str().starts_with(p.as_str()))
+        };
+        if self.queues.contains(&id) || by_pattern() {
+            Ok(id)
+        } else {
+            Err(QueueChoiceError::Unknown)
+        }
     }
 
     /// True when `method path` needs an entry token.
@@ -465,6 +498,42 @@ mod tests {
             c.queue(Some("Bad Id")),
             Err(QueueChoiceError::Invalid(_))
         ));
+    }
+
+    #[test]
+    fn queues_may_be_allowed_by_a_pattern() {
+        let c = config(&[("QUEUES", "main, drop-*")]).unwrap();
+        assert_eq!(
+            c.queue(Some("drop-2026-12")).unwrap().as_str(),
+            "drop-2026-12"
+        );
+        assert_eq!(c.queue(Some("drop-")).unwrap().as_str(), "drop-");
+        assert_eq!(c.queue(Some("dro")), Err(QueueChoiceError::Unknown));
+        assert_eq!(c.queue(Some("main")).unwrap().as_str(), "main");
+        let any = config(&[("QUEUES", "main,*")]).unwrap();
+        assert_eq!(any.queue(Some("whatever")).unwrap().as_str(), "whatever");
+        assert!(matches!(
+            any.queue(Some("Not Valid")),
+            Err(QueueChoiceError::Invalid(_))
+        ));
+        for bad in ["main, Drop-*", "main, drop-**", "main, d{x}*"] {
+            let e = config(&[("QUEUES", bad)]).unwrap_err();
+            assert!(e.to_string().contains("QUEUES"), "{bad}: {e}");
+        }
+        // A protected route may name a queue the pattern allows.
+        let routed = config(&[
+            ("QUEUES", "main, drop-*"),
+            ("PROTECTED_ROUTES", "POST /orders, POST /drop/*@drop-7"),
+        ])
+        .unwrap();
+        assert_eq!(
+            routed
+                .protecting_queue("POST", "/drop/x")
+                .map(|q| q.as_str()),
+            Some("drop-7")
+        );
+        // The default queue must still be listed by name.
+        assert!(config(&[("QUEUES", "drop-*")]).is_err());
     }
 
     #[test]
