@@ -517,6 +517,10 @@ fn check_report(config: &Config) -> String {
             }
         }
     }
+    out.push_str(
+        "\n(the file's settings; run-time settings kept in Redis win over them: \
+         `settings QUEUE` shows what is in force)\n",
+    );
     out
 }
 
