@@ -19,9 +19,10 @@ use crate::service::{self, RunError};
 #[derive(Debug, Parser)]
 #[command(name = "queuegate-scheduler", version, about, long_about = None)]
 pub struct Cli {
-    /// The TOML config file.
-    #[arg(long, short, global = true, env = config::env::CONFIG, default_value = config::DEFAULT_PATH)]
-    pub config: PathBuf,
+    /// The TOML config file [default: /etc/queuegate/scheduler.toml if it
+    /// exists, else the environment alone (QUEUEGATE_REDIS_URL, …)].
+    #[arg(long, short, global = true, env = config::env::CONFIG)]
+    pub config: Option<PathBuf>,
     /// What to do.
     #[command(subcommand)]
     pub command: Command,
@@ -259,11 +260,9 @@ pub async fn execute(
     if let Command::AdminToken { name } = &cli.command {
         return admin_token(name);
     }
-    let config = Config::load(&cli.config)?;
+    let (config, file) = load_config(cli.config)?;
     let (queue, action) = match cli.command {
-        Command::Run => {
-            return Ok(service::run_reloading(config, Some(cli.config), shutdown).await?)
-        }
+        Command::Run => return Ok(service::run_reloading(config, file, shutdown).await?),
         Command::Check => {
             print!("{}", check_report(&config));
             return Ok(());
@@ -603,6 +602,36 @@ fn render_visitor(v: &actions::VisitorView) -> String {
         out.push_str(&format!("  {label:<11} {} at {}\n", c.status, c.at));
     }
     out
+}
+
+/// The config: the file named (`--config`, `QUEUEGATE_CONFIG`), else the
+/// default file if it exists, else the environment alone when it names
+/// Redis. With a file, queue settings in the environment are refused
+/// (they would be ignored). Returns the file to reload on SIGHUP.
+fn load_config(named: Option<PathBuf>) -> Result<(Config, Option<PathBuf>), CliError> {
+    let env = |k: &str| std::env::var(k).ok();
+    let default = PathBuf::from(config::DEFAULT_PATH);
+    let file = match named {
+        Some(path) => Some(path),
+        None if default.exists() => Some(default),
+        None => None,
+    };
+    match file {
+        Some(path) => {
+            Config::refuse_env_settings(&path.display().to_string(), env)?;
+            Ok((Config::load(&path)?, Some(path)))
+        }
+        None if env(config::env::REDIS_URL).is_some()
+            || env(config::env::REDIS_NODES).is_some() =>
+        {
+            Ok((Config::from_env(env)?, None))
+        }
+        None => Err(CliError::Usage(format!(
+            "no config: give --config FILE (or QUEUEGATE_CONFIG), put one at {}, or set \
+             QUEUEGATE_REDIS_URL to configure from the environment alone (docs/scheduler.md)",
+            config::DEFAULT_PATH
+        ))),
+    }
 }
 
 /// `settings`: shows them, or changes them (`--set`, `--unset`, `--clear`).

@@ -9,7 +9,7 @@
 use std::net::SocketAddr;
 use std::path::Path;
 
-use queuegate_shared::Prefix;
+use queuegate_shared::{Prefix, Settings};
 use serde::Deserialize;
 
 mod admin;
@@ -114,6 +114,109 @@ impl Config {
             config.redis.ca_file = Some(ca);
         }
         Ok(config)
+    }
+
+    /// The config from the environment alone (containers, managed
+    /// platforms): Redis from `QUEUEGATE_REDIS_URL` (or `_NODES`, with
+    /// `_USERNAME`, `_PASSWORD`), `QUEUEGATE_LISTEN`, one queue
+    /// `QUEUEGATE_QUEUE` (default `main`) whose settings are
+    /// `QUEUEGATE_<SETTING>` (`QUEUEGATE_ADMIT_RATE_PER_SECOND=50`),
+    /// `QUEUEGATE_OPENS_AT`/`_CLOSES_AT`, `QUEUEGATE_KEY_PREFIX`, and the
+    /// admin API from `QUEUEGATE_ADMIN_TOKENS` (`ops=sha256:…,bot=sha256:…`)
+    /// and `QUEUEGATE_ADMIN_LISTEN`. Validated exactly like a file.
+    pub fn from_env(env: impl Fn(&str) -> Option<String>) -> Result<Config, ConfigError> {
+        let origin = "the environment";
+        let at = Origin(origin);
+        if env(env::REDIS_URL).is_none() && env(env::REDIS_NODES).is_none() {
+            return Err(at.invalid(
+                env::REDIS_URL,
+                "is not set: without a config file, QUEUEGATE_REDIS_URL (or QUEUEGATE_REDIS_NODES) names Redis",
+            ));
+        }
+        // A setting's value as the file would write it; anything else is
+        // a string (then refused by the setting's type, naming it).
+        let value = |text: String| {
+            toml::from_str::<toml::Table>(&format!("v = {}", text.trim()))
+                .ok()
+                .and_then(|mut t| t.remove("v"))
+                .unwrap_or_else(|| toml::Value::String(text.trim().to_string()))
+        };
+        let mut redis = toml::Table::new();
+        if let Some(p) = env(env::KEY_PREFIX) {
+            redis.insert("key_prefix".into(), toml::Value::String(p));
+        }
+        let mut queue = toml::Table::new();
+        let id = env(env::QUEUE).unwrap_or_else(|| "main".into());
+        queue.insert("id".into(), toml::Value::String(id));
+        for name in Settings::field_names() {
+            if let Some(text) = env(&env::setting_var(&name)) {
+                queue.insert(name.clone(), value(text));
+            }
+        }
+        for (var, key) in [(env::OPENS_AT, "opens_at"), (env::CLOSES_AT, "closes_at")] {
+            if let Some(t) = env(var) {
+                queue.insert(key.into(), toml::Value::String(t));
+            }
+        }
+        let mut doc = toml::Table::new();
+        doc.insert("redis".into(), toml::Value::Table(redis));
+        if let Some(tokens) = env(env::ADMIN_TOKENS) {
+            let mut table = toml::Table::new();
+            for pair in tokens.split(',').filter(|p| !p.trim().is_empty()) {
+                let (name, hash) = pair.split_once('=').ok_or_else(|| {
+                    at.invalid(
+                        env::ADMIN_TOKENS,
+                        format!("{pair:?}: write name=sha256:<hex>, comma-separated"),
+                    )
+                })?;
+                table.insert(name.trim().into(), toml::Value::String(hash.trim().into()));
+            }
+            let mut admin = toml::Table::new();
+            admin.insert("tokens".into(), toml::Value::Table(table));
+            doc.insert("admin".into(), toml::Value::Table(admin));
+        }
+        doc.insert(
+            "queue".into(),
+            toml::Value::Array(vec![toml::Value::Table(queue)]),
+        );
+        let text = toml::to_string(&doc).map_err(|e| at.invalid("environment", e.to_string()))?;
+        Config::parse(&text, origin, env)
+    }
+
+    /// Queue settings in the environment while the config comes from a
+    /// file: they would be ignored, so they are refused (a file and the
+    /// environment never both set a queue's settings). URLs, secrets and
+    /// listen addresses are the overrides of *Environment overrides*.
+    pub fn refuse_env_settings(
+        origin: &str,
+        env: impl Fn(&str) -> Option<String>,
+    ) -> Result<(), ConfigError> {
+        let mut vars: Vec<String> = Settings::field_names()
+            .iter()
+            .map(|n| env::setting_var(n))
+            .collect();
+        vars.extend(
+            [
+                env::QUEUE,
+                env::ADMIN_TOKENS,
+                env::KEY_PREFIX,
+                env::OPENS_AT,
+                env::CLOSES_AT,
+            ]
+            .map(String::from),
+        );
+        let set: Vec<String> = vars.into_iter().filter(|v| env(v).is_some()).collect();
+        if set.is_empty() {
+            return Ok(());
+        }
+        Err(Origin(origin).invalid(
+            "environment",
+            format!(
+                "{} set, but the config comes from this file: put them in the file, \
+                 or run without a file to configure from the environment alone",
+                set.join(", ")
+            ),
+        ))
     }
 
     /// Parses and validates `text`; `env` looks up override variables.
@@ -277,6 +380,102 @@ mod tests {
         assert_eq!(c.redis.password.as_deref(), Some("s3cret"));
         assert!(!format!("{:?}", c.redis).contains("s3cret"));
         assert_eq!(c.listen.port(), 1234);
+    }
+
+    #[test]
+    fn the_environment_alone_configures_one_queue_checked_like_a_file() {
+        let vars = |pairs: &'static [(&'static str, &'static str)]| {
+            move |k: &str| {
+                pairs
+                    .iter()
+                    .find(|(n, _)| *n == k)
+                    .map(|(_, v)| v.to_string())
+            }
+        };
+        let c = Config::from_env(vars(&[
+            ("QUEUEGATE_REDIS_URL", "redis://r:6379"),
+            ("QUEUEGATE_LISTEN", "0.0.0.0:9464"),
+            ("QUEUEGATE_QUEUE", "drop-1"),
+            ("QUEUEGATE_ADMIT_RATE_PER_SECOND", "50"),
+            ("QUEUEGATE_IDLE_PASSTHROUGH", "false"),
+            ("QUEUEGATE_OPENS_AT", "2026-12-24T18:00:00Z"),
+            (
+                "QUEUEGATE_ADMIN_TOKENS",
+                "ops=sha256:3f1c0000000000000000000000000000000000000000000000000000000000aa",
+            ),
+        ]))
+        .unwrap();
+        assert_eq!(c.redis.endpoint, Endpoint::Single("redis://r:6379".into()));
+        assert_eq!(c.listen.port(), 9464);
+        assert_eq!(c.queues.len(), 1);
+        let q = &c.queues[0];
+        assert_eq!(q.id.as_str(), "drop-1");
+        assert_eq!(q.settings.admit_rate_per_second, 50.0);
+        assert!(!q.settings.idle_passthrough);
+        assert_eq!(q.settings.max_active, Settings::default().max_active);
+        assert!(q.schedule.opens_at.is_some());
+        assert_eq!(c.admin.map(|a| a.tokens.len()), Some(1));
+
+        for (pairs, want) in [
+            (&[][..], "QUEUEGATE_REDIS_URL"),
+            (
+                &[
+                    ("QUEUEGATE_REDIS_URL", "redis://r:1"),
+                    ("QUEUEGATE_MAX_ACTIVE", "0"),
+                ][..],
+                "max_active = 0",
+            ),
+            (
+                &[
+                    ("QUEUEGATE_REDIS_URL", "redis://r:1"),
+                    ("QUEUEGATE_MAX_ACTIVE", "lots"),
+                ][..],
+                "max_active",
+            ),
+            (
+                &[
+                    ("QUEUEGATE_REDIS_URL", "redis://r:1"),
+                    ("QUEUEGATE_QUEUE", "Bad Id"),
+                ][..],
+                "Bad Id",
+            ),
+            (
+                &[
+                    ("QUEUEGATE_REDIS_URL", "redis://r:1"),
+                    ("QUEUEGATE_ADMIN_TOKENS", "ops"),
+                ][..],
+                "QUEUEGATE_ADMIN_TOKENS",
+            ),
+        ] {
+            let pairs: Vec<(String, String)> = pairs
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect();
+            let e =
+                Config::from_env(|k| pairs.iter().find(|(n, _)| n == k).map(|(_, v)| v.clone()))
+                    .unwrap_err()
+                    .to_string();
+            assert!(e.contains(want), "{pairs:?}: {e}");
+        }
+    }
+
+    #[test]
+    fn queue_settings_in_the_environment_are_refused_beside_a_file() {
+        assert!(Config::refuse_env_settings("f.toml", |_| None).is_ok());
+        let e = Config::refuse_env_settings("f.toml", |k| {
+            (k == "QUEUEGATE_MAX_ACTIVE").then(|| "5".to_string())
+        })
+        .unwrap_err()
+        .to_string();
+        assert!(
+            e.contains("f.toml") && e.contains("QUEUEGATE_MAX_ACTIVE"),
+            "{e}"
+        );
+        // URLs and secrets are overrides, not queue settings.
+        assert!(Config::refuse_env_settings("f.toml", |k| {
+            (k == "QUEUEGATE_REDIS_URL").then(|| "redis://x:1".to_string())
+        })
+        .is_ok());
     }
 
     #[test]

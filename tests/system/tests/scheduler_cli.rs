@@ -216,3 +216,113 @@ fn a_starting_scheduler_caches_every_script_for_the_edge() {
         assert_eq!(reply, "*1\r\n:1\r\n", "{} is not cached", script.name());
     }
 }
+
+#[test]
+fn the_scheduler_runs_from_the_environment_alone_and_never_mixes_it_with_a_file() {
+    let redis = RedisServer::start();
+    let port = free_port();
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("scheduler.log");
+    let mut child = Command::new(target_bin(BIN))
+        .arg("run")
+        .current_dir(dir.path())
+        .env_remove("QUEUEGATE_CONFIG")
+        .env("QUEUEGATE_REDIS_URL", redis.url())
+        .env("QUEUEGATE_LISTEN", format!("127.0.0.1:{port}"))
+        .env("QUEUEGATE_QUEUE", "envq")
+        .env("QUEUEGATE_MAX_ACTIVE", "7")
+        .stdout(std::process::Stdio::null())
+        .stderr(std::fs::File::create(&log).unwrap())
+        .spawn()
+        .expect("start the scheduler");
+    let healthy = wait_until(Duration::from_secs(15), || {
+        std::net::TcpStream::connect(("127.0.0.1", port))
+            .ok()
+            .and_then(|mut s| {
+                use std::io::{Read, Write};
+                s.write_all(b"GET /healthz HTTP/1.0\r\n\r\n").ok()?;
+                let mut reply = String::new();
+                s.read_to_string(&mut reply).ok()?;
+                Some(reply.starts_with("HTTP/1.0 200") || reply.starts_with("HTTP/1.1 200"))
+            })
+            .unwrap_or(false)
+    });
+    let published = wait_until(Duration::from_secs(10), || {
+        let keys = QueueKeys::new(&Prefix::default(), &QueueId::new("envq").unwrap());
+        let mut conn = redis::Client::open(redis.url())
+            .unwrap()
+            .get_connection()
+            .unwrap();
+        let max: Option<String> = redis::cmd("HGET")
+            .arg(keys.config())
+            .arg("max_active")
+            .query(&mut conn)
+            .unwrap_or(None);
+        max.as_deref() == Some("7")
+    });
+    let _ = child.kill();
+    let _ = child.wait();
+    let logged = std::fs::read_to_string(&log).unwrap_or_default();
+    assert!(healthy, "/healthz never answered 200: {logged}");
+    assert!(
+        published,
+        "queue envq's settings from the environment: {logged}"
+    );
+
+    // Beside a file, a queue setting in the environment would be ignored:
+    // refused, naming the variable.
+    let config = write_config(
+        dir.path(),
+        &format!(
+            "[redis]\nurl = {:?}\n[[queue]]\nid = \"main\"\n",
+            redis.url()
+        ),
+    );
+    let out = Command::new(target_bin(BIN))
+        .arg("--config")
+        .arg(&config)
+        .arg("status")
+        .env("QUEUEGATE_MAX_ACTIVE", "7")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+    assert!(
+        text(&out).contains("QUEUEGATE_MAX_ACTIVE"),
+        "{}",
+        text(&out)
+    );
+
+    // Neither a file nor Redis in the environment: a usage error that says
+    // how to configure (unless this machine has the default file).
+    if !Path::new("/etc/queuegate/scheduler.toml").exists() {
+        let out = Command::new(target_bin(BIN))
+            .arg("status")
+            .env_remove("QUEUEGATE_CONFIG")
+            .env_remove("QUEUEGATE_REDIS_URL")
+            .env_remove("QUEUEGATE_REDIS_NODES")
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+        assert!(text(&out).contains("QUEUEGATE_REDIS_URL"), "{}", text(&out));
+    }
+}
+
+#[test]
+fn the_example_config_names_every_setting_at_its_default() {
+    let path = queuegate_testkit::repo_root().join("deploy/scheduler.example.toml");
+    let example = std::fs::read_to_string(&path).expect("deploy/scheduler.example.toml");
+    let doc: toml::Table = toml::from_str(&example).expect("TOML");
+    let defaults = doc["defaults"].as_table().expect("[defaults]").clone();
+    let mut named: Vec<String> = defaults.keys().cloned().collect();
+    named.sort_unstable();
+    assert_eq!(
+        named,
+        Settings::field_names(),
+        "every setting, and only settings"
+    );
+    let parsed: Settings = toml::Value::Table(defaults).try_into().expect("settings");
+    assert_eq!(parsed, Settings::default(), "each at its default");
+    // And it is a config the scheduler takes as it is.
+    let out = scheduler::command(&path, &["check"]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+}
