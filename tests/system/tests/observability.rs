@@ -141,3 +141,63 @@ fn the_name_scanner_finds_names_and_ignores_lookalikes() {
     let have: Vec<String> = exported(metrics).into_iter().collect();
     assert_eq!(have, ["queuegate_up", "queuegate_waiting"]);
 }
+
+/// Grafana provisions a dashboard from a file as it is (no import step to
+/// fill `${DS_…}` inputs): the data source is a template variable.
+#[test]
+fn the_dashboard_is_provisionable_from_its_file() {
+    let path = queuegate_testkit::repo_root().join("deploy/grafana/queuegate.json");
+    let text = std::fs::read_to_string(&path).expect("the dashboard");
+    let d: serde_json::Value = serde_json::from_str(&text).expect("JSON");
+    assert!(!text.contains("${DS_"), "no import-time placeholder");
+    assert!(d.get("__inputs").is_none(), "no import-time inputs");
+    let vars = d["templating"]["list"]
+        .as_array()
+        .expect("template variables");
+    assert!(
+        vars.iter().any(|v| v["name"] == "datasource"
+            && v["type"] == "datasource"
+            && v["query"] == "prometheus"),
+        "a Prometheus data source variable"
+    );
+    // Every data source reference goes through the variable.
+    fn refs<'a>(v: &'a serde_json::Value, out: &mut Vec<&'a serde_json::Value>) {
+        match v {
+            serde_json::Value::Object(m) => {
+                for (k, child) in m {
+                    if k == "datasource" && child.is_object() {
+                        out.push(child);
+                    }
+                    refs(child, out);
+                }
+            }
+            serde_json::Value::Array(a) => a.iter().for_each(|c| refs(c, out)),
+            _ => {}
+        }
+    }
+    let mut found = Vec::new();
+    refs(&d, &mut found);
+    assert!(found.len() > 10, "{} data source references", found.len());
+    for r in found {
+        assert_eq!(r["uid"], "${datasource}", "{r}");
+    }
+    let mut ids: Vec<u64> = d["panels"]
+        .as_array()
+        .expect("panels")
+        .iter()
+        .map(|p| p["id"].as_u64().expect("a panel id"))
+        .collect();
+    let n = ids.len();
+    ids.sort_unstable();
+    ids.dedup();
+    assert_eq!(ids.len(), n, "panel ids are unique");
+    // The provider file beside it names the folder the dashboard is in.
+    let provider = std::fs::read_to_string(
+        queuegate_testkit::repo_root().join("deploy/grafana/provisioning.yaml"),
+    )
+    .expect("deploy/grafana/provisioning.yaml");
+    assert!(
+        provider.contains("type: file") && provider.contains("apiVersion: 1"),
+        "{provider}"
+    );
+}
