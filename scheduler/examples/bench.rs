@@ -279,6 +279,7 @@ fn admit_cost(rt: &tokio::runtime::Runtime, plan: &Plan) -> Res<()> {
                     // not bind, the bench measures whole batches.
                     rate_in_force: 1e9,
                     grants: &g,
+                    idle_lease: false,
                 };
                 let t = Instant::now();
                 let reply = engine::run(&mut conn, &op).await?;

@@ -95,6 +95,9 @@ struct QueueHealth {
     refused_seen: Option<Refused>,
     /// The bypassed and revoked totals seen last, likewise.
     operator_seen: Option<(u64, u64)>,
+    /// The holder waits for a wake-up instead of ticking: its ticks come
+    /// `IDLE_WAIT_MS` apart, so health allows that much more.
+    idle: bool,
 }
 
 fn tick_histogram() -> Histogram {
@@ -319,6 +322,7 @@ impl Metrics {
                 leader: false,
                 refused_seen: None,
                 operator_seen: None,
+                idle: false,
             },
         );
     }
@@ -331,6 +335,13 @@ impl Metrics {
         let l = label(queue);
         self.lease_held.remove(&l);
         self.lock_health().remove(queue);
+    }
+
+    /// The queue's holder went idle (or busy again).
+    pub fn idle(&self, queue: &str, idle: bool) {
+        if let Some(h) = self.lock_health().get_mut(queue) {
+            h.idle = idle;
+        }
     }
 
     /// A tick that reached Redis.
@@ -514,9 +525,14 @@ impl Metrics {
         self.lock_health()
             .iter()
             .map(|(q, h)| {
+                let idle = if h.idle {
+                    Duration::from_millis(queuegate_shared::settings::IDLE_WAIT_MS)
+                } else {
+                    Duration::ZERO
+                };
                 let ok = h
                     .last_ok
-                    .is_some_and(|t| now.duration_since(t) <= h.stale_after);
+                    .is_some_and(|t| now.duration_since(t) <= h.stale_after + idle);
                 (q.clone(), ok, h.leader)
             })
             .collect()

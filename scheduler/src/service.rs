@@ -263,6 +263,7 @@ impl Queues {
             )
             .with_schedule(q.schedule)
             .with_response_timeout(config.redis.response_timeout)
+            .with_idle_waits(config.redis.clone())
             .with_reloads(rx);
             self.tasks.spawn(worker.run(stop.clone()));
             self.running.insert(q.id.clone(), (tx, stop));

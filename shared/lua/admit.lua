@@ -15,7 +15,11 @@
 --   (see prelude), and the rate is recorded as rate_now for it
 -- ARGV[16] the near zone's size in visitors (docs/uncapped-line.md)
 -- ARGV[17] the exact head's size in visitors (0: none)
--- ARGV[18..] pairs: token, activation jitter ms (one pair per possible admission)
+-- ARGV[18] the idle lease ttl ms ('' none): a tick that leaves the queue
+--   idle (nobody waiting or pre-queued, no slot in use, no draw) extends
+--   the lease by it instead, so the holder may wait for a wake-up
+--   (docs/scheduler.md, *An idle room*)
+-- ARGV[19..] pairs: token, activation jitter ms (one pair per possible admission)
 -- Reply: {code, admitted, expired, lapsed, abandoned, waiting, active,
 --   then the totals of refused entries: budget, challenge, reused, turnstile,
 --   then the pre-queued, then the total of stale solutions refused, then
@@ -43,7 +47,7 @@ local limit = tonumber(ARGV[8])
 local scan = tonumber(ARGV[9])
 local rate, tick_ms = tonumber(ARGV[14]), tonumber(ARGV[15])
 local zone = math.max(1, tonumber(ARGV[16]))
-local FIRST_GRANT = 18
+local FIRST_GRANT = 19
 local now = now_ms()
 local alive = seen_checker(base, now, abandon_after)
 local token_base, status_base = base .. K_TOKEN, base .. K_STATUS
@@ -218,6 +222,10 @@ end
 
 -- 7. The edge's refusals, for the operator's metrics (totals; read here so
 --    the tick stays one round trip).
+if ARGV[18] ~= '' and waiting == 0 and redis.call('ZCARD', KEYS[2]) == 0
+  and redis.call('ZCARD', KEYS[7]) == 0 and tonumber(cfg[2] or '0') == 0 then
+  redis.call('PEXPIRE', KEYS[3], ARGV[18])
+end
 local refused = redis.call('HMGET', KEYS[5], SF_REFUSED_BUDGET, SF_REFUSED_CHALLENGE,
   SF_REFUSED_REUSED, SF_REFUSED_TURNSTILE, SF_REFUSED_STALE, SF_REFUSED_ADDRESS_FULL, SF_BYPASSED,
   SF_REVOKED)

@@ -190,6 +190,11 @@ if pre_queue then
   -- silence (the grace starts when the draw places it).
   local score = draw_slot(KEYS[11], ARGV[3], ARGV[9], ARGV[10])
   redis.call('ZADD', KEYS[9], score, uid)
+  -- The first of an empty room wakes an idle lease holder.
+  if size == 0 then
+    redis.call('LPUSH', base .. K_WAKE, 1)
+    redis.call('LTRIM', base .. K_WAKE, 0, 0)
+  end
   count_place()
   redis.call('HINCRBY', KEYS[7], SF_ENTERED, 1)
   return pre_queue_reply(cfg, now, score, draw_number(KEYS[6], false))
@@ -212,6 +217,10 @@ end
 
 local new_ticket = redis.call('INCR', KEYS[2])
 redis.call('ZADD', KEYS[1], new_ticket, uid)
+if size == 0 then
+  redis.call('LPUSH', base .. K_WAKE, 1)
+  redis.call('LTRIM', base .. K_WAKE, 0, 0)
+end
 count_place()
 mark_seen(base, now, new_ticket, abandon_after)
 redis.call('HINCRBY', KEYS[7], SF_ENTERED, 1)

@@ -2,6 +2,7 @@
 -- changed them since the caller read them (the caller validated the
 -- result against those).
 -- KEYS[1] settings (HASH: setting → JSON value)  KEYS[2] config
+-- KEYS[3] wake (an idle lease holder waits on it)
 -- ARGV[1] the settings_version the caller read ('' none yet)
 -- ARGV[2] how many settings to set (n), then n pairs name, JSON value,
 --   then the names to remove
@@ -18,4 +19,6 @@ end
 for i = 3 + 2 * n, #ARGV do
   redis.call('HDEL', KEYS[1], ARGV[i])
 end
+redis.call('LPUSH', KEYS[3], 1)
+redis.call('LTRIM', KEYS[3], 0, 0)
 return {1, redis.call('HINCRBY', KEYS[2], CF_SETTINGS_VERSION, 1)}

@@ -246,6 +246,12 @@ impl QueueKeys {
         self.key(name::SETTINGS)
     }
 
+    /// LIST: wakes an idle lease holder (at most one item; see
+    /// [`crate::settings::IDLE_WAIT_MS`]).
+    pub fn wake(&self) -> String {
+        self.key(name::WAKE)
+    }
+
     /// HASH: the origin's answers recorded by settles in Redis second
     /// `second` (see [`fields::origin`](crate::fields::origin)).
     pub fn origin(&self, second: u64) -> String {
@@ -297,6 +303,10 @@ names!(
         /// HASH: run-time settings, name → JSON value (they win over the
         /// config file's).
         SETTINGS = "settings",
+        /// LIST: at most one item, pushed when the line or the pre-queue
+        /// gets its first visitor or the settings change: an idle lease
+        /// holder waits on it (BLPOP) instead of ticking.
+        WAKE = "wake",
     }
 );
 
@@ -318,6 +328,7 @@ mod tests {
             keys.token(&user),
             keys.history(&user),
             keys.settings(),
+            keys.wake(),
             keys.status(&user),
             keys.sampled(&user),
         ] {

@@ -103,7 +103,7 @@ pub static ENTER: Script = Script::new(
     "enter",
     true,
     shipped!("enter"),
-    "626b551245867bf710fe47e0962383642e38d777",
+    "afea31030e49b21f4daba5830b16f277583e9662",
 );
 /// Reports a user's state and marks them as seen.
 pub static POSITION: Script = Script::new(
@@ -117,7 +117,7 @@ pub static ADMIT: Script = Script::new(
     "admit",
     true,
     shipped!("admit"),
-    "a08954c65060bc9f7e3c8553d2121a10292d4378",
+    "1ea57cbc2a1a68e428bc38568d93d3d6c6adba04",
 );
 /// Compare-and-delete of an entry token.
 pub static CONSUME: Script = Script::new(
@@ -138,7 +138,7 @@ pub static LEASE_ACQUIRE: Script = Script::new(
     "lease_acquire",
     false,
     shipped!("lease_acquire"),
-    "7e597cc76a0a1c420f5e11ad89360ddd0242671c",
+    "1a1dd2d5b7a62768fe6a5ea54ef2e0043378acf1",
 );
 /// Drops the lease if still owned.
 pub static LEASE_RELEASE: Script = Script::new(
@@ -250,7 +250,7 @@ pub static SETTINGS: Script = Script::new(
     "settings",
     false,
     shipped!("settings"),
-    "3b695fc8f2b4cf80e0a915e15012fa4b1b658f20",
+    "23e5433ed847ee1b452cb8367770716664d8153b",
 );
 
 /// Every script, for preloading (SCRIPT LOAD) and the pinned-hash test.

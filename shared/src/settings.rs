@@ -209,7 +209,20 @@ pub fn liveness_ms(abandon_after_ms: u64) -> u64 {
     abandon_after_ms / 2
 }
 
+/// While a queue is idle (nobody waiting or pre-queued, no slot in use, no
+/// draw) its lease holder ticks only when woken (a visitor joins the line,
+/// an operator changes the settings) or after this long: an idle room
+/// costs Redis a blocking wait and an admit per this period instead of ten
+/// admits a second (docs/scheduler.md, *An idle room*).
+pub const IDLE_WAIT_MS: u64 = 4_000;
+
 impl Settings {
+    /// The lease TTL an idle holder renews with: its lease must outlast a
+    /// whole idle wait and the admit after it.
+    pub fn idle_lease_ttl_ms(&self) -> u64 {
+        self.lease_ttl_ms + IDLE_WAIT_MS + 1_000
+    }
+
     /// The near zone's length in time: `exact_zone_ms`, but at least
     /// `abandon_after_ms + 2 × poll_max_ms` (a visitor coming near gets
     /// `abandon_after_ms` of grace, then one poll interval to be noticed

@@ -240,6 +240,7 @@ impl Bench {
                     // bind, the bench measures full ticks.
                     rate_in_force: 1e9,
                     grants: &grants,
+                    idle_lease: false,
                 },
             )
             .await?;

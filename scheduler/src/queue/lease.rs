@@ -30,6 +30,9 @@ pub(super) struct Lease {
     role: Role,
     /// The holder last reported (so "standing by" is logged once per holder).
     holder: Option<String>,
+    /// Standing by: the holder's lease runs until about then; asking
+    /// before is pointless (None: ask at the next tick).
+    next_try: Option<Instant>,
 }
 
 impl Lease {
@@ -39,6 +42,7 @@ impl Lease {
             owner,
             role: Role::Standby,
             holder: None,
+            next_try: None,
         }
     }
 
@@ -75,6 +79,26 @@ impl Lease {
     /// Back to standing by (lost, or released).
     pub(super) fn stand_by(&mut self) {
         self.role = Role::Standby;
+    }
+
+    /// Another holder's lease runs for `ttl` more from `now`. Longer than
+    /// a busy lease (`busy`: the holder is idle and waits for a wake-up),
+    /// try again when it would run out, or after an idle wait at most: an
+    /// idle room's standby asks about once per idle wait, sees a holder
+    /// gone busy within one, and replaces one that died when its lease is
+    /// gone. A busy holder's standby asks every tick, as ever: a holder
+    /// that stops releases its lease, and the standby takes over within a
+    /// tick.
+    pub(super) fn retry_in(&mut self, now: Instant, ttl: Duration, busy: Duration) {
+        // At most IDLE_WAIT_MS apart: a holder that goes busy again is
+        // seen within that, and from then on every tick.
+        let most = Duration::from_millis(queuegate_shared::settings::IDLE_WAIT_MS);
+        self.next_try = (ttl > busy).then(|| now + ttl.min(most));
+    }
+
+    /// Whether a standby should ask Redis at `now`.
+    pub(super) fn may_try(&self, now: Instant) -> bool {
+        self.next_try.is_none_or(|t| now >= t)
     }
 
     /// `holder` holds the lease; true when that is news.
@@ -166,6 +190,24 @@ mod tests {
         lease.stand_by();
         assert!(!lease.is_held() && !lease.valid_at(later));
         assert!(!lease.taken(later, TTL), "taken anew after a loss");
+    }
+
+    #[test]
+    fn a_standby_asks_again_when_the_holders_lease_would_run_out() {
+        let mut lease = Lease::new("a".into());
+        let t0 = Instant::now();
+        assert!(lease.may_try(t0), "a new standby asks at once");
+        let busy = Duration::from_millis(2_000);
+        lease.retry_in(t0, TTL, busy);
+        assert!(!lease.may_try(t0 + TTL - Duration::from_millis(1)));
+        assert!(lease.may_try(t0 + TTL));
+        lease.retry_in(t0, Duration::from_secs(3_600), busy);
+        assert!(
+            lease.may_try(t0 + Duration::from_millis(queuegate_shared::settings::IDLE_WAIT_MS)),
+            "at most an idle wait apart"
+        );
+        lease.retry_in(t0, busy, busy);
+        assert!(lease.may_try(t0), "a busy holder's standby asks every tick");
     }
 
     #[test]

@@ -11,6 +11,7 @@
 
 mod admit;
 mod draw;
+mod idle;
 mod lease;
 mod origin;
 mod reload;
@@ -33,6 +34,7 @@ use crate::metrics::Metrics;
 use crate::runtime::{self, Stored};
 use admit::Admission;
 use draw::Drawer;
+use idle::Idle;
 use lease::Lease;
 use origin::Steering;
 use reload::Reload;
@@ -91,6 +93,7 @@ pub struct QueueWorker {
     steering: Steering,
     drawer: Drawer,
     admission: Admission,
+    idle: Idle,
 }
 
 impl QueueWorker {
@@ -108,6 +111,7 @@ impl QueueWorker {
             reload: Reload::default(),
             steering: Steering::new(&settings),
             drawer: Drawer::new(),
+            idle: Idle::default(),
             admission: Admission::new(settings.admit_rate_per_second, tick),
             keys,
             file: settings.clone(),
@@ -125,6 +129,14 @@ impl QueueWorker {
     /// lease rule), as the config file's are.
     pub fn with_response_timeout(mut self, timeout: Duration) -> Self {
         self.response_timeout = timeout;
+        self
+    }
+
+    /// Waits, while the queue is idle, for the edge to wake it (or
+    /// `IDLE_WAIT_MS`) instead of ticking, on a connection of its own to
+    /// this Redis.
+    pub fn with_idle_waits(mut self, redis: crate::config::RedisConfig) -> Self {
+        self.idle = Idle::with_redis(redis);
         self
     }
 
@@ -162,13 +174,22 @@ impl QueueWorker {
                         let tick = Duration::from_millis(q.settings.tick_ms);
                         backoff = Backoff::new(tick, MAX_BACKOFF.max(tick));
                     }
+                    // A reloaded file is published at the next tick, not
+                    // after an idle wait.
+                    self.idle.stop();
                     self.reload.schedule_reloaded(q.schedule, self.lease.is_held());
                     self.file = q.settings;
                     let settings = self.over_file(&self.runtime.values.clone());
                     self.reconfigure(settings);
                     continue;
                 }
-                _ = interval.tick() => {}
+                _ = interval.tick(), if !self.idle.is_idle() => {}
+                reached = self.idle.wait(&self.keys), if self.idle.is_idle() => {
+                    if reached {
+                        self.metrics.redis_ok(self.keys.queue().as_str());
+                    }
+                    interval.reset();
+                }
             }
             let result = self.tick().await;
             // Run-time settings may have changed the tick.
@@ -225,10 +246,21 @@ impl QueueWorker {
                 self.publish().await?;
                 tracing::info!(queue = self.queue(), "reloaded settings published");
             }
-        } else if !self.take_lease(tick).await? {
-            return Ok(());
+        } else {
+            // Standing by: nothing to ask Redis until the holder's lease
+            // would run out (as its last reply said).
+            if !self.lease.is_held() && !self.lease.may_try(started) {
+                return Ok(());
+            }
+            self.idle.stop();
+            if !self.take_lease(tick).await? {
+                return Ok(());
+            }
         }
-        self.steer(started).await?;
+        // Idle: no origin answers to read (no slot in use).
+        if !self.idle.is_idle() {
+            self.steer(started).await?;
+        }
         if self.drawer.is_due() {
             self.draw(started).await?;
         }
@@ -246,6 +278,13 @@ impl QueueWorker {
         if !got.acquired {
             if self.lease.is_held() {
                 self.lose("lease expired and was taken over");
+            }
+            if let Some(ttl) = got.holder_ttl_ms {
+                self.lease.retry_in(
+                    tick.started,
+                    Duration::from_millis(ttl),
+                    Duration::from_millis(self.settings.lease_ttl_ms),
+                );
             }
             if self.lease.seen(&got.holder) {
                 tracing::debug!(queue = self.queue(), holder = %got.holder, "standing by");
@@ -300,16 +339,29 @@ impl QueueWorker {
 
     /// The admit (which renews the lease); fenced, the lease is lost.
     async fn admit(&mut self, tick: Tick) -> Result<(), TickError> {
+        let idle_lease = self.idle.idle_lease(tick.started);
         let (conn, keys, owner) = (&mut self.conn, &self.keys, self.lease.owner());
         let admitted = self
             .admission
-            .admit(conn, keys, owner, &self.settings, &self.metrics, tick)
+            .admit(
+                conn,
+                keys,
+                owner,
+                &self.settings,
+                &self.metrics,
+                tick,
+                idle_lease,
+            )
             .await?;
         let Some(counts) = admitted else {
             self.lose("admit fenced: another scheduler holds the lease");
             return Ok(());
         };
-        // The admit extended the lease; count from before it was sent.
+        // The admit extended the lease (by the idle TTL when it left the
+        // queue idle); count from before it was sent.
+        self.idle.saw(&counts, idle_lease, tick.started);
+        self.metrics
+            .idle(self.keys.queue().as_str(), self.idle.is_idle());
         self.lease.renewed(tick.started, self.lease_for());
         self.drawer.saw(&counts);
         if counts.settings_version != self.runtime.version_number() {
@@ -405,11 +457,17 @@ impl QueueWorker {
     }
 
     fn lease_for(&self) -> Duration {
-        Duration::from_millis(self.settings.lease_ttl_ms)
+        Duration::from_millis(if self.idle.is_idle() {
+            self.settings.idle_lease_ttl_ms()
+        } else {
+            self.settings.lease_ttl_ms
+        })
     }
 
     fn lose(&mut self, why: &str) {
         tracing::warn!(queue = self.queue(), "lease lost: {why}");
+        self.idle.stop();
+        self.metrics.idle(self.keys.queue().as_str(), false);
         self.lease.stand_by();
         self.admission.stop();
         self.metrics.lease(self.queue(), false);

@@ -29,6 +29,10 @@ pub struct Admit<'a> {
     pub rate_in_force: f64,
     /// Tokens and jitter, one per possible admission.
     pub grants: &'a [Grant],
+    /// The caller waits for a wake-up while the queue is idle: a tick that
+    /// leaves it idle extends the lease by the idle TTL
+    /// ([`Settings::idle_lease_ttl_ms`]) instead of `lease_ttl_ms`.
+    pub idle_lease: bool,
 }
 
 /// What a tick did.
@@ -140,6 +144,11 @@ impl Operation for Admit<'_> {
             s.tick_ms.to_string(),
             s.near_zone_visitors(self.rate_in_force).to_string(),
             s.exact_head_visitors(self.rate_in_force).to_string(),
+            if self.idle_lease {
+                s.idle_lease_ttl_ms().to_string()
+            } else {
+                String::new()
+            },
         ];
         let n = self
             .grants

@@ -23,6 +23,9 @@ pub struct LeaseAcquired {
     pub acquired: bool,
     /// Who holds it.
     pub holder: String,
+    /// When someone else holds it: for how many more ms (a standby need
+    /// not try again before).
+    pub holder_ttl_ms: Option<u64>,
 }
 
 impl Operation for LeaseAcquire<'_> {
@@ -38,9 +41,15 @@ impl Operation for LeaseAcquire<'_> {
 
     fn decode(&self, value: Value) -> Result<LeaseAcquired, DecodeError> {
         let f = Fields::new("lease_acquire", value)?;
+        let acquired = f.int(0)? == 1;
         Ok(LeaseAcquired {
-            acquired: f.int(0)? == 1,
+            acquired,
             holder: f.text(1)?.to_string(),
+            holder_ttl_ms: if acquired || f.len() < 3 {
+                None
+            } else {
+                u64::try_from(f.int(2)?).ok()
+            },
         })
     }
 }

@@ -44,7 +44,7 @@ impl Operation for SetSettings<'_> {
         args.extend(self.remove.iter().cloned());
         Invocation {
             script: &SETTINGS,
-            keys: vec![self.keys.settings(), self.keys.config()],
+            keys: vec![self.keys.settings(), self.keys.config(), self.keys.wake()],
             args,
         }
     }

@@ -154,6 +154,9 @@ impl TestQueue {
             rate_estimate: None,
             rate_in_force: rate,
             grants,
+            // As the scheduler's holder does: an idle queue's lease is
+            // extended by the idle TTL.
+            idle_lease: true,
         })
         .await
         .expect("admit")

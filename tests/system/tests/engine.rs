@@ -503,10 +503,17 @@ async fn lease_acquire_admit_release_compare_by_owner() {
             ms
         }
     };
+    // Someone waits (allowance 0 admits nobody): the queue is busy, so an
+    // admit extends by lease_ttl_ms, not by the idle TTL (below).
+    q.enter(&user(0)).await;
     let a = acquire("a").await;
     assert!(a.acquired && a.holder == "a");
     let b = acquire("b").await;
     assert!(!b.acquired && b.holder == "a");
+    assert!(
+        b.holder_ttl_ms.is_some_and(|t| t > 0 && t <= 300),
+        "a standby learns when to ask again: {b:?}"
+    );
     assert!(
         acquire("a").await.acquired,
         "re-acquire by the owner extends"
@@ -527,6 +534,20 @@ async fn lease_acquire_admit_release_compare_by_owner() {
     tokio::time::sleep(Duration::from_millis(450)).await;
     assert!(!renew("b").await);
     assert!(acquire("a").await.acquired);
+
+    // An idle queue (nobody waiting or pre-queued, no slot in use): the
+    // owner's admit extends by the idle TTL, so it may wait for a wake-up.
+    let _: () = redis::cmd("DEL")
+        .arg(q.keys.waiting())
+        .query_async(&mut q.conn.clone())
+        .await
+        .unwrap();
+    assert!(renew("a").await);
+    let idle = pttl().await;
+    assert!(
+        idle > 300 && idle <= q.settings.idle_lease_ttl_ms() as i64,
+        "{idle} ms"
+    );
 }
 
 /// `resume` switches only a paused queue, compared inside the script: an
@@ -829,6 +850,7 @@ async fn the_measured_rate_reaches_the_eta() {
             rate_estimate: Some(5.0),
             rate_in_force: 1e9,
             grants: &[],
+            idle_lease: false,
         })
         .await
         .unwrap();

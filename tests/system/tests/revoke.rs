@@ -52,6 +52,15 @@ async fn a_revoked_visitor_is_told_so_and_passes_nowhere_until_lifted() {
     for _ in 0..2 {
         let passed = early.order(None).await;
         assert_eq!(passed.status, 200, "idle passthrough: {:?}", passed.json);
+        // The settle runs after the answer: wait until the slot is free.
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        while early.position().await.state() != "ordered" {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "the order never settled"
+            );
+            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        }
     }
     let orders_before = stack.origin.hits().len();
     let early_id = early.id().expect("a visitor id");

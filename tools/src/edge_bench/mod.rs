@@ -488,6 +488,7 @@ impl Rig {
                     // bucket must not bind.
                     rate_in_force: 1e9,
                     grants: &grants,
+                    idle_lease: false,
                 },
             )
             .await?;
@@ -552,6 +553,7 @@ async fn idle_tick(
             rate_estimate: None,
             rate_in_force,
             grants: &[],
+            idle_lease: false,
         },
     )
     .await?;
