@@ -64,7 +64,6 @@ impl Admission {
         settings: &Settings,
         metrics: &Metrics,
         tick: Tick,
-        idle_lease: bool,
     ) -> Result<Option<AdmitCounts>, TickError> {
         let allowance = self.bucket.allowance();
         let grants = grants(allowance.min(settings.max_active), settings)?;
@@ -79,7 +78,7 @@ impl Admission {
                 rate_estimate: rate,
                 rate_in_force: self.bucket.rate(),
                 grants: &grants,
-                idle_lease,
+                idle_lease: tick.idle_lease,
             },
         )
         .await?;

@@ -67,6 +67,9 @@ impl TickError {
 struct Tick {
     started: Instant,
     elapsed: Duration,
+    /// The admit extends the lease by the idle TTL if the queue stays
+    /// idle (it has been idle long enough).
+    idle_lease: bool,
 }
 
 /// One queue's scheduler.
@@ -238,7 +241,11 @@ impl QueueWorker {
             .last_tick
             .map_or(Duration::ZERO, |t| started.duration_since(t));
         self.last_tick = Some(started);
-        let tick = Tick { started, elapsed };
+        let tick = Tick {
+            started,
+            elapsed,
+            idle_lease: self.idle.idle_lease(started),
+        };
 
         if self.lease.valid_at(started) {
             self.admission.refill(elapsed);
@@ -339,19 +346,10 @@ impl QueueWorker {
 
     /// The admit (which renews the lease); fenced, the lease is lost.
     async fn admit(&mut self, tick: Tick) -> Result<(), TickError> {
-        let idle_lease = self.idle.idle_lease(tick.started);
         let (conn, keys, owner) = (&mut self.conn, &self.keys, self.lease.owner());
         let admitted = self
             .admission
-            .admit(
-                conn,
-                keys,
-                owner,
-                &self.settings,
-                &self.metrics,
-                tick,
-                idle_lease,
-            )
+            .admit(conn, keys, owner, &self.settings, &self.metrics, tick)
             .await?;
         let Some(counts) = admitted else {
             self.lose("admit fenced: another scheduler holds the lease");
@@ -359,7 +357,7 @@ impl QueueWorker {
         };
         // The admit extended the lease (by the idle TTL when it left the
         // queue idle); count from before it was sent.
-        self.idle.saw(&counts, idle_lease, tick.started);
+        self.idle.saw(&counts, tick.idle_lease, tick.started);
         self.metrics
             .idle(self.keys.queue().as_str(), self.idle.is_idle());
         self.lease.renewed(tick.started, self.lease_for());
