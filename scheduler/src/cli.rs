@@ -166,6 +166,10 @@ pub enum Command {
     },
     /// Validate the config and print each queue's effective settings.
     Check,
+    /// Ask this host's running scheduler (`[http] listen`) whether every
+    /// queue reaches Redis: exit 0 when its `/healthz` answers 200 (a
+    /// container's health check; no curl needed).
+    Healthcheck,
     /// Make a token for the admin API: prints the token once and the
     /// config line holding its hash (the config never holds the token).
     AdminToken {
@@ -267,6 +271,7 @@ pub async fn execute(
             print!("{}", check_report(&config));
             return Ok(());
         }
+        Command::Healthcheck => return healthcheck(config.listen),
         Command::AdminToken { .. } => unreachable!("handled above"),
         Command::Settings {
             queue,
@@ -602,6 +607,39 @@ fn render_visitor(v: &actions::VisitorView) -> String {
         out.push_str(&format!("  {label:<11} {} at {}\n", c.status, c.at));
     }
     out
+}
+
+/// `healthcheck`: GET /healthz of the scheduler listening at `listen` (an
+/// unspecified address is asked on loopback), within 3 s.
+fn healthcheck(listen: std::net::SocketAddr) -> Result<(), CliError> {
+    use std::io::{Read, Write};
+    let mut addr = listen;
+    if addr.ip().is_unspecified() {
+        addr.set_ip(if addr.is_ipv4() {
+            std::net::Ipv4Addr::LOCALHOST.into()
+        } else {
+            std::net::Ipv6Addr::LOCALHOST.into()
+        });
+    }
+    let limit = std::time::Duration::from_secs(3);
+    let ask = || -> std::io::Result<Vec<u8>> {
+        let mut s = std::net::TcpStream::connect_timeout(&addr, limit)?;
+        s.set_read_timeout(Some(limit))?;
+        s.set_write_timeout(Some(limit))?;
+        s.write_all(b"GET /healthz HTTP/1.0\r\nHost: localhost\r\n\r\n")?;
+        let mut reply = Vec::new();
+        s.read_to_end(&mut reply)?;
+        Ok(reply)
+    };
+    let reply = ask().map_err(|e| CliError::Refused(format!("cannot ask {addr}: {e}")))?;
+    let head = String::from_utf8_lossy(&reply);
+    let status = head.lines().next().unwrap_or_default();
+    if status.split_whitespace().nth(1) == Some("200") {
+        println!("healthy");
+        Ok(())
+    } else {
+        Err(CliError::Refused(format!("{addr}/healthz: {status}")))
+    }
 }
 
 /// The config: the file named (`--config`, `QUEUEGATE_CONFIG`), else the

@@ -260,6 +260,18 @@ fn the_scheduler_runs_from_the_environment_alone_and_never_mixes_it_with_a_file(
             .unwrap_or(None);
         max.as_deref() == Some("7")
     });
+    // A container's health check: the same environment, no curl.
+    let env_only = |cmd: &mut Command| {
+        cmd.current_dir(dir.path())
+            .env_remove("QUEUEGATE_CONFIG")
+            .env("QUEUEGATE_REDIS_URL", redis.url())
+            .env("QUEUEGATE_LISTEN", format!("127.0.0.1:{port}"))
+            .env("QUEUEGATE_QUEUE", "envq");
+    };
+    let mut check = Command::new(target_bin(BIN));
+    check.arg("healthcheck");
+    env_only(&mut check);
+    let checked = check.output().unwrap();
     let _ = child.kill();
     let _ = child.wait();
     let logged = std::fs::read_to_string(&log).unwrap_or_default();
@@ -267,6 +279,17 @@ fn the_scheduler_runs_from_the_environment_alone_and_never_mixes_it_with_a_file(
     assert!(
         published,
         "queue envq's settings from the environment: {logged}"
+    );
+    assert_eq!(checked.status.code(), Some(0), "{}", text(&checked));
+    let mut check = Command::new(target_bin(BIN));
+    check.arg("healthcheck");
+    env_only(&mut check);
+    let down = check.output().unwrap();
+    assert_eq!(
+        down.status.code(),
+        Some(1),
+        "nothing listens: {}",
+        text(&down)
     );
 
     // Beside a file, a queue setting in the environment would be ignored:
