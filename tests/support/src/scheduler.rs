@@ -283,3 +283,41 @@ pub fn command(config: &Path, args: &[&str]) -> Output {
         .output()
         .expect("run queuegate-scheduler")
 }
+
+/// An operator at a scheduler VM: a config file naming `queues` on one
+/// Redis, in a temporary folder kept while this lives, and its one-shot
+/// commands.
+#[derive(Debug)]
+pub struct Operator {
+    _dir: tempfile::TempDir,
+    config: std::path::PathBuf,
+}
+
+impl Operator {
+    /// A config for `queues` on the Redis at `redis_url`.
+    pub fn new(redis_url: &str, queues: &[&str]) -> Operator {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let config = dir.path().join("scheduler.toml");
+        let mut text = format!("[redis]\nurl = {redis_url:?}\n");
+        for q in queues {
+            text.push_str(&format!("[[queue]]\nid = {q:?}\n"));
+        }
+        std::fs::write(&config, text).expect("write config");
+        Operator { _dir: dir, config }
+    }
+
+    /// The config file.
+    pub fn config(&self) -> &Path {
+        &self.config
+    }
+
+    /// `queuegate-scheduler --config … ARGS…`: exit code, stdout, stderr.
+    pub fn run(&self, args: &[&str]) -> (Option<i32>, String, String) {
+        let out = command(&self.config, args);
+        (
+            out.status.code(),
+            String::from_utf8_lossy(&out.stdout).to_string(),
+            String::from_utf8_lossy(&out.stderr).to_string(),
+        )
+    }
+}

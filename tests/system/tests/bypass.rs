@@ -56,24 +56,8 @@ async fn a_bypass_link_passes_the_gate_until_it_is_revoked_or_expires() {
     .await;
     // A visitor in line, so nobody passes without a token.
     stack.visitor().enter().await;
-    let dir = tempfile::tempdir().expect("tempdir");
-    let config = dir.path().join("scheduler.toml");
-    std::fs::write(
-        &config,
-        format!(
-            "[redis]\nurl = {:?}\n[[queue]]\nid = \"main\"\n[[queue]]\nid = \"other\"\n",
-            stack.redis.url()
-        ),
-    )
-    .expect("write config");
-    let cli = |args: &[&str]| {
-        let out = scheduler::command(&config, args);
-        (
-            out.status.code(),
-            String::from_utf8_lossy(&out.stdout).to_string(),
-            String::from_utf8_lossy(&out.stderr).to_string(),
-        )
-    };
+    let operator = scheduler::Operator::new(&stack.redis.url(), &["main", "other"]);
+    let cli = |args: &[&str]| operator.run(args);
 
     let (code, out, err) = cli(&[
         "bypass",

@@ -43,24 +43,10 @@ async fn the_operators_notice_reaches_every_reply_and_bad_ones_change_nothing() 
         RedisServer::start(),
     )
     .await;
-    let dir = tempfile::tempdir().expect("tempdir");
-    let config = dir.path().join("scheduler.toml");
-    std::fs::write(
-        &config,
-        format!(
-            "[redis]\nurl = {:?}\n[[queue]]\nid = \"main\"\n",
-            stack.redis.url()
-        ),
-    )
-    .expect("write config");
+    let operator = scheduler::Operator::new(&stack.redis.url(), &["main"]);
     let cli = |args: &[&str]| {
-        let out = scheduler::command(&config, args);
-        let text = format!(
-            "{}{}",
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        );
-        (out.status.code(), text)
+        let (code, out, err) = operator.run(args);
+        (code, format!("{out}{err}"))
     };
 
     // A line: one visitor at the head (exact answers), a tick for the

@@ -27,24 +27,8 @@ async fn a_revoked_visitor_is_told_so_and_passes_nowhere_until_lifted() {
         RedisServer::start(),
     )
     .await;
-    let dir = tempfile::tempdir().expect("tempdir");
-    let config = dir.path().join("scheduler.toml");
-    std::fs::write(
-        &config,
-        format!(
-            "[redis]\nurl = {:?}\n[[queue]]\nid = \"main\"\n",
-            stack.redis.url()
-        ),
-    )
-    .expect("write config");
-    let cli = |args: &[&str]| {
-        let out = scheduler::command(&config, args);
-        (
-            out.status.code(),
-            String::from_utf8_lossy(&out.stdout).to_string(),
-            String::from_utf8_lossy(&out.stderr).to_string(),
-        )
-    };
+    let operator = scheduler::Operator::new(&stack.redis.url(), &["main"]);
+    let cli = |args: &[&str]| operator.run(args);
 
     // Idle room: token-less orders pass at once, again and again, until
     // the visitor is revoked.
