@@ -47,7 +47,6 @@ local limit = tonumber(ARGV[8])
 local scan = tonumber(ARGV[9])
 local rate, tick_ms = tonumber(ARGV[14]), tonumber(ARGV[15])
 local zone = math.max(1, tonumber(ARGV[16]))
-local FIRST_GRANT = 19
 local now = now_ms()
 local alive = seen_checker(base, now, abandon_after)
 local token_base, status_base = base .. K_TOKEN, base .. K_STATUS
@@ -126,7 +125,7 @@ if cfg[3] ~= ARGV[14] then redis.call('HSET', KEYS[4], CF_RATE_NOW, ARGV[14]) en
 if (cfg[1] == QS_OPEN or cfg[1] == QS_DRAINING) and tonumber(cfg[2] or '0') == 0 then
   local free = max_active - redis.call('ZCARD', KEYS[2])
   local tokens = rate_tokens(KEYS[5], now, rate, tick_ms)
-  local want = math.min(free, allowance, math.floor(tokens), math.floor((#ARGV - FIRST_GRANT + 1) / 2))
+  local want = math.min(free, allowance, math.floor(tokens), math.floor((#ARGV - 18) / 2))
   local popped = 0
   while admitted < want and popped < limit do
     local batch = redis.call('ZPOPMIN', KEYS[1], want - admitted)
@@ -135,7 +134,7 @@ if (cfg[1] == QS_OPEN or cfg[1] == QS_DRAINING) and tonumber(cfg[2] or '0') == 0
       local uid, ticket = batch[i], tonumber(batch[i + 1])
       popped = popped + 1
       if alive(ticket) then
-        local k = FIRST_GRANT + 2 * admitted -- ARGV index of the next grant
+        local k = 19 + 2 * admitted -- ARGV index of the next grant (from 19)
         local activate = now + tonumber(ARGV[k + 1])
         local expires = activate + token_ttl
         redis.call('SET', token_base .. uid, record(ARGV[k], activate, expires, 0), 'PX', expires - now)
@@ -193,7 +192,18 @@ do
       marks[#marks + 1] = rank .. ':' .. at_rank[2]
     end
     local listed = table.concat(marks, ',')
-    redis.call('HSET', KEYS[4], CF_MARKS, listed, CF_MARKS_AT, now)
+    redis.call('HSET', KEYS[4], CF_MARKS, listed, CF_MARKS_AT, now, CF_MARKS_SHIFT, 0)
+  else
+    -- In between, every tick: the visitors gone from ahead of the first
+    -- mark since the marks were written (admitted, dropped), by which the
+    -- edge moves every mark's rank on. Marks up to a second old would
+    -- otherwise put everyone behind them that second's admissions too
+    -- far back (one ZCOUNT instead of rewriting every mark).
+    local first_rank, first_ticket = string.match(redis.call('HGET', KEYS[4], CF_MARKS) or '', '^(%d+):(%d+)')
+    if first_rank then
+      redis.call('HSET', KEYS[4], CF_MARKS_SHIFT,
+        math.max(0, tonumber(first_rank) - redis.call('ZCOUNT', KEYS[1], '-inf', first_ticket)))
+    end
   end
 end
 

@@ -92,6 +92,10 @@ names!(
         MARKS = "marks",
         /// Snapshot: when the marks were written (epoch ms).
         MARKS_AT = "marks_at",
+        /// Snapshot: visitors gone from ahead of the first mark since the
+        /// marks were written, rewritten every tick: the edge subtracts it
+        /// from every mark's rank.
+        MARKS_SHIFT = "marks_shift",
         /// Setting: how long an entry token is valid.
         TOKEN_TTL_MS = "token_ttl_ms",
         /// Setting: admit at once while nobody waits.
@@ -446,6 +450,7 @@ mod tests {
                 config::SNAP_AT,
                 config::MARKS,
                 config::MARKS_AT,
+                config::MARKS_SHIFT,
                 config::NOTICE,
                 config::SETTINGS_VERSION,
                 config::SETTINGS_APPLIED,

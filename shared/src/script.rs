@@ -117,7 +117,7 @@ pub static ADMIT: Script = Script::new(
     "admit",
     true,
     shipped!("admit"),
-    "1ea57cbc2a1a68e428bc38568d93d3d6c6adba04",
+    "0dc86886c9614573f6e90e6a45408d40985856a5",
 );
 /// Compare-and-delete of an entry token.
 pub static CONSUME: Script = Script::new(

@@ -26,7 +26,7 @@ pub const REFRESH_MS: u64 = 5_000;
 
 /// The config fields a snapshot is read from, in [`Snapshot::decode`]'s
 /// order (one `HMGET`).
-pub const FIELDS: [&str; 24] = [
+pub const FIELDS: [&str; 25] = [
     config::ZONE_FRONT,
     config::ZONE_COUNT,
     config::TAIL,
@@ -51,6 +51,7 @@ pub const FIELDS: [&str; 24] = [
     config::HEAD_FRONT,
     config::HEAD_COUNT,
     config::NOTICE,
+    config::MARKS_SHIFT,
 ];
 
 /// The last sealed draw, as far as the edge can evaluate it: its seed is
@@ -142,7 +143,9 @@ impl Snapshot {
                 poll_min_ms: int(9)?,
                 poll_max_ms: int(10)?,
             },
-            marks: text(11).map(parse_marks).unwrap_or_default(),
+            marks: text(11)
+                .map(|t| parse_marks(t, int(24).unwrap_or(0)))
+                .unwrap_or_default(),
             opens_at: int(12),
             pre_policy: PreQueuePolicy {
                 poll_min_ms: int(9)?,
@@ -356,13 +359,16 @@ impl Snapshot {
     }
 }
 
-/// `rank:ticket,…` as the admit tick writes it; an unreadable pair is
+/// `rank:ticket,…` as the admit tick writes it, each rank moved on by
+/// `shift` (the visitors gone from ahead of the marks since they were
+/// written); an unreadable pair, or one the shift leaves no rank, is
 /// skipped.
-fn parse_marks(text: &str) -> Vec<(u64, u64)> {
+fn parse_marks(text: &str, shift: u64) -> Vec<(u64, u64)> {
     text.split(',')
         .filter_map(|pair| {
             let (rank, ticket) = pair.split_once(':')?;
-            Some((rank.parse().ok()?, ticket.parse().ok()?))
+            let rank = rank.parse::<u64>().ok()?.checked_sub(shift)?;
+            Some((rank, ticket.parse().ok()?)).filter(|(r, _)| *r > 0)
         })
         .collect()
 }
@@ -540,6 +546,7 @@ mod tests {
             "",
             "",
             "",
+            "",
         ]
         .iter()
         .map(|t| Some(t.to_string()))
@@ -588,6 +595,16 @@ mod tests {
             Snapshot::decode(&marked).unwrap().marks,
             [(37_801, 37_801), (45_362, 45_400)]
         );
+        // Marks moved on by the visitors gone from ahead of them since they
+        // were written; one the shift passes is dropped.
+        marked[11] = Some("120:120,37801:37801,45362:45400".into());
+        marked[24] = Some("175".into());
+        assert_eq!(
+            Snapshot::decode(&marked).unwrap().marks,
+            [(37_626, 37_801), (45_187, 45_400)]
+        );
+        marked[24] = Some("x".into());
+        assert_eq!(Snapshot::decode(&marked).unwrap().marks.len(), 3);
     }
 
     fn drawn(left: u64) -> Snapshot {
