@@ -102,6 +102,12 @@ pub struct Window {
     /// Redis commands the gateway ran during it, by name (filled in by
     /// the caller, which reads the gateway's counters around the window).
     pub redis_commands: BTreeMap<String, u64>,
+    /// Commands Redis itself ran between two readings of `INFO
+    /// commandstats` around the window (every client's, a script's inner
+    /// commands included; filled in by the caller).
+    pub redis_calls: u64,
+    /// The time between those two readings.
+    pub redis_span: Duration,
 }
 
 /// Runs one window against the workerd at `base` (process `pid`).
@@ -176,6 +182,8 @@ pub async fn window(
         wall,
         cpu,
         redis_commands: BTreeMap::new(),
+        redis_calls: 0,
+        redis_span: Duration::ZERO,
     }
 }
 

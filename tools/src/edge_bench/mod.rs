@@ -24,7 +24,7 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::sync::atomic::AtomicUsize;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use anyhow::{ensure, Context};
 use queuegate_edge::cookie::{PLACE_COOKIE, VISITOR_COOKIE};
@@ -140,6 +140,14 @@ pub struct Figures {
     pub redis_commands: BTreeMap<String, u64>,
     /// Right far-back replies of a worker that were not `approximate`.
     pub not_approximate: u64,
+    /// Commands Redis ran during the windows by `INFO commandstats`.
+    pub redis_calls: u64,
+    /// Redis' commands per second with the route's background alone (the
+    /// far-back route's ticker), measured before its windows.
+    pub background_calls_per_s: f64,
+    /// `INFO commandstats` calls per right reply, the background's share
+    /// of the windows' time subtracted.
+    pub redis_calls_net_per_request: f64,
 }
 
 /// What a run measured.
@@ -694,6 +702,29 @@ async fn far_back_start(
     Ok((ticker, notes))
 }
 
+/// Every command Redis has run, by `INFO commandstats` (a script's inner
+/// commands included), less the `INFO` readings themselves.
+async fn redis_calls(conn: &mut MultiplexedConnection) -> anyhow::Result<u64> {
+    let text: String = redis::cmd("INFO")
+        .arg("commandstats")
+        .query_async(conn)
+        .await?;
+    Ok(commandstats_calls(&text))
+}
+
+/// The sum of `calls=` over the `cmdstat_*` lines of `INFO commandstats`
+/// but `cmdstat_info`.
+fn commandstats_calls(text: &str) -> u64 {
+    text.lines()
+        .filter_map(|l| l.strip_prefix("cmdstat_"))
+        .filter(|l| !l.starts_with("info:"))
+        .filter_map(|l| {
+            let calls = l.split_once("calls=")?.1;
+            calls.split(',').next()?.parse::<u64>().ok()
+        })
+        .sum()
+}
+
 /// Runs the whole measurement on a started rig: per route, a warm-up per
 /// side, then `rounds` × (worker window, floor window). The gateway's
 /// command counters are read around each measured window.
@@ -761,8 +792,18 @@ pub async fn measure(
             )
             .await;
         }
+        // Redis' own count with the route's background alone (the
+        // far-back ticker; nothing for the other routes), to subtract.
+        let background = {
+            let (before, started) = (redis_calls(&mut rig.conn).await?, Instant::now());
+            tokio::time::sleep(opts.window).await;
+            let calls = redis_calls(&mut rig.conn).await? - before;
+            calls as f64 / started.elapsed().as_secs_f64()
+        };
         for _ in 0..opts.rounds {
             for (k, (side, _, url, pid)) in sides.iter().enumerate() {
+                let calls_before = redis_calls(&mut rig.conn).await?;
+                let span = Instant::now();
                 let before = Counters::read(http, &gateway_url, &gateway_token).await?;
                 let mut w = drive::window(
                     http,
@@ -777,6 +818,8 @@ pub async fn measure(
                 .await;
                 let after = Counters::read(http, &gateway_url, &gateway_token).await?;
                 w.redis_commands = after.since(&before).commands;
+                w.redis_calls = redis_calls(&mut rig.conn).await? - calls_before;
+                w.redis_span = span.elapsed();
                 windows[k].push(w);
             }
         }
@@ -788,7 +831,7 @@ pub async fn measure(
             far_back_notes = Some(notes);
         }
         for (k, (side, label, _, _)) in sides.iter().enumerate() {
-            out.push(figures(route, *side, label, &windows[k]));
+            out.push(figures(route, *side, label, &windows[k], background));
         }
     }
     Ok(Report {
@@ -797,7 +840,13 @@ pub async fn measure(
     })
 }
 
-fn figures(route: Route, side: Side, label: &str, windows: &[Window]) -> Figures {
+fn figures(
+    route: Route,
+    side: Side,
+    label: &str,
+    windows: &[Window],
+    background_calls_per_s: f64,
+) -> Figures {
     let ok: u64 = windows.iter().map(|w| w.ok).sum();
     let wall: f64 = windows.iter().map(|w| w.wall.as_secs_f64()).sum();
     let cpu: f64 = windows.iter().map(|w| w.cpu.as_secs_f64()).sum();
@@ -813,6 +862,9 @@ fn figures(route: Route, side: Side, label: &str, windows: &[Window]) -> Figures
         }
     }
     let redis: u64 = redis_commands.values().sum();
+    let redis_calls: u64 = windows.iter().map(|w| w.redis_calls).sum();
+    let span: f64 = windows.iter().map(|w| w.redis_span.as_secs_f64()).sum();
+    let net = redis_calls as f64 - background_calls_per_s * span;
     Figures {
         route,
         side,
@@ -827,6 +879,9 @@ fn figures(route: Route, side: Side, label: &str, windows: &[Window]) -> Figures
         redis_per_request: redis as f64 / ok.max(1) as f64,
         redis_commands,
         not_approximate: windows.iter().map(|w| w.not_approximate).sum(),
+        redis_calls,
+        background_calls_per_s,
+        redis_calls_net_per_request: net / ok.max(1) as f64,
     }
 }
 
@@ -884,6 +939,28 @@ pub fn far_back_lines(figures: &[Figures]) -> String {
                 f.label, commands, f.redis_per_request
             ));
         }
+        s.push_str(&format!(
+            "far-back {}: INFO commandstats (a script's inner commands included: a bound on \
+             requests) {} calls in the windows, background {:.1}/s (the ticker alone) \
+             subtracted: {:.5} per poll\n",
+            f.label, f.redis_calls, f.background_calls_per_s, f.redis_calls_net_per_request
+        ));
     }
     s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::commandstats_calls;
+
+    #[test]
+    fn commandstats_sums_every_command_but_info() {
+        let text = "# Commandstats\r\n\
+            cmdstat_hmget:calls=28,usec=190,usec_per_call=6.79,rejected_calls=0,failed_calls=0\r\n\
+            cmdstat_evalsha:calls=1002,usec=90000,usec_per_call=89.82,rejected_calls=0,failed_calls=1\r\n\
+            cmdstat_info:calls=40,usec=2000,usec_per_call=50.00,rejected_calls=0,failed_calls=0\r\n\
+            cmdstat_zrank:calls=5,usec=10,usec_per_call=2.00,rejected_calls=0,failed_calls=0\r\n";
+        assert_eq!(commandstats_calls(text), 1_035);
+        assert_eq!(commandstats_calls("# Commandstats\r\n"), 0);
+    }
 }
