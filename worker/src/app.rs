@@ -2,6 +2,8 @@
 //! gate in front of the protected ones; [`crate::routes`] says which runs.
 //! Each queue operation is one Redis REST call.
 
+use std::sync::Arc;
+
 use queuegate_edge::cookie::{cookie, set_cookie, PLACE_COOKIE, TOKEN_COOKIE};
 use queuegate_edge::identity::Key;
 use queuegate_edge::place::{self, Held};
@@ -408,7 +410,12 @@ impl App {
     /// `HMGET` when a second old; None when there is none to trust (a
     /// failed read sends the poll to the position script, which reports
     /// the failure).
-    async fn snapshot(&self, queue: &QueueId, keys: &QueueKeys, now: u64) -> Option<Snapshot> {
+    async fn snapshot(
+        &self,
+        queue: &QueueId,
+        keys: &QueueKeys,
+        now: u64,
+    ) -> Option<Arc<Snapshot>> {
         let (cached, refresh) = self.snapshots.get_or_start(queue.as_str(), now);
         if !refresh {
             return cached;
@@ -419,7 +426,7 @@ impl App {
             .hmget(&keys.config(), &snapshot::FIELDS)
             .await
         {
-            Ok(values) => Snapshot::decode(&values),
+            Ok(values) => Snapshot::decode(&values).map(Arc::new),
             Err(e) => {
                 self.note_health(&EdgeError::from(e));
                 None

@@ -4,7 +4,7 @@
 //! seconds, however many there are. A refresh under way counts as fresh too: requests that
 //! arrive meanwhile use the last snapshot instead of reading again.
 
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
 use queuegate_shared::snapshot::{Snapshot, REFRESH_MS};
 
@@ -19,8 +19,10 @@ struct Entry {
     queue: String,
     /// When the last refresh started (epoch ms).
     started: u64,
-    /// What the last finished refresh read (None: nothing usable).
-    snapshot: Option<Snapshot>,
+    /// What the last finished refresh read (None: nothing usable), shared
+    /// with the requests it answers: a poll takes a reference, not a copy
+    /// of its marks.
+    snapshot: Option<Arc<Snapshot>>,
 }
 
 /// Most queues whose snapshots one isolate keeps. With a `QUEUES` pattern
@@ -34,7 +36,7 @@ impl SnapshotCache {
     /// The snapshot to answer with at `now_ms`, and whether the caller
     /// must refresh it first (then the start is recorded and the caller
     /// reports what it read with [`Self::record`]).
-    pub fn get_or_start(&self, queue: &str, now_ms: u64) -> (Option<Snapshot>, bool) {
+    pub fn get_or_start(&self, queue: &str, now_ms: u64) -> (Option<Arc<Snapshot>>, bool) {
         // Held for a few loads, never across an await; wasm has one thread.
         let mut list = self.0.lock().unwrap_or_else(|p| p.into_inner());
         if let Some(e) = list.iter_mut().find(|e| e.queue == queue) {
@@ -88,7 +90,7 @@ impl SnapshotCache {
 
     /// Keeps what a refresh read (None: nothing usable, e.g. before the
     /// first tick of a scheduler that writes snapshots).
-    pub fn record(&self, queue: &str, snapshot: Option<Snapshot>) {
+    pub fn record(&self, queue: &str, snapshot: Option<Arc<Snapshot>>) {
         let mut list = self.0.lock().unwrap_or_else(|p| p.into_inner());
         if let Some(e) = list.iter_mut().find(|e| e.queue == queue) {
             e.snapshot = snapshot;
@@ -102,7 +104,11 @@ mod tests {
     use queuegate_shared::policy::{PollPolicy, PreQueuePolicy};
     use queuegate_shared::QueueState;
 
-    fn snap(at: u64) -> Snapshot {
+    fn snap(at: u64) -> Arc<Snapshot> {
+        Arc::new(plain(at))
+    }
+
+    fn plain(at: u64) -> Snapshot {
         Snapshot {
             zone_front: 10,
             zone_count: 10,
@@ -140,10 +146,10 @@ mod tests {
         cache.get_or_start("main", 1_000);
         cache.record(
             "main",
-            Some(Snapshot {
+            Some(Arc::new(Snapshot {
                 notice: Some("S and M sold out".into()),
-                ..snap(1_000)
-            }),
+                ..plain(1_000)
+            })),
         );
         assert_eq!(cache.notice("main").as_deref(), Some("S and M sold out"));
         assert_eq!(cache.notice("other"), None);
