@@ -410,12 +410,7 @@ impl App {
     /// `HMGET` when a second old; None when there is none to trust (a
     /// failed read sends the poll to the position script, which reports
     /// the failure).
-    async fn snapshot(
-        &self,
-        queue: &QueueId,
-        keys: &QueueKeys,
-        now: u64,
-    ) -> Option<Arc<Snapshot>> {
+    async fn snapshot(&self, queue: &QueueId, keys: &QueueKeys, now: u64) -> Option<Arc<Snapshot>> {
         let (cached, refresh) = self.snapshots.get_or_start(queue.as_str(), now);
         if !refresh {
             return cached;
