@@ -589,8 +589,8 @@ async fn on_its_way_to_the_head_a_place_rises_only_by_the_estimates_error() {
     use queuegate_testkit::scheduler::Scheduler;
     use std::time::Duration;
 
-    const LINE: usize = 2_500;
-    const WATCHED: usize = 1_500;
+    const LINE: usize = 3_500;
+    const WATCHED: usize = 2_900;
     const RATE: f64 = 100.0;
     let settings = Settings {
         admit_rate_per_second: RATE,
@@ -684,7 +684,7 @@ async fn on_its_way_to_the_head_a_place_rises_only_by_the_estimates_error() {
             rank.map(|r| r + 1)
         }
     };
-    let deadline = Instant::now() + Duration::from_secs(60);
+    let deadline = Instant::now() + Duration::from_secs(90);
     // (shown, approximate, exact rank after, exact rank before)
     let mut path: Vec<(u64, bool, u64, u64)> = Vec::new();
     loop {
@@ -752,7 +752,7 @@ async fn on_its_way_to_the_head_a_place_rises_only_by_the_estimates_error() {
     // most (snapshots are moved on by the measured rate; 30 leaves room
     // for a scheduler late on a loaded machine); before the marks were
     // moved on every tick, estimates were off by up to a second of
-    // admissions (58 visitors here).
+    // admissions (up to 58 visitors in this test's first version).
     for p in &estimates {
         assert!(error(p) <= 30, "{p:?} in {path:?}");
     }
