@@ -5,7 +5,9 @@
 //! windows so the noisy machine treats both alike. Per route it reports the
 //! workerd process's CPU time per request (from /proc), requests/s and
 //! latency, the worker ÷ floor CPU ratio, and the Redis commands the
-//! gateway ran per request.
+//! gateway ran per request; and Redis' own count (`INFO commandstats`,
+//! a script's inner commands included) around each window, less the
+//! route's background measured alone (one window before its rounds).
 //!
 //! The far-back route ([`Route::FarBack`]) polls visitors far beyond the
 //! near zone with their signed place cookies, which the worker answers from
