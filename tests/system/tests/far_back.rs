@@ -18,6 +18,7 @@ use queuegate_system_tests::drop_day::{
     enter_pipelined, in_ms, open_now, patient, schedule, DrawRun,
 };
 use queuegate_system_tests::edge::{EdgeStack, Visitor, IDENTITY_SECRET};
+use queuegate_system_tests::TestQueue;
 use queuegate_testkit::RedisServer;
 
 const LINE: usize = 20_000;
@@ -82,6 +83,22 @@ fn visitor_for(stack: &EdgeStack, i: usize) -> (UserId, Visitor) {
     (user, v)
 }
 
+/// Takes the visitors whose index `left` picks out of the line, as if
+/// they had left it (the gaps an estimate must absorb).
+async fn leave(q: &TestQueue, users: &[(UserId, Visitor)], left: impl Fn(usize) -> bool) {
+    let gone: Vec<&str> = (0..users.len())
+        .filter(|&i| left(i))
+        .map(|i| users[i].0.as_str())
+        .collect();
+    let mut conn = q.conn.clone();
+    let _: u64 = redis::cmd("ZREM")
+        .arg(q.keys.waiting())
+        .arg(&gone)
+        .query_async(&mut conn)
+        .await
+        .expect("ZREM");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn far_back_polls_are_estimates_without_redis_and_near_ones_are_exact() {
     let settings = Settings {
@@ -105,18 +122,7 @@ async fn far_back_polls_are_estimates_without_redis_and_near_ones_are_exact() {
     for (u, _) in &users {
         q.enter(u).await;
     }
-    let gone: Vec<&str> = users
-        .iter()
-        .enumerate()
-        .filter(|(i, _)| *i >= 2 * zone && i % 10 == 3)
-        .map(|(_, (u, _))| u.as_str())
-        .collect();
-    let _: u64 = redis::cmd("ZREM")
-        .arg(q.keys.waiting())
-        .arg(&gone)
-        .query_async(&mut conn)
-        .await
-        .unwrap();
+    leave(q, &users, |i| i >= 2 * zone && i % 10 == 3).await;
     // One tick draws the near zone and writes the snapshot (nobody is
     // admitted: allowance 0).
     q.set_lock("test").await;
@@ -621,16 +627,7 @@ async fn on_its_way_to_the_head_a_place_rises_only_by_the_estimates_error() {
     }
     // Gaps: one in ten far back left (a draw's leavers, rejoins).
     let left = |i: usize| i != WATCHED && i >= 700 && i % 10 == 3;
-    let gone: Vec<&str> = (0..LINE)
-        .filter(|&i| left(i))
-        .map(|i| users[i].0.as_str())
-        .collect();
-    let _: u64 = redis::cmd("ZREM")
-        .arg(q.keys.waiting())
-        .arg(&gone)
-        .query_async(&mut conn)
-        .await
-        .unwrap();
+    leave(&q, &users, left).await;
     let (watched_user, mut watched) = users[WATCHED].clone();
     // The first poll is exact and sets the place cookie.
     let first = watched.position().await;
