@@ -7,7 +7,8 @@
 //! latency, the worker ÷ floor CPU ratio, and the Redis commands the
 //! gateway ran per request; and Redis' own count (`INFO commandstats`,
 //! a script's inner commands included) around each window, less the
-//! route's background measured alone (one window before its rounds).
+//! far-back ticker's background measured alone (one window before the
+//! route's rounds).
 //!
 //! The far-back route ([`Route::FarBack`]) polls visitors far beyond the
 //! near zone with their signed place cookies, which the worker answers from
@@ -144,8 +145,8 @@ pub struct Figures {
     pub not_approximate: u64,
     /// Commands Redis ran during the windows by `INFO commandstats`.
     pub redis_calls: u64,
-    /// Redis' commands per second with the route's background alone (the
-    /// far-back route's ticker), measured before its windows.
+    /// Redis' commands per second with the far-back route's ticker alone,
+    /// measured before its windows (0 for the other routes).
     pub background_calls_per_s: f64,
     /// `INFO commandstats` calls per right reply, the background's share
     /// of the windows' time subtracted.
@@ -794,13 +795,15 @@ pub async fn measure(
             )
             .await;
         }
-        // Redis' own count with the route's background alone (the
-        // far-back ticker; nothing for the other routes), to subtract.
-        let background = {
+        // Redis' own count with the far-back ticker alone, to subtract
+        // (the other routes run nothing in the background).
+        let background = if ticker.is_some() {
             let (before, started) = (redis_calls(&mut rig.conn).await?, Instant::now());
             tokio::time::sleep(opts.window).await;
             let calls = redis_calls(&mut rig.conn).await? - before;
             calls as f64 / started.elapsed().as_secs_f64()
+        } else {
+            0.0
         };
         for _ in 0..opts.rounds {
             for (k, (side, _, url, pid)) in sides.iter().enumerate() {
