@@ -124,8 +124,9 @@ pub enum Command {
     Visitor {
         /// The queue (may be left out when only one is configured).
         queue: Option<String>,
-        /// The visitor's id (the origin gets it as X-Queuegate-User).
-        #[arg(long)]
+        /// The visitor's id (the origin gets it as X-Queuegate-User). An
+        /// anonymous id is base64url, so it may begin with `-`.
+        #[arg(long, allow_hyphen_values = true)]
         id: String,
         /// Revoke: a place in line is removed, a token deleted and its
         /// slot freed; the page shows "revoked" and the visitor cannot
@@ -205,7 +206,7 @@ pub enum BypassCommand {
         /// The queue (may be left out when only one is configured).
         queue: Option<String>,
         /// Its id, as `bypass list` shows it.
-        #[arg(long)]
+        #[arg(long, allow_hyphen_values = true)]
         id: String,
     },
 }
@@ -795,6 +796,13 @@ mod tests {
             }
         ));
         assert!(Cli::try_parse_from(["qs", "frobnicate"]).is_err());
+        // An anonymous visitor id is base64url: one in 64 begins with `-`.
+        let cli =
+            Cli::try_parse_from(["qs", "visitor", "main", "--id", "-Fq3", "--revoke"]).unwrap();
+        assert!(
+            matches!(cli.command, Command::Visitor { ref id, revoke: true, .. } if id == "-Fq3"),
+            "{cli:?}"
+        );
         assert!(
             Cli::try_parse_from(["qs", "schedule", "--clear", "--opens-at", "x"]).is_err(),
             "--clear takes nothing else"
