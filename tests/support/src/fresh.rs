@@ -6,7 +6,11 @@
 //! A binary's sources are the files of its package and of every workspace
 //! package it depends on (normal and build dependencies, transitively, as
 //! `cargo metadata` lists them), less their tests, examples, benches and
-//! build output, plus the workspace's `Cargo.toml` and `Cargo.lock`.
+//! build output, plus the workspace's `Cargo.toml` and `Cargo.lock`. The
+//! worker's bundle adds the files its manifest lists as
+//! `[package.metadata.queuegate] build-inputs` (the build scripts): that
+//! list is the one `scripts/dev` decides a rebuild by, through
+//! [`worker_stale`] (the `queuegate-worker-fresh` binary).
 
 use std::collections::{BTreeSet, HashMap};
 use std::path::{Path, PathBuf};
@@ -28,17 +32,8 @@ const NOT_SOURCES: &[&str] = &[
     "node_modules",
 ];
 
-/// What the worker's wasm bundle is built from besides its packages: the
-/// entry module's swap, the build scripts (the pinned tool versions in
-/// `lib.sh`, esbuild's in the lock file) and the assets' writer.
-const WORKER_BUILD_FILES: &[&str] = &[
-    "scripts/build-worker",
-    "scripts/esbuild-entry",
-    "worker/examples/assets.rs",
-    "scripts/entry-check.mjs",
-    "scripts/lib.sh",
-    "package-lock.json",
-];
+/// The worker's package: its manifest lists the bundle's other inputs.
+const WORKER_PACKAGE: &str = "queuegate-worker";
 
 /// Why an artefact cannot be used.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -114,6 +109,14 @@ pub fn assert_bin_fresh(bin: &str, path: &Path) {
 /// Panics unless the worker bundle in `dir` (`index.js` and its wasm) is
 /// newer than everything it is built from; `command` rebuilds it.
 pub fn assert_worker_fresh(dir: &Path, command: &str) {
+    if let Err(stale) = worker_stale(dir) {
+        panic!("{}", stale.explain(command));
+    }
+}
+
+/// Ok when the worker bundle in `dir` exists and is newer than every
+/// file it is built from ([`worker_inputs`]).
+pub fn worker_stale(dir: &Path) -> Result<(), Stale> {
     // The assets are written last; one file of each kind stands for them.
     let artefacts = [
         dir.join("index.js"),
@@ -121,12 +124,17 @@ pub fn assert_worker_fresh(dir: &Path, command: &str) {
         dir.join("assets/page/waiting-room.html"),
         dir.join("assets/lua/enter.lua"),
     ];
-    let mut sources = package_sources("queuegate-worker");
+    check(&artefacts, &worker_inputs())
+}
+
+/// Everything the worker's bundle is built from: its package's sources
+/// and its manifest's `build-inputs`.
+pub fn worker_inputs() -> Vec<PathBuf> {
+    let mut sources = package_sources(WORKER_PACKAGE);
     let root = repo_root();
-    sources.extend(WORKER_BUILD_FILES.iter().map(|f| root.join(f)));
-    if let Err(stale) = check(&artefacts, &sources) {
-        panic!("{}", stale.explain(command));
-    }
+    let listed = workspace().build_inputs.get(WORKER_PACKAGE);
+    sources.extend(listed.into_iter().flatten().map(|f| root.join(f)));
+    sources
 }
 
 /// The files cargo's dep-info (`<binary>.d` beside it) lists for `binary`,
@@ -162,6 +170,9 @@ struct Workspace {
     packages: HashMap<String, (PathBuf, Vec<String>)>,
     /// Binary target name → its package.
     bins: HashMap<String, String>,
+    /// Package name → the files besides its sources that its artefacts
+    /// are built from (`[package.metadata.queuegate] build-inputs`).
+    build_inputs: HashMap<String, Vec<String>>,
 }
 
 fn workspace() -> &'static Workspace {
@@ -192,6 +203,7 @@ fn workspace() -> &'static Workspace {
 fn parse_workspace(meta: &Value) -> Workspace {
     let mut packages = HashMap::new();
     let mut bins = HashMap::new();
+    let mut build_inputs = HashMap::new();
     let empty = Vec::new();
     let list = |v: &Value, key: &str| v[key].as_array().unwrap_or(&empty).clone();
     for p in list(meta, "packages") {
@@ -212,9 +224,20 @@ fn parse_workspace(meta: &Value) -> Workspace {
                 bins.insert(bin.to_string(), name.clone());
             }
         }
+        let inputs: Vec<String> = list(&p["metadata"]["queuegate"], "build-inputs")
+            .iter()
+            .filter_map(|f| f.as_str().map(str::to_string))
+            .collect();
+        if !inputs.is_empty() {
+            build_inputs.insert(name.clone(), inputs);
+        }
         packages.insert(name, (dir, deps));
     }
-    Workspace { packages, bins }
+    Workspace {
+        packages,
+        bins,
+        build_inputs,
+    }
 }
 
 /// The sources of binary `bin`'s package (see the module's doc).
@@ -329,6 +352,78 @@ mod tests {
         );
         let why = Stale::Missing("x".into()).explain("scripts/build-worker");
         assert!(why.contains("`scripts/build-worker`"), "{why}");
+    }
+
+    /// Every repo file scripts/build-worker names is a declared input of
+    /// the bundle (or a source of the worker's packages), and wrangler.toml's
+    /// `watch_dir` covers every folder of sources: a new build file or
+    /// package folder cannot be left out of one list and not the other.
+    #[test]
+    fn the_worker_bundle_inputs_are_the_ones_its_build_reads() {
+        let root = repo_root();
+        let inputs = worker_inputs();
+        for f in &workspace().build_inputs[WORKER_PACKAGE] {
+            assert!(
+                root.join(f).is_file(),
+                "build-inputs lists {f}, which is not a file"
+            );
+        }
+        let script = std::fs::read_to_string(root.join("scripts/build-worker")).unwrap();
+        let named: BTreeSet<&str> = script
+            .split("$QG_ROOT/")
+            .skip(1)
+            .filter_map(|rest| {
+                let end = rest
+                    .find(|c: char| !(c.is_ascii_alphanumeric() || "._/-".contains(c)))
+                    .unwrap_or(rest.len());
+                let path = rest[..end].trim_end_matches('/');
+                (!path.is_empty()).then_some(path)
+            })
+            .collect();
+        assert!(named.contains("scripts/esbuild-entry"), "{named:?}");
+        for path in named {
+            // Where it builds, the tools it runs, and the deploy config it
+            // only checks (the bundle does not change with it).
+            let not_an_input = ["worker", "wrangler.toml"].contains(&path)
+                || path.starts_with("node_modules/")
+                || path.starts_with("worker/$out");
+            if not_an_input {
+                continue;
+            }
+            assert!(
+                inputs.contains(&root.join(path)),
+                "scripts/build-worker reads {path}, which is not in worker/Cargo.toml's build-inputs"
+            );
+        }
+        let config: toml::Table = std::fs::read_to_string(root.join("wrangler.toml"))
+            .unwrap()
+            .parse()
+            .unwrap();
+        let wrangler: Vec<&str> = config["build"]["watch_dir"]
+            .as_array()
+            .expect("wrangler.toml's [build] watch_dir is a list")
+            .iter()
+            .filter_map(|d| d.as_str())
+            .collect();
+        for source in package_sources(WORKER_PACKAGE) {
+            let Ok(rel) = source.strip_prefix(&root) else {
+                continue;
+            };
+            let parts: Vec<_> = rel.iter().collect();
+            if parts.len() < 3 {
+                continue; // a package's root file (manifest, build.rs, entry.js)
+            }
+            let folder = format!(
+                "{}/{}",
+                parts[0].to_string_lossy(),
+                parts[1].to_string_lossy()
+            );
+            assert!(
+                wrangler.contains(&folder.as_str()),
+                "wrangler.toml's [build] watch_dir lacks {folder} ({} is a source)",
+                rel.display()
+            );
+        }
     }
 
     #[test]
