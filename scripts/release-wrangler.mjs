@@ -1,10 +1,13 @@
 // Writes the release archive's wrangler.toml from the repo's: the same
-// worker, vars and assets binding, pointed at the built bundle beside it
-// (worker/index.js, worker/assets) and without the [build] table, whose
-// command needs the Rust toolchain. The result is parsed back to check it.
+// worker, vars and assets binding, without the [build] table, whose
+// command needs the Rust toolchain. The archive lays the bundle out where
+// the repo builds it (worker/build), so nothing else changes: every other
+// line is copied as it is, comments included. The result is parsed back
+// and compared with the repo's, less [build], to check it.
 //
 //   node scripts/release-wrangler.mjs <repo wrangler.toml> <out>
 import { readFileSync, writeFileSync } from "node:fs";
+import { isDeepStrictEqual } from "node:util";
 import { parse } from "smol-toml";
 
 const [from, to] = process.argv.slice(2);
@@ -12,24 +15,22 @@ if (!from || !to) {
   console.error("usage: release-wrangler.mjs <wrangler.toml> <out>");
   process.exit(2);
 }
-const lines = readFileSync(from, "utf8").split("\n");
+const source = readFileSync(from, "utf8");
 const out = [];
 let inBuild = false;
-for (const line of lines) {
-  if (/^\[build\]\s*$/.test(line)) { inBuild = true; continue; }
-  // The [build] table ends at the next table or a blank line after it.
-  if (inBuild && (/^\[/.test(line) || line.trim() === "")) inBuild = false;
-  if (inBuild) continue;
-  out.push(line
-    .replace(/^main = "worker\/build\/index\.js"/, 'main = "worker/index.js"')
-    .replace(/^directory = "worker\/build\/assets"/, 'directory = "worker/assets"'));
+// [build] runs to the next table or the first blank line after it (the
+// comments above the next table are that table's); the check below
+// proves nothing else was dropped.
+for (const line of source.split("\n")) {
+  if (line.trim() === "[build]") inBuild = true;
+  else if (inBuild && (line.trim() === "" || line.trim().startsWith("["))) inBuild = false;
+  if (!inBuild) out.push(line);
 }
-let text = out.join("\n")
-  .replace(/^# queuegate edge worker\..*\n# .*\n/m,
-    "# queuegate edge worker, as released: `npx wrangler deploy` uploads the\n"
-    + "# built bundle in worker/ as it is (no build step, no Rust).\n");
-const doc = parse(text);
-if (doc.build) throw new Error("a [build] table is left");
-if (doc.main !== "worker/index.js") throw new Error(`main is ${doc.main}`);
-if (doc.assets?.directory !== "worker/assets") throw new Error("assets.directory not rewritten");
+const text = out.join("\n");
+const expected = parse(source);
+delete expected.build;
+const written = parse(text);
+if (!isDeepStrictEqual(written, expected)) {
+  throw new Error("the archive's wrangler.toml differs from the repo's beyond [build]");
+}
 writeFileSync(to, text);
