@@ -4,12 +4,14 @@
 //! enter, the shop's 201 for an order with a real token, an approximate
 //! waiting state for a far-back poll), and the CPU reading from /proc is
 //! non-zero for both. A far-back poll costs the worker (near) no Redis
-//! command; the floor's costs one. No timing is asserted. Needs the built
+//! command, and the floor's (a static reply) none at all. Signed in, the
+//! worker answers JWT-bearing polls, exact and far back. No timing is
+//! asserted. Needs the built
 //! worker, `npm ci` and `cargo build --bins` (scripts/test does all).
 
 use std::time::Duration;
 
-use queuegate_tools::edge_bench::{self, Options, Rig, Route, Side};
+use queuegate_tools::edge_bench::{self, Identity, Options, Rig, Route, Side};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn worker_and_floor_answer_every_route_under_workerd() {
@@ -25,6 +27,7 @@ async fn worker_and_floor_answer_every_route_under_workerd() {
         far_gap: 100,
         near_zone: 10,
         variants: Vec::new(),
+        identity: Identity::Anonymous,
     };
     let mut rig = Rig::start().await.expect("the rig starts");
     let http = reqwest::Client::new();
@@ -89,11 +92,56 @@ async fn worker_and_floor_answer_every_route_under_workerd() {
         "at most one snapshot read a second\n{lines}"
     );
     assert!(worker.redis_per_request < 0.05, "{lines}");
-    // The floor's poll is one subrequest, and so is the worker's exact one.
-    assert!((floor.redis_per_request - 1.0).abs() < 0.01, "{lines}");
+    // The floor answers far back with a static reply (no subrequest); the
+    // worker's exact poll is one subrequest.
+    assert_eq!(floor.redis_per_request, 0.0, "{lines}");
     let exact = figures
         .iter()
         .find(|f| f.route == Route::Position && f.side == Side::Worker)
         .expect("a position row");
     assert!(exact.redis_per_request >= 1.0, "{lines}");
+}
+
+/// Signed in (`IDENTITY_MODE=jwt`), every poll brings the visitor's bearer
+/// JWT: the worker answers exact polls with one subrequest each and far-back
+/// ones from its snapshot, for visitors it knows only by their JWT's `sub`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn signed_in_polls_are_answered_under_workerd() {
+    let opts = Options {
+        waiting: 10,
+        concurrency: 4,
+        window: Duration::from_millis(700),
+        rounds: 1,
+        warmup: Duration::from_millis(200),
+        orders: 0,
+        routes: vec![Route::Position, Route::FarBack],
+        far_back: 10,
+        far_gap: 100,
+        near_zone: 10,
+        variants: Vec::new(),
+        identity: Identity::Jwt,
+    };
+    let mut rig = Rig::start_with(&[], Identity::Jwt)
+        .await
+        .expect("the rig starts");
+    let http = reqwest::Client::new();
+    let report = edge_bench::measure(&mut rig, &http, &opts)
+        .await
+        .expect("the measurement runs");
+    let figures = &report.figures;
+    let table = edge_bench::table(figures);
+    assert_eq!(figures.len(), 4, "{table}");
+    for f in figures {
+        assert_eq!(f.failed, 0, "{:?}\n{table}", f.first_failure);
+        assert!(f.ok > 0, "{table}");
+    }
+    let worker = |route: Route| {
+        figures
+            .iter()
+            .find(|f| f.route == route && f.side == Side::Worker)
+            .expect("a worker row")
+    };
+    assert!(worker(Route::Position).redis_per_request >= 1.0, "{table}");
+    assert_eq!(worker(Route::FarBack).not_approximate, 0, "{table}");
+    assert!(worker(Route::FarBack).redis_per_request < 0.05, "{table}");
 }

@@ -12,7 +12,7 @@
 use std::time::Duration;
 
 use clap::Parser;
-use queuegate_tools::edge_bench::{self, Options, Rig, Route};
+use queuegate_tools::edge_bench::{self, Identity, Options, Rig, Route};
 
 /// Worker CPU per request against a plain-JS floor, under workerd itself.
 #[derive(Debug, Parser)]
@@ -51,6 +51,12 @@ struct Args {
     /// and `index_bg.wasm`. Repeat to compare several changes in one run.
     #[arg(long = "variant", value_name = "DIR")]
     variants: Vec<std::path::PathBuf>,
+    /// How visitors identify to the worker: anonymous (its signed visitor
+    /// cookie) or jwt (signed in: an HS256 bearer JWT on every request,
+    /// the bench being the login service). jwt measures position and
+    /// far-back only.
+    #[arg(long, default_value = "anonymous")]
+    identity: String,
 }
 
 #[tokio::main]
@@ -61,6 +67,16 @@ async fn main() -> anyhow::Result<()> {
         .iter()
         .map(|r| Route::from_name(r).ok_or_else(|| anyhow::anyhow!("unknown route {r}")))
         .collect::<anyhow::Result<Vec<_>>>()?;
+    let identity = Identity::from_name(&args.identity).ok_or_else(|| {
+        anyhow::anyhow!("--identity takes anonymous or jwt, not {}", args.identity)
+    })?;
+    anyhow::ensure!(
+        identity == Identity::Anonymous
+            || routes
+                .iter()
+                .all(|r| matches!(r, Route::Position | Route::FarBack)),
+        "--identity jwt measures the position and far-back routes only"
+    );
     let opts = Options {
         waiting: args.waiting,
         concurrency: args.concurrency,
@@ -72,17 +88,18 @@ async fn main() -> anyhow::Result<()> {
         far_gap: args.far_gap,
         near_zone: args.near_zone,
         variants: args.variants,
+        identity,
         ..Options::default()
     };
-    let mut rig = Rig::start_with(&opts.variants).await?;
+    let mut rig = Rig::start_with(&opts.variants, opts.identity).await?;
     let http = reqwest::Client::builder()
         .pool_max_idle_per_host(opts.concurrency)
         .build()?;
     let report = edge_bench::measure(&mut rig, &http, &opts).await?;
     let figures = &report.figures;
     println!(
-        "{} waiting, {} concurrent, {} × {} s per side and route, worker, floor and variants alternating; entry challenge off, address budget 0\n",
-        opts.waiting, opts.concurrency, opts.rounds, args.window_secs
+        "{} waiting, {} concurrent, {} × {} s per side and route, worker, floor and variants alternating; entry challenge off, address budget 0; identity {}\n",
+        opts.waiting, opts.concurrency, opts.rounds, args.window_secs, opts.identity.name()
     );
     print!("{}", edge_bench::table(figures));
     if let Some(notes) = &report.far_back {

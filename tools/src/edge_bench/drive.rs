@@ -22,7 +22,8 @@ pub enum Route {
     /// `GET /queue/position` of a waiting visitor far beyond the near zone
     /// with its signed place cookie: the worker answers from the isolate's
     /// snapshot (`approximate`), without Redis (docs/uncapped-line.md). The
-    /// floor answers it as any poll, with one subrequest.
+    /// floor answers it with a static JSON reply and no I/O (the cheapest
+    /// answer a worker can give).
     FarBack,
 }
 
@@ -64,17 +65,22 @@ impl Side {
     }
 }
 
-/// What the loops send: waiting visitors' cookies, far-back visitors'
-/// cookies with their places, and admitted visitors' cookies with their
-/// tokens (each order spends one).
+/// The headers a visitor's request carries to say who it is: a `cookie`
+/// (the visitor cookie, a place cookie) and, signed in, an
+/// `authorization` bearer JWT.
+pub type Credentials = Vec<(&'static str, String)>;
+
+/// What the loops send: waiting visitors' credentials, far-back visitors'
+/// with their places, and admitted visitors' cookies with their tokens
+/// (each order spends one).
 #[derive(Debug, Clone)]
 pub struct Visitors {
-    /// `Cookie` header values of waiting visitors (the visitor cookie
-    /// only: every poll takes the exact path).
-    pub waiting: Arc<Vec<String>>,
-    /// `Cookie` header values of visitors far beyond the near zone: the
-    /// visitor cookie and the signed place cookie.
-    pub far_back: Arc<Vec<String>>,
+    /// Waiting visitors' credentials (no place cookie: every poll takes
+    /// the exact path).
+    pub waiting: Arc<Vec<Credentials>>,
+    /// Credentials of visitors far beyond the near zone: their identity
+    /// and the signed place cookie.
+    pub far_back: Arc<Vec<Credentials>>,
     /// `Cookie` header values and tokens of admitted visitors.
     pub admitted: Arc<Vec<(String, String)>>,
     /// The next unspent admitted visitor.
@@ -196,16 +202,14 @@ fn build(
     i: usize,
 ) -> Option<reqwest::RequestBuilder> {
     Some(match route {
-        Route::Position => {
-            let cookie = &visitors.waiting[i % visitors.waiting.len()];
-            http.get(format!("{base}/queue/position"))
-                .header("cookie", cookie)
-        }
-        Route::FarBack => {
-            let cookie = &visitors.far_back[i % visitors.far_back.len()];
-            http.get(format!("{base}/queue/position"))
-                .header("cookie", cookie)
-        }
+        Route::Position => with(
+            http.get(format!("{base}/queue/position")),
+            &visitors.waiting[i % visitors.waiting.len()],
+        ),
+        Route::FarBack => with(
+            http.get(format!("{base}/queue/position")),
+            &visitors.far_back[i % visitors.far_back.len()],
+        ),
         Route::Enter => http.post(format!("{base}/queue/enter")),
         Route::Order if !side.is_worker() => http.post(format!("{base}/orders")),
         Route::Order => {
@@ -216,6 +220,14 @@ fn build(
                 .header(TOKEN_HEADER, token)
         }
     })
+}
+
+/// `request` with a visitor's credentials.
+pub fn with(mut request: reqwest::RequestBuilder, who: &Credentials) -> reqwest::RequestBuilder {
+    for (name, value) in who {
+        request = request.header(*name, value);
+    }
+    request
 }
 
 /// The worker must give each route its right answer; the floor only has to

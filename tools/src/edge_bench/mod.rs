@@ -1,6 +1,7 @@
 //! The worker's own cost, measured where it runs: the built worker served
 //! by the `workerd` binary directly (no wrangler, no Node, no proxy), beside
-//! a plain-JS floor worker with the same I/O ([`floor.js`](floor.js)), both
+//! a plain-JS floor worker with the same I/O ([`floor.js`](floor.js); for
+//! the far-back route a static JSON reply, the worker's is I/O-free), both
 //! in front of the same gateway, Redis and demo shop, driven in alternating
 //! windows so the noisy machine treats both alike. Per route it reports the
 //! workerd process's CPU time per request (from /proc), requests/s and
@@ -9,6 +10,10 @@
 //! a script's inner commands included) around each window, less the
 //! far-back ticker's background measured alone (one window before the
 //! route's rounds).
+//!
+//! `--identity jwt` ([`Identity::Jwt`]) runs the worker signed in: every
+//! poll brings an HS256 bearer JWT that the bench, as the shop's login
+//! service, minted per visitor.
 //!
 //! The far-back route ([`Route::FarBack`]) polls visitors far beyond the
 //! near zone with their signed place cookies, which the worker answers from
@@ -46,7 +51,7 @@ use tokio::task::JoinHandle;
 
 use crate::load::counters::Counters;
 
-pub use drive::{Route, Side, Visitors, Window};
+pub use drive::{Credentials, Route, Side, Visitors, Window};
 
 /// The bench's queue.
 const QUEUE: &str = "main";
@@ -58,6 +63,38 @@ const OWNER: &str = "edge-bench";
 /// inside its freshness (`snapshot::MAX_AGE_MS`, 10 s), and at least once
 /// per worker refresh (`snapshot::REFRESH_MS`, 5 s).
 pub const FAR_BACK_TICK: Duration = Duration::from_millis(500);
+
+/// The HS256 key of the signed-in mode's JWTs (`--identity jwt`): the
+/// bench is the shop's login service.
+pub const BENCH_JWT_SECRET: &str = "edge-bench-jwt-secret-0123456789abcdef";
+
+/// How visitors say who they are to the worker.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum Identity {
+    /// The worker's signed visitor cookie (`IDENTITY_MODE=anonymous`).
+    #[default]
+    Anonymous,
+    /// The shop's HS256 JWT as `Authorization: Bearer`
+    /// (`IDENTITY_MODE=jwt`): every poll brings one to verify.
+    Jwt,
+}
+
+impl Identity {
+    /// Its name on the command line.
+    pub fn name(self) -> &'static str {
+        match self {
+            Identity::Anonymous => "anonymous",
+            Identity::Jwt => "jwt",
+        }
+    }
+
+    /// The mode of a name on the command line.
+    pub fn from_name(name: &str) -> Option<Identity> {
+        [Identity::Anonymous, Identity::Jwt]
+            .into_iter()
+            .find(|i| i.name() == name)
+    }
+}
 
 /// The floor worker's source.
 pub const FLOOR_JS: &str = include_str!("floor.js");
@@ -93,6 +130,8 @@ pub struct Options {
     /// `index.js` and `index_bg.wasm`), measured in the same alternation:
     /// compares changes within one run on a noisy machine.
     pub variants: Vec<PathBuf>,
+    /// How the worker's visitors are identified (the floor checks none).
+    pub identity: Identity,
 }
 
 impl Default for Options {
@@ -110,6 +149,7 @@ impl Default for Options {
             far_gap: 10_000,
             near_zone: 200,
             variants: Vec::new(),
+            identity: Identity::Anonymous,
         }
     }
 }
@@ -262,6 +302,8 @@ pub struct Rig {
     pub redis: RedisServer,
     /// The queue's keys.
     pub keys: QueueKeys,
+    /// How the worker identifies visitors.
+    pub identity: Identity,
     conn: MultiplexedConnection,
 }
 
@@ -270,12 +312,13 @@ impl Rig {
     /// [`bench_settings`]), the worker with the entry challenge off (the
     /// guard's cost is measured apart: `guard_cost`, `pow_cost`) and the floor.
     pub async fn start() -> anyhow::Result<Rig> {
-        Rig::start_with(&[]).await
+        Rig::start_with(&[], Identity::Anonymous).await
     }
 
     /// [`Rig::start`] with other builds of the worker beside it (each
-    /// with the worker's vars and secrets).
-    pub async fn start_with(variants: &[PathBuf]) -> anyhow::Result<Rig> {
+    /// with the worker's vars and secrets), identifying visitors as
+    /// `identity` says.
+    pub async fn start_with(variants: &[PathBuf], identity: Identity) -> anyhow::Result<Rig> {
         let redis = RedisServer::start();
         let gateway = Gateway::builder(&redis.url())
             .env("RUST_LOG", "redis_rest=info")
@@ -295,9 +338,14 @@ impl Rig {
             },
         )
         .await?;
-        let worker = Wrangler::local(&gateway, &shop_url)
+        let mut worker = Wrangler::local(&gateway, &shop_url)
             .var("ENTRY_CHALLENGE", "off")
             .var("COOKIE_SECURE", "false");
+        if identity == Identity::Jwt {
+            worker = worker
+                .var("IDENTITY_MODE", "jwt")
+                .secret("JWT_SECRET", BENCH_JWT_SECRET);
+        }
         let mut started = Vec::new();
         for dir in variants {
             let (config, script) = (worker.clone(), Script::BuiltIn(dir.clone()));
@@ -330,8 +378,57 @@ impl Rig {
             gateway,
             redis,
             keys,
+            identity,
             conn,
         })
+    }
+
+    /// The key the worker signs place cookies with.
+    fn place_key(&self) -> &'static [u8] {
+        match self.identity {
+            Identity::Anonymous => IDENTITY_SECRET.as_bytes(),
+            Identity::Jwt => BENCH_JWT_SECRET.as_bytes(),
+        }
+    }
+
+    /// A new visitor for a place through the worker: none yet (anonymous:
+    /// the worker mints the cookie), or a signed-in one's bearer JWT for
+    /// the subject `sub`, valid for two hours.
+    fn new_visitor(&self, sub: &str) -> Credentials {
+        match self.identity {
+            Identity::Anonymous => Vec::new(),
+            Identity::Jwt => {
+                let exp = queuegate_testkit::now_ms() / 1_000 + 7_200;
+                let jwt = identity::sign_jwt(
+                    BENCH_JWT_SECRET.as_bytes(),
+                    &serde_json::json!({ "sub": sub, "exp": exp }),
+                );
+                vec![("authorization", format!("Bearer {jwt}"))]
+            }
+        }
+    }
+
+    /// Who `set` (the cookies an enter set) and the credentials it was
+    /// entered with say the visitor is, with their credentials from now
+    /// on (a minted visitor cookie joins them).
+    fn entered_as(
+        &self,
+        mut who: Credentials,
+        sub: &str,
+        set: &BTreeMap<String, String>,
+    ) -> anyhow::Result<(UserId, Credentials)> {
+        let user = match self.identity {
+            Identity::Anonymous => {
+                let visitor = set
+                    .get(VISITOR_COOKIE)
+                    .context("enter set no visitor cookie")?;
+                who.push(("cookie", format!("{VISITOR_COOKIE}={visitor}")));
+                identity::verify_visitor(self.place_key(), visitor)
+                    .map_err(|e| anyhow::anyhow!("the worker's visitor cookie: {e}"))?
+            }
+            Identity::Jwt => UserId::new(sub)?,
+        };
+        Ok((user, who))
     }
 
     /// `waiting` visitors entered through the worker (their cookies), and
@@ -344,26 +441,29 @@ impl Rig {
         admitted: usize,
     ) -> anyhow::Result<Visitors> {
         let admitted = self.admitted(admitted).await?;
-        let mut cookies = Vec::with_capacity(waiting);
-        for _ in 0..waiting {
-            let set = self.enter(http).await?;
-            let visitor = set
-                .get(VISITOR_COOKIE)
-                .context("enter set no visitor cookie")?;
-            cookies.push(format!("{VISITOR_COOKIE}={visitor}"));
+        let mut credentials = Vec::with_capacity(waiting);
+        for i in 0..waiting {
+            let sub = format!("bench-waiting-{i}");
+            let who = self.new_visitor(&sub);
+            let set = self.enter(http, &who).await?;
+            credentials.push(self.entered_as(who, &sub, &set)?.1);
         }
         Ok(Visitors {
-            waiting: Arc::new(cookies),
+            waiting: Arc::new(credentials),
             far_back: Arc::new(Vec::new()),
             admitted: Arc::new(admitted),
             next_admitted: Arc::new(AtomicUsize::new(0)),
         })
     }
 
-    /// One `POST /queue/enter` through the worker: the cookies it set.
-    async fn enter(&self, http: &reqwest::Client) -> anyhow::Result<BTreeMap<String, String>> {
-        let resp = http
-            .post(format!("{}/queue/enter", self.worker.url()))
+    /// One `POST /queue/enter` through the worker with `who`'s
+    /// credentials: the cookies it set.
+    async fn enter(
+        &self,
+        http: &reqwest::Client,
+        who: &Credentials,
+    ) -> anyhow::Result<BTreeMap<String, String>> {
+        let resp = drive::with(http.post(format!("{}/queue/enter", self.worker.url())), who)
             .send()
             .await?;
         let set: BTreeMap<String, String> = resp
@@ -380,29 +480,27 @@ impl Rig {
     }
 
     /// `gap` visitors entered straight in Redis, then `n` entered through
-    /// the worker behind them: `Cookie` header values (visitor and place
-    /// cookies) with their tickets, each ticket checked against the line
+    /// the worker behind them: their credentials (identity and place
+    /// cookie) with their tickets, each ticket checked against the line
     /// (`ZSCORE`) and the place cookie's signature for its visitor.
     pub async fn far_back_visitors(
         &mut self,
         http: &reqwest::Client,
         gap: usize,
         n: usize,
-    ) -> anyhow::Result<Vec<(String, u64)>> {
+    ) -> anyhow::Result<Vec<(Credentials, u64)>> {
         ensure!(n > 0, "the far-back route needs far-back visitors");
         self.enter_direct(gap, 0x6661_725f_6761_7021).await?;
-        let key = IDENTITY_SECRET.as_bytes();
+        let key = self.place_key();
         let queue = QueueId::new(QUEUE)?;
         let mut entered = Vec::with_capacity(n);
-        for _ in 0..n {
-            let set = self.enter(http).await?;
-            let visitor = set
-                .get(VISITOR_COOKIE)
-                .context("enter set no visitor cookie")?;
+        for i in 0..n {
+            let sub = format!("bench-far-back-{i}");
+            let who = self.new_visitor(&sub);
+            let set = self.enter(http, &who).await?;
             let place = set.get(PLACE_COOKIE).context("enter set no place cookie")?;
-            let user = identity::verify_visitor(key, visitor)
-                .map_err(|e| anyhow::anyhow!("the worker's visitor cookie: {e}"))?;
-            entered.push((user, visitor.clone(), place.clone()));
+            let (user, who) = self.entered_as(who, &sub, &set)?;
+            entered.push((user, who, place.clone()));
         }
         let mut out = Vec::with_capacity(n);
         for chunk in entered.chunks(1_000) {
@@ -413,7 +511,7 @@ impl Rig {
                     .arg(user.as_str());
             }
             let scores: Vec<Option<f64>> = pipe.query_async(&mut self.conn).await?;
-            for ((user, visitor, place), score) in chunk.iter().zip(scores) {
+            for ((user, who, place), score) in chunk.iter().zip(scores) {
                 let ticket = score.context("a far-back visitor is not in line")? as u64;
                 ensure!(
                     matches!(
@@ -422,10 +520,9 @@ impl Rig {
                     ),
                     "the place cookie {place} does not hold ticket {ticket}"
                 );
-                out.push((
-                    format!("{VISITOR_COOKIE}={visitor}; {PLACE_COOKIE}={place}"),
-                    ticket,
-                ));
+                let mut who = who.clone();
+                add_cookie(&mut who, &format!("{PLACE_COOKIE}={place}"));
+                out.push((who, ticket));
             }
         }
         Ok(out)
@@ -523,6 +620,17 @@ impl Rig {
             }
         }
         Ok(out)
+    }
+}
+
+/// `pair` (`name=value`) added to the `cookie` header of `who`.
+fn add_cookie(who: &mut Credentials, pair: &str) {
+    match who.iter_mut().find(|(name, _)| *name == "cookie") {
+        Some((_, cookies)) => {
+            cookies.push_str("; ");
+            cookies.push_str(pair);
+        }
+        None => who.push(("cookie", pair.to_string())),
     }
 }
 
@@ -626,13 +734,11 @@ impl Ticker {
 async fn far_back_sample(
     http: &reqwest::Client,
     base: &str,
-    cookie: &str,
+    who: &Credentials,
 ) -> anyhow::Result<Result<String, String>> {
     let mut last = String::new();
     for _ in 0..10 {
-        let resp = http
-            .get(format!("{base}/queue/position"))
-            .header("cookie", cookie)
+        let resp = drive::with(http.get(format!("{base}/queue/position")), who)
             .send()
             .await?;
         let status = resp.status();
@@ -654,7 +760,7 @@ async fn far_back_start(
     rig: &mut Rig,
     http: &reqwest::Client,
     sides: &[(Side, String, String, u32)],
-    far_back: &[(String, u64)],
+    far_back: &[(Credentials, u64)],
     near_zone: usize,
 ) -> anyhow::Result<(Ticker, FarBackNotes)> {
     let rate_in_force = zone_rate(near_zone);
@@ -687,12 +793,12 @@ async fn far_back_start(
         tickets: (lowest, highest),
         ..FarBackNotes::default()
     };
-    let cookie = &far_back[far_back.len() - 1].0;
+    let who = &far_back[far_back.len() - 1].0;
     for (side, label, url, _) in sides {
         if !side.is_worker() {
             continue;
         }
-        match far_back_sample(http, url, cookie).await? {
+        match far_back_sample(http, url, who).await? {
             Ok(body) if *side == Side::Worker => notes.sample = body,
             Ok(_) => {}
             Err(last) if *side == Side::Worker => {
