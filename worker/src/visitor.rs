@@ -122,10 +122,7 @@ pub fn check(
 }
 
 fn mint_visitor(secret: &Key, cookie_secure: bool) -> Result<Visitor, EdgeError> {
-    let mut random = [0u8; 16];
-    getrandom::getrandom(&mut random)
-        .map_err(|e| EdgeError::Internal(format!("getrandom: {e}")))?;
-    let (user, value) = identity::mint_visitor(secret, random);
+    let (user, value) = identity::mint_visitor(secret, crate::random::bytes()?);
     Ok(Visitor {
         user,
         new_cookie: Some(set_cookie(
