@@ -4,7 +4,8 @@
 //! * [`routes`] — the route table: what answers a path, and its `Allow`.
 //! * [`app`] — the own routes, one module each (enter, position, the
 //!   page, …), and the token gate in front of the protected ones.
-//! * [`visitor`] — who sent a request (visitor cookie or JWT).
+//! * [`visitor`] — who sent a request (visitor cookie or JWT); [`verified`]
+//!   the JWTs an isolate verified, so its polls are not verified again.
 //! * [`guard`] — what a new place brings: ALTCHA solution, Turnstile, address.
 //! * [`origin`] — forwarding: scrubbing our headers and cookies, signing.
 //! * [`rest`] — the Upstash REST client over the runtime's `fetch`.
@@ -39,6 +40,7 @@ pub mod routes;
 pub mod snapshots;
 pub mod subrequest;
 pub mod template;
+pub mod verified;
 pub mod visitor;
 
 use std::sync::OnceLock;
