@@ -201,16 +201,31 @@ pub fn parse_jwt(token: &str) -> Result<Parsed<'_>, IdentityError> {
     })
 }
 
+/// A JWT whose signature and claims were verified.
+#[derive(Debug, Clone, PartialEq)]
+pub struct VerifiedJwt {
+    /// Its `sub`.
+    pub user: UserId,
+    /// Until when its claims hold (Unix seconds): its `exp` with the clock
+    /// skew tolerated. A verifier that keeps the answer trusts it no later.
+    pub valid_until_s: f64,
+}
+
 impl Parsed<'_> {
     /// The claims of a JWT whose signature was verified: `exp` required
     /// (with [`LEEWAY_S`] of clock skew), `nbf` honoured, `aud` and `iss`
     /// as `expect` asks, and `sub` a valid user id.
     pub fn claims(&self, now_s: f64, expect: &Expect<'_>) -> Result<UserId, IdentityError> {
+        self.verified(now_s, expect).map(|v| v.user)
+    }
+
+    /// [`Parsed::claims`], with until when they hold.
+    pub fn verified(&self, now_s: f64, expect: &Expect<'_>) -> Result<VerifiedJwt, IdentityError> {
         claims(&self.payload, now_s, expect)
     }
 }
 
-fn claims(payload: &[u8], now_s: f64, expect: &Expect<'_>) -> Result<UserId, IdentityError> {
+fn claims(payload: &[u8], now_s: f64, expect: &Expect<'_>) -> Result<VerifiedJwt, IdentityError> {
     let claims: serde_json::Value =
         serde_json::from_slice(payload).map_err(|_| IdentityError::Malformed)?;
     if !claims.is_object() {
@@ -218,10 +233,10 @@ fn claims(payload: &[u8], now_s: f64, expect: &Expect<'_>) -> Result<UserId, Ide
     }
     let number = |name: &str| claims.get(name).and_then(|v| v.as_f64());
     let text = |name: &str| claims.get(name).and_then(|v| v.as_str());
-    match number("exp") {
-        Some(exp) if exp + LEEWAY_S > now_s => {}
+    let valid_until_s = match number("exp") {
+        Some(exp) if exp + LEEWAY_S > now_s => exp + LEEWAY_S,
         _ => return Err(IdentityError::Expired),
-    }
+    };
     if number("nbf").is_some_and(|nbf| nbf - LEEWAY_S > now_s) {
         return Err(IdentityError::NotYetValid);
     }
@@ -241,7 +256,11 @@ fn claims(payload: &[u8], now_s: f64, expect: &Expect<'_>) -> Result<UserId, Ide
         }
     }
     let sub = text("sub").ok_or(IdentityError::Subject)?;
-    UserId::new(sub).map_err(|_| IdentityError::Subject)
+    let user = UserId::new(sub).map_err(|_| IdentityError::Subject)?;
+    Ok(VerifiedJwt {
+        user,
+        valid_until_s,
+    })
 }
 
 /// Verifies an HS256 JWT at `now_s` (Unix seconds) and returns its `sub`.
@@ -261,6 +280,16 @@ pub fn verify_jwt_expecting(
     now_s: f64,
     expect: &Expect<'_>,
 ) -> Result<UserId, IdentityError> {
+    verify_hs256(key, token, now_s, expect).map(|v| v.user)
+}
+
+/// [`verify_jwt_expecting`], with until when the claims hold.
+pub fn verify_hs256(
+    key: &(impl MacKey + ?Sized),
+    token: &str,
+    now_s: f64,
+    expect: &Expect<'_>,
+) -> Result<VerifiedJwt, IdentityError> {
     let parsed = parse_jwt(token)?;
     if parsed.alg != "HS256" {
         return Err(IdentityError::Algorithm);
@@ -269,7 +298,7 @@ pub fn verify_jwt_expecting(
     m.update(parsed.signing_input.as_bytes());
     m.verify_slice(&parsed.signature)
         .map_err(|_| IdentityError::BadSignature)?;
-    parsed.claims(now_s, expect)
+    parsed.verified(now_s, expect)
 }
 
 /// Signs an HS256 JWT (for tests and the local demo's login stand-in).
@@ -420,6 +449,21 @@ mod tests {
         }
         // Unconfigured: neither is looked at.
         assert!(verify_jwt(key, &token(json!({"aud": "other"})), now).is_ok());
+    }
+
+    #[test]
+    fn a_verified_jwt_holds_until_its_exp_and_the_skew() {
+        let now = 1_800_000_000.0;
+        let token = sign_jwt(KEY, &json!({"sub": "u1", "exp": now + 60.0}));
+        let v = verify_hs256(KEY, &token, now, &Expect::default()).unwrap();
+        assert_eq!(v.user.as_str(), "u1");
+        assert_eq!(v.valid_until_s, now + 60.0 + LEEWAY_S);
+        let late = v.valid_until_s;
+        assert_eq!(
+            verify_hs256(KEY, &token, late, &Expect::default()),
+            Err(IdentityError::Expired),
+            "not a moment past it"
+        );
     }
 
     #[test]

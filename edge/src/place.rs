@@ -26,25 +26,9 @@ const PLACE_CONTEXT: &[u8] = b"queuegate-place-v1:";
 /// Domain separation for slot MACs.
 const SLOT_CONTEXT: &[u8] = b"queuegate-slot-v1:";
 
-/// What a place cookie holds.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Held {
-    /// A ticket in line, and when the visitor last asked Redis (epoch ms,
-    /// to the second).
-    Ticket {
-        /// The ticket.
-        ticket: u64,
-        /// The visitor's last Redis request.
-        seen_ms: u64,
-    },
-    /// A slot in draw number `draw`.
-    Slot {
-        /// The draw's number.
-        draw: u64,
-        /// The slot.
-        slot: DrawSlot,
-    },
-}
+/// What a place cookie holds: the domain's, so the snapshot's answer
+/// (`queuegate_shared::snapshot::answer`) reads it without the cookie.
+pub use queuegate_shared::snapshot::answer::Held;
 
 /// The MAC over a slot, fed and ready to finalize or verify.
 fn fed_slot(

@@ -5,6 +5,9 @@
 //! the head, or whenever the snapshot cannot be trusted, the edge asks
 //! Redis as before.
 
+/// Which answers a poll: the snapshot or Redis.
+pub mod answer;
+
 use crate::draw::{DrawPermutation, DrawSlot};
 use crate::fields::config;
 use crate::ops::{parse_rounds, DrawSeed};

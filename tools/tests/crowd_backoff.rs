@@ -9,8 +9,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use queuegate_tools::crowd;
-use queuegate_tools::load::tally::Tally;
-use queuegate_tools::load::visitor::Failure;
+use queuegate_tools::load::tally::{Failure, Tally};
 use queuegate_tools::stack::{Edge, Stack, StackOptions};
 
 const VISITORS: u64 = 20;

@@ -245,9 +245,7 @@ pub async fn turnstile(
     remote_ip: Option<&str>,
     host: &str,
 ) -> Result<(), EdgeError> {
-    let mut key = [0u8; 16];
-    getrandom::getrandom(&mut key).map_err(|e| EdgeError::Internal(format!("getrandom: {e}")))?;
-    let form = siteverify_form(t, token, remote_ip, &uuid_like(key));
+    let form = siteverify_form(t, token, remote_ip, &uuid_like(crate::random::bytes()?));
     let timeout_ms = u32::try_from(t.timeout_ms).unwrap_or(u32::MAX);
     let outcome = async {
         let reply = crate::subrequest::text(

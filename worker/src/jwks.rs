@@ -9,9 +9,8 @@
 
 use std::cell::RefCell;
 
-use queuegate_edge::identity::{parse_jwt, Expect, IdentityError};
+use queuegate_edge::identity::{parse_jwt, Expect, IdentityError, VerifiedJwt};
 use queuegate_edge::jwks::{self, Alg, Jwk};
-use queuegate_shared::UserId;
 use wasm_bindgen::prelude::wasm_bindgen;
 use worker::js_sys;
 use worker::wasm_bindgen_futures::JsFuture;
@@ -79,7 +78,7 @@ pub async fn verify(
     token: &str,
     now_ms: u64,
     expect: &Expect<'_>,
-) -> Result<UserId, EdgeError> {
+) -> Result<VerifiedJwt, EdgeError> {
     let invalid = EdgeError::IdentityInvalid;
     let parsed = parse_jwt(token).map_err(invalid)?;
     let alg = Alg::from_header(&parsed.alg).ok_or(invalid(IdentityError::Algorithm))?;
@@ -107,7 +106,7 @@ pub async fn verify(
         return Err(invalid(IdentityError::BadSignature));
     }
     parsed
-        .claims(now_ms as f64 / 1_000.0, expect)
+        .verified(now_ms as f64 / 1_000.0, expect)
         .map_err(invalid)
 }
 

@@ -2,15 +2,18 @@
 //! protocol in `queuegate-edge` (cookies, identity, origin signing, URLs).
 //!
 //! * [`routes`] — the route table: what answers a path, and its `Allow`.
-//! * [`app`] — enter, position, health, the page, the token gate.
-//! * [`visitor`] — who sent a request (visitor cookie or JWT).
+//! * [`app`] — the own routes, one module each (enter, position, the
+//!   page, …), and the token gate in front of the protected ones.
+//! * [`visitor`] — who sent a request (visitor cookie or JWT); [`verified`]
+//!   the JWTs an isolate verified, so its polls are not verified again.
 //! * [`guard`] — what a new place brings: ALTCHA solution, Turnstile, address.
 //! * [`origin`] — forwarding: scrubbing our headers and cookies, signing.
 //! * [`rest`] — the Upstash REST client over the runtime's `fetch`.
 //! * [`assets`] — the page's and the scripts' files beside the wasm.
 //! * [`subrequest`] — other text subrequests (JWKS, siteverify).
 //! * [`health`] — `GET /queue/health`, one Redis check a second per isolate.
-//! * [`page`] — the waiting-room page.
+//! * [`page`] — the waiting-room page; [`i18n`] its languages and texts.
+//! * [`random`] — every random byte the worker uses.
 //! * [`config`] / [`error`] / [`http`] — vars and secrets (page settings
 //!   included), the one error enum and its mapping to replies, reply helpers.
 //! * [`exec`] — runs the request's future (the entry is `worker/entry.js`,
@@ -27,14 +30,17 @@ pub mod exec;
 pub mod guard;
 pub mod health;
 pub mod http;
+pub mod i18n;
 pub mod jwks;
 pub mod origin;
 pub mod page;
+pub mod random;
 pub mod rest;
 pub mod routes;
 pub mod snapshots;
 pub mod subrequest;
 pub mod template;
+pub mod verified;
 pub mod visitor;
 
 use std::sync::OnceLock;

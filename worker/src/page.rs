@@ -18,13 +18,6 @@ use crate::config::{PageConfig, TurnstileConfig};
 use crate::error::EdgeError;
 use crate::template::escape_html;
 
-/// The page's text keys and languages (`assets/i18n/*.json`, checked at
-/// build): `TEXT_KEYS`, `CODES` (English first).
-mod i18n {
-    include!(concat!(env!("OUT_DIR"), "/i18n.rs"));
-}
-pub use i18n::{CODES, TEXT_KEYS};
-
 /// The template's asset: `assets/waiting-room.html` (or the shop's own
 /// template) without its script's comment lines, checked at build
 /// (build.rs, `crate::template`).
@@ -40,7 +33,7 @@ pub struct Files {
     pub language: Rc<str>,
 }
 
-/// The page's files for `lang` (one of [`CODES`]), from the assets.
+/// The page's files for `lang` (one of [`crate::i18n::CODES`]), from the assets.
 pub async fn files(lang: &str) -> Result<Files, EdgeError> {
     Ok(Files {
         template: assets::text(TEMPLATE_ASSET).await?,

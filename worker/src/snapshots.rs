@@ -63,17 +63,11 @@ impl SnapshotCache {
     }
 
     /// The last ticket the last snapshot of `queue` sends to Redis for
-    /// good, if any: the exact head's front (the near zone's without a
-    /// head). Both only move forward, so a poll at or before it needs no
-    /// snapshot at all.
+    /// good ([`Snapshot::exact_front`]), if one is held.
     pub fn exact_front(&self, queue: &str) -> Option<u64> {
         let list = self.0.lock().unwrap_or_else(|p| p.into_inner());
         let s = list.iter().find(|e| e.queue == queue)?.snapshot.as_ref()?;
-        Some(if s.head_count > 0 {
-            s.head_front
-        } else {
-            s.zone_front
-        })
+        Some(s.exact_front())
     }
 
     /// The operator's notice in the snapshot held for `queue`, without a

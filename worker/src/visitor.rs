@@ -1,5 +1,8 @@
 //! Who sent a request: the signed visitor cookie (minted on a first enter)
-//! or the shop's JWT, checked with `queuegate_edge::identity`.
+//! or the shop's JWT, checked with `queuegate_edge::identity` once per
+//! isolate while it holds ([`crate::verified`]).
+
+use std::cell::RefCell;
 
 use queuegate_edge::cookie::{cookie, set_cookie, VISITOR_COOKIE};
 use queuegate_edge::identity::{self, IdentityError, Key};
@@ -9,9 +12,16 @@ use worker::Date;
 use crate::config::IdentityMode;
 use crate::error::EdgeError;
 use crate::http::Request;
+use crate::verified::VerifiedTokens;
 
 /// Lifetime of the visitor cookie: a day covers any sale.
 pub const VISITOR_COOKIE_MAX_AGE_S: u64 = 86_400;
+
+thread_local! {
+    // The JWTs this isolate verified (wasm has one thread); never borrowed
+    // across an await.
+    static VERIFIED: RefCell<VerifiedTokens> = RefCell::new(VerifiedTokens::default());
+}
 
 /// Who sent a request, and the cookie to set if we just minted them.
 #[derive(Debug)]
@@ -65,7 +75,15 @@ pub async fn identify(
     } = mode
     {
         let token = jwt_of(&presented, name.as_deref())?;
-        let user = crate::jwks::verify(url, token, Date::now().as_millis(), &mode.expect()).await?;
+        let now_ms = Date::now().as_millis();
+        let known = VERIFIED.with(|v| v.borrow_mut().get(token, now_ms as f64 / 1_000.0));
+        let user = match known {
+            Some(user) => user,
+            None => {
+                let verified = crate::jwks::verify(url, token, now_ms, &mode.expect()).await;
+                VERIFIED.with(|v| v.borrow_mut().remember(token, verified))?
+            }
+        };
         return Ok(Visitor {
             user,
             new_cookie: None,
@@ -76,7 +94,16 @@ pub async fn identify(
         IdentityMode::Jwt { .. } => Date::now().as_millis() as f64 / 1_000.0,
         IdentityMode::Anonymous { .. } => 0.0,
     };
-    check(mode, cookie_secure, &presented, now_s, mint)
+    VERIFIED.with(|v| {
+        check(
+            mode,
+            cookie_secure,
+            &presented,
+            now_s,
+            mint,
+            &mut v.borrow_mut(),
+        )
+    })
 }
 
 /// The JWT a request presents: `Authorization: Bearer`, else the cookie.
@@ -89,13 +116,15 @@ fn jwt_of<'a>(presented: &'a Presented, cookie_name: Option<&str>) -> Result<&'a
         .ok_or(EdgeError::IdentityRequired)
 }
 
-/// [`identify`] without the runtime: the headers and the clock as inputs.
+/// [`identify`] without the runtime: the headers, the clock and the
+/// JWTs verified before as inputs.
 pub fn check(
     mode: &IdentityMode,
     cookie_secure: bool,
     presented: &Presented,
     now_s: f64,
     mint: bool,
+    known: &mut VerifiedTokens,
 ) -> Result<Visitor, EdgeError> {
     let user = match mode {
         IdentityMode::Anonymous { secret } => match cookie(&presented.cookies, VISITOR_COOKIE) {
@@ -112,7 +141,13 @@ pub fn check(
             ..
         } => {
             let token = jwt_of(presented, name.as_deref())?;
-            identity::verify_jwt_expecting(secret, token, now_s, &mode.expect())
+            match known.get(token, now_s) {
+                Some(user) => Ok(user),
+                None => known.remember(
+                    token,
+                    identity::verify_hs256(secret, token, now_s, &mode.expect()),
+                ),
+            }
         }
     };
     Ok(Visitor {
@@ -122,10 +157,7 @@ pub fn check(
 }
 
 fn mint_visitor(secret: &Key, cookie_secure: bool) -> Result<Visitor, EdgeError> {
-    let mut random = [0u8; 16];
-    getrandom::getrandom(&mut random)
-        .map_err(|e| EdgeError::Internal(format!("getrandom: {e}")))?;
-    let (user, value) = identity::mint_visitor(secret, random);
+    let (user, value) = identity::mint_visitor(secret, crate::random::bytes()?);
     Ok(Visitor {
         user,
         new_cookie: Some(set_cookie(
@@ -151,6 +183,10 @@ mod tests {
         }
     }
 
+    fn known() -> VerifiedTokens {
+        VerifiedTokens::default()
+    }
+
     fn cookies(text: &str) -> Presented {
         Presented {
             cookies: text.into(),
@@ -161,18 +197,25 @@ mod tests {
     #[test]
     fn anonymous_visitors_are_minted_only_on_enter() {
         let none = Presented::default();
-        let err = check(&anonymous(), true, &none, NOW, false).unwrap_err();
+        let err = check(&anonymous(), true, &none, NOW, false, &mut known()).unwrap_err();
         assert_eq!(err, EdgeError::IdentityRequired);
-        let minted = check(&anonymous(), true, &none, NOW, true).unwrap();
+        let minted = check(&anonymous(), true, &none, NOW, true, &mut known()).unwrap();
         let set = minted.new_cookie.unwrap();
         assert!(
             set.starts_with("qg_visitor=") && set.ends_with("; Secure"),
             "{set}"
         );
         let value = set.split(';').next().unwrap();
-        let again = check(&anonymous(), true, &cookies(value), NOW, true).unwrap();
+        let again = check(&anonymous(), true, &cookies(value), NOW, true, &mut known()).unwrap();
         assert_eq!((again.user, again.new_cookie), (minted.user, None));
-        let forged = check(&anonymous(), true, &cookies("qg_visitor=a.b"), NOW, true);
+        let forged = check(
+            &anonymous(),
+            true,
+            &cookies("qg_visitor=a.b"),
+            NOW,
+            true,
+            &mut known(),
+        );
         assert_eq!(
             forged.unwrap_err(),
             EdgeError::IdentityInvalid(IdentityError::Malformed)
@@ -193,12 +236,51 @@ mod tests {
             cookies: format!("session={}", jwt("from-cookie")),
             bearer: Some(jwt("from-bearer")),
         };
-        let v = check(&mode, true, &both, NOW, true).unwrap();
+        let v = check(&mode, true, &both, NOW, true, &mut known()).unwrap();
         assert_eq!((v.user.as_str(), v.new_cookie), ("from-bearer", None));
         let cookie_only = cookies(&format!("session={}", jwt("from-cookie")));
-        let v = check(&mode, true, &cookie_only, NOW, true).unwrap();
+        let v = check(&mode, true, &cookie_only, NOW, true, &mut known()).unwrap();
         assert_eq!(v.user.as_str(), "from-cookie");
-        let nothing = check(&mode, true, &Presented::default(), NOW, true);
+        let nothing = check(&mode, true, &Presented::default(), NOW, true, &mut known());
         assert_eq!(nothing.unwrap_err(), EdgeError::IdentityRequired);
+    }
+
+    #[test]
+    fn a_jwt_verified_once_is_known_to_the_isolate_until_its_exp() {
+        let mode = IdentityMode::Jwt {
+            secret: Key::new(KEY),
+            cookie: None,
+            jwks: None,
+            audience: None,
+            issuer: None,
+        };
+        let bearer = |token: String| Presented {
+            cookies: String::new(),
+            bearer: Some(token),
+        };
+        let exp = NOW + 60.0;
+        let token = sign_jwt(KEY, &serde_json::json!({"sub": "u1", "exp": exp}));
+        let mut known = known();
+        let v = check(&mode, true, &bearer(token.clone()), NOW, false, &mut known).unwrap();
+        assert_eq!(v.user.as_str(), "u1");
+        assert_eq!(known.len(), 1);
+        assert_eq!(known.get(&token, NOW + 1.0).unwrap().as_str(), "u1");
+        // A token that fails is refused and never kept.
+        let other_key = b"fedcba9876543210fedcba9876543210";
+        let forged = sign_jwt(other_key, &serde_json::json!({"sub": "u1", "exp": exp}));
+        let err = check(&mode, true, &bearer(forged.clone()), NOW, false, &mut known);
+        assert_eq!(
+            err.unwrap_err(),
+            EdgeError::IdentityInvalid(IdentityError::BadSignature)
+        );
+        assert_eq!(known.get(&forged, NOW), None);
+        assert_eq!(known.len(), 1);
+        // Past its exp (and the skew) it is verified anew, and refused.
+        let late = check(&mode, true, &bearer(token), exp + 30.0, false, &mut known);
+        assert_eq!(
+            late.unwrap_err(),
+            EdgeError::IdentityInvalid(IdentityError::Expired)
+        );
+        assert!(known.is_empty());
     }
 }

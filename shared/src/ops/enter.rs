@@ -1,6 +1,7 @@
 //! `enter`: take a ticket, or report the place or token the user has.
 
 use super::observed::Observed;
+use crate::fields::stats;
 use crate::guard::{EntryGuard, GuardCheck};
 use crate::keys::{QueueKeys, UserId};
 use crate::script::{Invocation, Operation, ENTER};
@@ -108,7 +109,7 @@ impl Operation for Enter<'_> {
                     .unwrap_or_default(),
                 self.guard
                     .missing
-                    .map(GuardCheck::counter)
+                    .map(wire_name)
                     .unwrap_or_default()
                     .to_string(),
                 self.token
@@ -138,7 +139,7 @@ impl Operation for Enter<'_> {
             "unconfigured" => Ok(EnterReply::Closed(None)),
             "guard" => {
                 let name = f.text(1)?;
-                GuardCheck::from_counter(name)
+                check_named(name)
                     .map(|g| EnterReply::Refused(Refusal::Missing(g)))
                     .ok_or_else(|| f.error(format!("unknown guard {name:?}")))
             }
@@ -152,5 +153,34 @@ impl Operation for Enter<'_> {
             })),
             other => Err(f.error(format!("unknown reply kind {other:?}"))),
         }
+    }
+}
+
+/// A missing check's name on the wire to the `enter` script and back
+/// (ARGV[6], `{'guard', name}`). The script counts the refusal under the
+/// stats field of that name, so the name is that counter's
+/// ([`stats`]); this is the one place that says so.
+fn wire_name(check: GuardCheck) -> &'static str {
+    match check {
+        GuardCheck::Challenge => stats::REFUSED_CHALLENGE,
+        GuardCheck::Turnstile => stats::REFUSED_TURNSTILE,
+    }
+}
+
+/// The check a wire name stands for.
+fn check_named(name: &str) -> Option<GuardCheck> {
+    GuardCheck::ALL.into_iter().find(|g| wire_name(*g) == name)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn checks_round_trip_through_their_wire_names() {
+        for g in GuardCheck::ALL {
+            assert_eq!(check_named(wire_name(g)), Some(g));
+        }
+        assert_eq!(check_named("entered"), None);
     }
 }

@@ -5,8 +5,9 @@ use queuegate_testkit::measure::{mean, percentile};
 
 use super::counters::Counters;
 use super::sampler::{self, Sample};
+use super::tally::Failure;
 use super::throughput::Throughput;
-use super::visitor::{Failure, Outcome, Polling, Record, Route, Sent};
+use super::visitor::{Outcome, Polling, Record, Route, Sent};
 
 fn sorted(mut v: Vec<f64>) -> Vec<f64> {
     v.sort_by(f64::total_cmp);

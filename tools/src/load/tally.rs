@@ -1,7 +1,7 @@
 //! Live counters across a crowd's visitors, for a status line while it
-//! runs (a [`Record`](super::visitor::Record) only exists once a visitor
-//! ends): what the visitors did, how many requests failed or timed out,
-//! and the latency of the answered ones, so an overloaded run reads as one.
+//! runs (a visitor's record only exists once it ends): what the visitors
+//! did, how many requests failed or timed out and why ([`Failure`]), and
+//! the latency of the answered ones, so an overloaded run reads as one.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
@@ -9,7 +9,39 @@ use std::time::Duration;
 
 use hdrhistogram::Histogram;
 
-use super::visitor::Failure;
+/// Why a request got no usable answer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Failure {
+    /// No answer within a browser's patience (the visitor's `REQUEST_TIMEOUT`).
+    Timeout,
+    /// No connection, or it broke.
+    Network,
+    /// A 5xx that is not the queue's answer (`queue_closed`): the worker,
+    /// the gateway or Redis failed.
+    Server,
+    /// A reply that is not the JSON the route answers.
+    Unreadable,
+}
+
+impl Failure {
+    /// Every kind, in declaration order (the discriminant is the index).
+    pub const ALL: [Failure; 4] = [
+        Failure::Timeout,
+        Failure::Network,
+        Failure::Server,
+        Failure::Unreadable,
+    ];
+
+    /// Label for figures.
+    pub fn label(self) -> &'static str {
+        match self {
+            Failure::Timeout => "timed out",
+            Failure::Network => "network",
+            Failure::Server => "5xx",
+            Failure::Unreadable => "unreadable",
+        }
+    }
+}
 
 /// Crowd counters, bumped by every visitor as it goes.
 #[derive(Debug)]

@@ -25,7 +25,7 @@ use redis::aio::MultiplexedConnection;
 use reqwest::{Client, Method, StatusCode};
 use serde_json::Value as Json;
 
-use super::tally::Tally;
+use super::tally::{Failure, Tally};
 
 /// How a visitor paces its polls.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -97,40 +97,6 @@ pub enum Route {
     Order,
     /// `GET /queue/challenge`, when a new place needs a proof of work.
     Challenge,
-}
-
-/// Why a request got no usable answer.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum Failure {
-    /// No answer within a browser's patience ([`REQUEST_TIMEOUT`]).
-    Timeout,
-    /// No connection, or it broke.
-    Network,
-    /// A 5xx that is not the queue's answer (`queue_closed`): the worker,
-    /// the gateway or Redis failed.
-    Server,
-    /// A reply that is not the JSON the route answers.
-    Unreadable,
-}
-
-impl Failure {
-    /// Every kind, in declaration order (the discriminant is the index).
-    pub const ALL: [Failure; 4] = [
-        Failure::Timeout,
-        Failure::Network,
-        Failure::Server,
-        Failure::Unreadable,
-    ];
-
-    /// Label for figures.
-    pub fn label(self) -> &'static str {
-        match self {
-            Failure::Timeout => "timed out",
-            Failure::Network => "network",
-            Failure::Server => "5xx",
-            Failure::Unreadable => "unreadable",
-        }
-    }
 }
 
 /// One request a visitor sent.

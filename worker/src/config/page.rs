@@ -96,7 +96,7 @@ fn page_texts(json: &str) -> Result<(Texts, Vec<(String, Texts)>), ConfigError> 
         return Err(bad("must be a JSON object of texts, e.g. {\"waiting\":\"…\"}".into()));
     };
     let text_of = |key: &str, value: &serde_json::Value| -> Result<(), ConfigError> {
-        if !crate::page::TEXT_KEYS.contains(&key) {
+        if !crate::i18n::TEXT_KEYS.contains(&key) {
             return Err(bad(format!("{key:?} is not a text of the page (see the T object in worker/assets/waiting-room.html)")));
         }
         if !value.is_string() {
@@ -107,10 +107,10 @@ fn page_texts(json: &str) -> Result<(Texts, Vec<(String, Texts)>), ConfigError> 
     let (mut all, mut by_lang) = (Texts::new(), Vec::new());
     for (key, value) in map {
         if let serde_json::Value::Object(own) = &value {
-            if !crate::page::CODES.contains(&key.as_str()) {
+            if !crate::i18n::CODES.contains(&key.as_str()) {
                 return Err(bad(format!(
                     "{key:?} is not a language of the page ({})",
-                    crate::page::CODES.join(", ")
+                    crate::i18n::CODES.join(", ")
                 )));
             }
             for (k, v) in own {

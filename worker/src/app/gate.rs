@@ -1,0 +1,365 @@
+//! The token gate in front of the protected routes: phases over one
+//! per-request [`Gate`] (choose the queue, let a bypass through, spend the
+//! token, forward) that end in [`Gate::settle`], the one step that decides
+//! from the context what becomes of a token that may have been spent.
+//!
+//! Like pingora's `logging` phase, `settle` runs however the request went:
+//! a forwarded order is settled with its outcome, a token spent for a
+//! forward that never happened (or whose consume or pass reply was lost)
+//! is given back, and a refused one needs nothing.
+
+use queuegate_edge::cookie::{cookie, TOKEN_COOKIE};
+use queuegate_edge::TOKEN_HEADER;
+use queuegate_shared::ops::{
+    Consume, ConsumeReply, Outcome, Pass, PassReply, QueueNeeded, Settle, Unconsume,
+};
+use queuegate_shared::token::EntryToken;
+use queuegate_shared::{QueueId, QueueKeys, UserId};
+use worker::{Context, Date};
+
+use super::App;
+use crate::error::EdgeError;
+use crate::guard;
+use crate::http::{self, Request, Response};
+use crate::origin::Forwarded;
+use crate::random;
+use crate::rest::RestClient;
+
+/// One gated request's context, filled in phase by phase.
+struct Gate {
+    /// The route's own queue.
+    queue: QueueId,
+    keys: QueueKeys,
+    redis: RestClient,
+    /// Who spends which token, once the spend phase chose them.
+    spender: Option<Spender>,
+    /// How far the token got: what [`Gate::settle`] does with it.
+    course: Course,
+}
+
+/// The visitor whose token the gate spends.
+struct Spender {
+    user: UserId,
+    token: EntryToken,
+}
+
+/// What happened to the request's token so far.
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Course {
+    /// Not spent: no token yet, or Redis refused it.
+    Unspent,
+    /// A consume or pass was sent and its reply lost (no answer in time,
+    /// a broken connection, a reply we cannot read): the script may have
+    /// run and left the visitor in flight.
+    InDoubt,
+    /// Spent, not forwarded yet.
+    Spent,
+    /// Forwarded, with what the origin made of it.
+    Forwarded {
+        outcome: Outcome,
+        /// The origin's latency, for the scheduler's origin control.
+        latency_ms: u64,
+    },
+}
+
+/// What [`Gate::settle`] does at the end of a request in `course`.
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Settlement {
+    /// Nothing was spent.
+    Nothing,
+    /// `unconsume`: the token back, a no-op unless it is in flight with
+    /// exactly this token.
+    GiveBack,
+    /// `settle` with the outcome: an order done, or the token back for one
+    /// retry window (a passed request's slot freed instead).
+    Settle { outcome: Outcome, latency_ms: u64 },
+}
+
+impl Course {
+    fn settlement(self) -> Settlement {
+        match self {
+            Course::Unspent => Settlement::Nothing,
+            Course::InDoubt | Course::Spent => Settlement::GiveBack,
+            Course::Forwarded {
+                outcome,
+                latency_ms,
+            } => Settlement::Settle {
+                outcome,
+                latency_ms,
+            },
+        }
+    }
+}
+
+impl App {
+    /// A protected route: spend the token, forward, settle afterwards. A
+    /// request without a token passes at once while the room is idle (idle
+    /// passthrough); otherwise it is told to join the queue.
+    pub(super) async fn gate(
+        &'static self,
+        req: Request,
+        ctx: &Context,
+    ) -> Result<Response, EdgeError> {
+        let mut gate = self.choose(&req)?;
+        let cookies = req
+            .headers()
+            .get("cookie")
+            .ok()
+            .flatten()
+            .unwrap_or_default();
+        // Staff with a live bypass link pass without a token or a slot (so
+        // there is nothing to settle); the origin still gets the signed
+        // identity (`bypass-<id>`).
+        if let Some(id) = self.bypass_in(&gate.redis, &gate.keys, &cookies).await? {
+            let user = UserId::new(&format!("bypass-{id}"))
+                .map_err(|e| EdgeError::Internal(format!("bypass user: {e}")))?;
+            return self
+                .send(req, Some((&gate.queue, &user)))
+                .await
+                .reply
+                .map(Response::from);
+        }
+        let spent = gate.spend(self, &req, &cookies).await;
+        // From here the request ends in `settle`, run in `wait_until`, not
+        // in this handler: on the edge a client that hangs up cancels its
+        // handler, and an order the shop took must still be settled
+        // (ordered, or its token back) rather than left in flight. The
+        // reply comes back through a channel; `wait_until` work gets 30 s
+        // after a hang-up.
+        let (reply_to, reply) = futures_channel::oneshot::channel();
+        ctx.wait_until(async move {
+            let forwarded = match spent {
+                Ok(new_cookie) => gate.forward(self, req, new_cookie).await,
+                Err(e) => Err(e),
+            };
+            // The visitor may be gone: the settle runs all the same.
+            let _ = reply_to.send(forwarded);
+            gate.settle().await;
+        });
+        reply.await.unwrap_or_else(|_| {
+            Err(EdgeError::Internal(
+                "the forward ended without a reply".into(),
+            ))
+        })
+    }
+
+    /// The gate's first phase: the route's own queue, never `?queue=`: a
+    /// visitor must not pick the emptiest line to pass through, or use
+    /// another line's token. `?queue=` is still checked as on every route
+    /// (400 / 404).
+    fn choose(&self, req: &Request) -> Result<Gate, EdgeError> {
+        self.queue(req)?;
+        let queue = self
+            .config
+            .protecting_queue(req.method().as_ref(), &req.path())
+            .ok_or(EdgeError::NotFound)?
+            .clone();
+        Ok(Gate {
+            keys: QueueKeys::new(&self.config.prefix, &queue),
+            queue,
+            redis: self.redis()?.clone(),
+            spender: None,
+            course: Course::Unspent,
+        })
+    }
+}
+
+impl Gate {
+    /// Spends the presented token (`consume`), or without one passes while
+    /// the room is idle (`pass`). Answers the `Set-Cookie` of a visitor it
+    /// just minted, for the origin's reply.
+    async fn spend(
+        &mut self,
+        app: &App,
+        req: &Request,
+        cookies: &str,
+    ) -> Result<Option<String>, EdgeError> {
+        let presented = req
+            .headers()
+            .get(TOKEN_HEADER)
+            .ok()
+            .flatten()
+            .or_else(|| cookie(cookies, TOKEN_COOKIE).map(str::to_string));
+        match presented {
+            Some(presented) => {
+                let visitor = app.identify(req, false).await?;
+                let token = EntryToken::parse(presented.trim()).ok_or(EdgeError::TokenInvalid)?;
+                let spender = self.spender.insert(Spender {
+                    user: visitor.user,
+                    token,
+                });
+                // Sent: in doubt until its reply is read.
+                self.course = Course::InDoubt;
+                let consumed = self
+                    .redis
+                    .run(&Consume {
+                        keys: &self.keys,
+                        user: &spender.user,
+                        token: &spender.token,
+                    })
+                    .await?;
+                self.course = match consumed {
+                    ConsumeReply::Accepted => Course::Spent,
+                    _ => Course::Unspent,
+                };
+                match consumed {
+                    ConsumeReply::Accepted => Ok(visitor.new_cookie),
+                    ConsumeReply::Invalid => Err(EdgeError::TokenInvalid),
+                    ConsumeReply::Used => Err(EdgeError::TokenUsed),
+                    ConsumeReply::Early { wait_ms } => Err(EdgeError::NotYetActive { wait_ms }),
+                    ConsumeReply::Unconfigured => Err(EdgeError::QueueClosed),
+                }
+            }
+            None => {
+                // A visitor without an identity gets one: the slot and the
+                // settle need a user, and the order is theirs (the cookie
+                // comes with the origin's reply). The pass spends the
+                // address's entry budget; a failed order frees its slot at
+                // once (no one holds its token to retry with).
+                let visitor = app.identify(req, true).await?;
+                let spender = self.spender.insert(Spender {
+                    user: visitor.user,
+                    token: random::token()?,
+                });
+                let address = guard::address(req);
+                self.course = Course::InDoubt;
+                let passed = self
+                    .redis
+                    .run(&Pass {
+                        keys: &self.keys,
+                        user: &spender.user,
+                        token: &spender.token,
+                        address: Some(&address),
+                    })
+                    .await?;
+                self.course = match passed {
+                    PassReply::Passed => Course::Spent,
+                    _ => Course::Unspent,
+                };
+                match passed {
+                    PassReply::Passed => Ok(visitor.new_cookie),
+                    PassReply::TooManyEntries { retry_after_ms } => {
+                        Err(EdgeError::TooManyEntries { retry_after_ms })
+                    }
+                    PassReply::Queue(why) => Err(EdgeError::QueueRequired {
+                        page: page_url(&self.queue),
+                        holds: why == QueueNeeded::Holds,
+                    }),
+                    PassReply::Unconfigured => Err(EdgeError::QueueClosed),
+                }
+            }
+        }
+    }
+
+    /// Forwards the request signed with the spender's identity and notes
+    /// the outcome for [`Gate::settle`]; `new_cookie` (a visitor just
+    /// minted) comes with the origin's reply.
+    async fn forward(
+        &mut self,
+        app: &App,
+        req: Request,
+        new_cookie: Option<String>,
+    ) -> Result<Response, EdgeError> {
+        let passed = self.spender.as_ref().map(|s| (&self.queue, &s.user));
+        let Forwarded {
+            reply,
+            in_hand,
+            sent,
+        } = app.send(req, passed).await;
+        // The clock moves across I/O in Workers, so this is the origin's
+        // latency from the moment it could have the whole request (settle
+        // counts it for the scheduler's origin control; a slow upload is
+        // the visitor's, not the origin's). An origin that answered before
+        // the body was read whole is timed from sending.
+        let answered = Date::now().as_millis();
+        let latency_ms = in_hand.or(sent).map_or(0, |at| answered.saturating_sub(at));
+        // 2xx/3xx: the order is done. 4xx/5xx or no answer: the same token
+        // comes back for one retry window (see docs/edge.md); a passed
+        // request's slot is freed instead. No answer to a body that never
+        // arrived whole is the visitor's failure (a 4xx for the origin
+        // control: not counted).
+        let outcome = match (&reply, in_hand) {
+            (Ok(resp), _) => Outcome::of_status(resp.status_code()),
+            (Err(_), Some(_)) => Outcome::NoAnswer,
+            (Err(_), None) => Outcome::ClientError,
+        };
+        self.course = Course::Forwarded {
+            outcome,
+            latency_ms,
+        };
+        let forwarded = reply.map(Response::from);
+        match (forwarded, &new_cookie) {
+            (Ok(resp), Some(c)) => http::append(resp.headers(), "set-cookie", c).map(|()| resp),
+            (other, _) => other,
+        }
+    }
+
+    /// The last step, after the reply: settles a forwarded order, gives
+    /// back a token spent (or maybe spent) for a forward that never
+    /// happened, and leaves a refused one alone. The visitor who got an
+    /// error (503 `unavailable`, Retry-After) retries with the same token.
+    /// Nothing secret is logged: only the error's class.
+    async fn settle(self) {
+        let Some(Spender { user, token }) = &self.spender else {
+            return;
+        };
+        let keys = &self.keys;
+        match self.course.settlement() {
+            Settlement::Nothing => {}
+            Settlement::GiveBack => {
+                if let Err(e) = self.redis.run(&Unconsume { keys, user, token }).await {
+                    worker::console_error!("unconsume failed: {e}");
+                }
+            }
+            Settlement::Settle {
+                outcome,
+                latency_ms,
+            } => {
+                let settle = Settle {
+                    keys,
+                    user,
+                    token,
+                    outcome,
+                    latency_ms,
+                };
+                if let Err(e) = self.redis.run(&settle).await {
+                    worker::console_error!("settle failed: {e}");
+                }
+            }
+        }
+    }
+}
+
+/// The waiting-room page of `queue` (ids are URL-safe by construction).
+fn page_url(queue: &QueueId) -> String {
+    format!("/queue?queue={queue}")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_token_is_given_back_unless_refused_or_forwarded() {
+        assert_eq!(Course::Unspent.settlement(), Settlement::Nothing);
+        assert_eq!(Course::InDoubt.settlement(), Settlement::GiveBack);
+        assert_eq!(Course::Spent.settlement(), Settlement::GiveBack);
+        let forwarded = Course::Forwarded {
+            outcome: Outcome::NoAnswer,
+            latency_ms: 12,
+        };
+        assert_eq!(
+            forwarded.settlement(),
+            Settlement::Settle {
+                outcome: Outcome::NoAnswer,
+                latency_ms: 12
+            }
+        );
+    }
+
+    #[test]
+    fn the_room_is_named_by_its_queue() {
+        let queue = QueueId::new("drop-1").unwrap();
+        assert_eq!(page_url(&queue), "/queue?queue=drop-1");
+    }
+}

@@ -1,0 +1,50 @@
+//! `GET /queue`: the waiting-room page in the visitor's language, with its
+//! security headers ([`crate::page`] renders it).
+
+use queuegate_edge::{navigation, url};
+
+use super::App;
+use crate::error::EdgeError;
+use crate::http::{self, js_err, Request, Response};
+
+impl App {
+    /// The page of `?queue=`, its Continue leading back to `?return=`.
+    pub(super) async fn page(&self, req: &Request) -> Result<Response, EdgeError> {
+        let (queue, _) = self.queue(req)?;
+        // Where Continue leads: the path the visitor was sent here from
+        // (checked to be a path on this site), else CONTINUE_URL.
+        let own_url = req.inner().url();
+        let back = url::query_param(&own_url, "return")
+            .map(navigation::return_target)
+            .transpose()
+            .map_err(|e| EdgeError::BadRequest(e.to_string()))?;
+        let turnstile = self.config.guard.turnstile.as_ref();
+        let accept_language = req.headers().get("accept-language").ok().flatten();
+        let choice = queuegate_edge::lang::choose(accept_language.as_deref(), crate::i18n::CODES);
+        let files = crate::page::files(choice.lang).await?;
+        let html = crate::page::render(
+            &files,
+            &self.config.page,
+            queue.as_str(),
+            back.as_deref(),
+            turnstile,
+            &choice,
+        );
+        let resp = Response::from_html(html).map_err(js_err)?;
+        let h = resp.headers();
+        http::set(h, "cache-control", "no-store")?;
+        http::set(
+            h,
+            "content-security-policy",
+            &crate::page::content_security_policy(
+                &files.template,
+                turnstile.map(|t| t.script_origin()),
+            ),
+        )?;
+        http::set(h, "x-content-type-options", "nosniff")?;
+        http::set(h, "referrer-policy", "no-referrer")?;
+        http::set(h, "content-language", choice.lang)?;
+        http::set(h, "vary", "accept-language")?;
+        Ok(resp)
+    }
+}
