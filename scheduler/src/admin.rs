@@ -1,9 +1,9 @@
 //! The admin API (docs/scheduler.md, *Admin API*; docs/scheduler-openapi.yaml):
 //! what the operator commands do, over HTTP, on a listener of its own
 //! (`[admin] listen`), only with a configured token
-//! (`Authorization: Bearer …`). Each route calls the same
-//! [`crate::actions`] function as its command, is recorded by
-//! [`crate::audit`] under the token's name, and answers JSON; every refusal
+//! (`Authorization: Bearer …`). Each route parses its request into the
+//! same [`Action`] as its command, which is recorded by [`crate::audit`]
+//! under the token's name, and answers its [`Done`] as JSON; every refusal
 //! is `{"error","message"}` and changed nothing.
 
 use std::sync::Arc;
@@ -19,7 +19,10 @@ use axum::{Extension, Json, Router};
 use serde::de::DeserializeOwned;
 use serde::Deserialize;
 
-use crate::actions::{self, ActionError, Switch};
+use crate::actions::{
+    self, Action, ActionError, Bypass, BypassCall, Done, Notice, Reset, Revocation, RevocationCall,
+    Schedule, Settings, SettingsCall, Status, Switch, SwitchState, Visitor,
+};
 use crate::audit;
 use crate::config::{AdminConfig, Config};
 use crate::connect::RedisConn;
@@ -181,17 +184,26 @@ impl IntoResponse for ActionError {
     }
 }
 
-/// Records the action and answers its outcome as JSON.
-fn answer<T: serde::Serialize>(
-    s: &Admin,
-    who: &Who,
-    action: &str,
-    queue: &str,
-    done: Result<T, ActionError>,
-) -> Response {
-    audit::record(Some(&s.metrics), &who.0, action, queue, &done);
+impl Admin {
+    /// Performs `action`, recorded under the token's name and counted.
+    async fn perform(&self, who: &Who, action: Action) -> Result<Done, ActionError> {
+        let mut conn = self.conn.clone();
+        action
+            .perform(&self.config(), &mut conn, &who.0, Some(&self.metrics))
+            .await
+    }
+}
+
+/// An action's outcome as JSON: lists inside an object, a new link
+/// `201 Created`, every refusal `{"error","message"}`.
+fn answer(done: Result<Done, ActionError>) -> Response {
     match done {
-        Ok(v) => Json(v).into_response(),
+        Ok(Done::Status(queues)) => Json(serde_json::json!({ "queues": queues })).into_response(),
+        Ok(Done::Bypasses(all)) => Json(serde_json::json!({ "bypasses": all })).into_response(),
+        Ok(created @ Done::BypassCreated(_)) => {
+            (StatusCode::CREATED, Json(created)).into_response()
+        }
+        Ok(done) => Json(done).into_response(),
         Err(e) => e.into_response(),
     }
 }
@@ -231,11 +243,10 @@ fn body<T: DeserializeOwned>(bytes: Result<Bytes, BytesRejection>) -> Result<T, 
 }
 
 async fn all_status(State(s): State<Admin>, Extension(who): Extension<Who>) -> Response {
-    let mut conn = s.conn.clone();
-    let done = actions::status(&s.config(), &mut conn, None)
-        .await
-        .map(|queues| serde_json::json!({ "queues": queues }));
-    answer(&s, &who, "status", "*", done)
+    answer(
+        s.perform(&who, Action::Status(Status { queue: None }))
+            .await,
+    )
 }
 
 async fn one_status(
@@ -243,11 +254,11 @@ async fn one_status(
     Extension(who): Extension<Who>,
     Path(queue): Path<String>,
 ) -> Response {
-    let mut conn = s.conn.clone();
-    let done = actions::status(&s.config(), &mut conn, Some(&queue))
-        .await
-        .map(|mut all| all.remove(0));
-    answer(&s, &who, "status", &queue, done)
+    let queue = Some(queue);
+    match s.perform(&who, Action::Status(Status { queue })).await {
+        Ok(Done::Status(mut one)) if one.len() == 1 => Json(one.remove(0)).into_response(),
+        other => answer(other),
+    }
 }
 
 async fn switch(
@@ -255,12 +266,14 @@ async fn switch(
     Extension(who): Extension<Who>,
     Path((queue, name)): Path<(String, String)>,
 ) -> Response {
-    let Some((_, sw)) = Switch::ALL.iter().find(|(n, _)| *n == name) else {
+    let Some((_, switch)) = Switch::ALL.iter().find(|(n, _)| *n == name) else {
         return error(StatusCode::NOT_FOUND, "not_found", "No such route.");
     };
-    let mut conn = s.conn.clone();
-    let done = actions::switch(&s.config(), &mut conn, Some(&queue), *sw).await;
-    answer(&s, &who, sw.name(), &queue, done)
+    let action = Action::Switch(SwitchState {
+        queue: Some(queue),
+        switch: *switch,
+    });
+    answer(s.perform(&who, action).await)
 }
 
 #[derive(Debug, Deserialize)]
@@ -288,17 +301,14 @@ async fn set_schedule(
         Ok(b) => b,
         Err(e) => return e.into_response(),
     };
-    let mut conn = s.conn.clone();
-    let done = match actions::schedule_change(
-        b.opens_at.as_deref(),
-        b.closes_at.as_deref(),
-        false,
-        actions::FIELDS,
-    ) {
-        Ok(change) => actions::schedule(&s.config(), &mut conn, Some(&queue), change).await,
-        Err(e) => Err(e),
-    };
-    answer(&s, &who, "schedule", &queue, done)
+    let action = Action::Schedule(Schedule {
+        queue: Some(queue),
+        opens_at: b.opens_at,
+        closes_at: b.closes_at,
+        clear: false,
+        names: actions::FIELDS,
+    });
+    answer(s.perform(&who, action).await)
 }
 
 async fn clear_schedule(
@@ -306,10 +316,14 @@ async fn clear_schedule(
     Extension(who): Extension<Who>,
     Path(queue): Path<String>,
 ) -> Response {
-    let mut conn = s.conn.clone();
-    let change = (actions::Change::Clear, actions::Change::Clear);
-    let done = actions::schedule(&s.config(), &mut conn, Some(&queue), change).await;
-    answer(&s, &who, "schedule", &queue, done)
+    let action = Action::Schedule(Schedule {
+        queue: Some(queue),
+        opens_at: None,
+        closes_at: None,
+        clear: true,
+        names: actions::FIELDS,
+    });
+    answer(s.perform(&who, action).await)
 }
 
 #[derive(Debug, Deserialize)]
@@ -337,6 +351,14 @@ fn default_minutes() -> u64 {
     120
 }
 
+/// `bypass` on `queue`.
+fn bypass(queue: String, call: BypassCall) -> Action {
+    Action::Bypass(Bypass {
+        queue: Some(queue),
+        call,
+    })
+}
+
 async fn create_bypass(
     State(s): State<Admin>,
     Extension(who): Extension<Who>,
@@ -347,14 +369,30 @@ async fn create_bypass(
         Ok(b) => b,
         Err(e) => return e.into_response(),
     };
-    let mut conn = s.conn.clone();
-    let done =
-        actions::bypass_create(&s.config(), &mut conn, Some(&queue), &b.name, b.ttl_minutes).await;
-    audit::record(Some(&s.metrics), &who.0, "bypass_create", &queue, &done);
-    match done {
-        Ok(v) => (StatusCode::CREATED, Json(v)).into_response(),
-        Err(e) => e.into_response(),
-    }
+    let call = BypassCall::Create {
+        name: b.name,
+        ttl_minutes: b.ttl_minutes,
+    };
+    answer(s.perform(&who, bypass(queue, call)).await)
+}
+
+async fn list_bypasses(
+    State(s): State<Admin>,
+    Extension(who): Extension<Who>,
+    Path(queue): Path<String>,
+) -> Response {
+    answer(s.perform(&who, bypass(queue, BypassCall::List)).await)
+}
+
+async fn revoke_bypass(
+    State(s): State<Admin>,
+    Extension(who): Extension<Who>,
+    Path((queue, id)): Path<(String, String)>,
+) -> Response {
+    answer(
+        s.perform(&who, bypass(queue, BypassCall::Revoke { id }))
+            .await,
+    )
 }
 
 async fn visitor(
@@ -362,56 +400,11 @@ async fn visitor(
     Extension(who): Extension<Who>,
     Path((queue, user)): Path<(String, String)>,
 ) -> Response {
-    let mut conn = s.conn.clone();
-    let done = actions::visitor(&s.config(), &mut conn, Some(&queue), &user).await;
-    answer(&s, &who, "visitor", &queue, done)
-}
-
-async fn show_settings(
-    State(s): State<Admin>,
-    Extension(who): Extension<Who>,
-    Path(queue): Path<String>,
-) -> Response {
-    let mut conn = s.conn.clone();
-    let done = actions::settings_show(&s.config(), &mut conn, Some(&queue)).await;
-    answer(&s, &who, "settings", &queue, done)
-}
-
-async fn change_settings(
-    State(s): State<Admin>,
-    Extension(who): Extension<Who>,
-    Path(queue): Path<String>,
-    bytes: Result<Bytes, BytesRejection>,
-) -> Response {
-    let changes: crate::runtime::Values = match body(bytes) {
-        Ok(b) => b,
-        Err(e) => return e.into_response(),
-    };
-    let mut conn = s.conn.clone();
-    let done = actions::settings_change(&s.config(), &mut conn, Some(&queue), &changes).await;
-    let asked = serde_json::Value::Object(changes).to_string();
-    audit::record_changes(
-        Some(&s.metrics),
-        &who.0,
-        "settings_change",
-        &queue,
-        &asked,
-        &done,
-    );
-    match done {
-        Ok(v) => Json(v).into_response(),
-        Err(e) => e.into_response(),
-    }
-}
-
-async fn clear_settings(
-    State(s): State<Admin>,
-    Extension(who): Extension<Who>,
-    Path(queue): Path<String>,
-) -> Response {
-    let mut conn = s.conn.clone();
-    let done = actions::settings_clear(&s.config(), &mut conn, Some(&queue)).await;
-    answer(&s, &who, "settings_clear", &queue, done)
+    let action = Action::Visitor(Visitor {
+        queue: Some(queue),
+        user,
+    });
+    answer(s.perform(&who, action).await)
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -423,6 +416,15 @@ struct RevokeBody {
 
 fn some_whole_number<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<u64>, D::Error> {
     whole_number(d).map(Some)
+}
+
+/// `call` on the visitor `user` of `queue`.
+fn revocation(queue: String, user: String, call: RevocationCall) -> Action {
+    Action::Revocation(Revocation {
+        queue: Some(queue),
+        user,
+        call,
+    })
 }
 
 async fn revoke_visitor(
@@ -439,10 +441,8 @@ async fn revoke_visitor(
             Err(e) => return e.into_response(),
         },
     };
-    let mut conn = s.conn.clone();
-    let done =
-        actions::visitor_revoke(&s.config(), &mut conn, Some(&queue), &user, b.minutes).await;
-    answer(&s, &who, "visitor_revoke", &queue, done)
+    let call = RevocationCall::Revoke { minutes: b.minutes };
+    answer(s.perform(&who, revocation(queue, user, call)).await)
 }
 
 async fn lift_visitor(
@@ -450,33 +450,48 @@ async fn lift_visitor(
     Extension(who): Extension<Who>,
     Path((queue, user)): Path<(String, String)>,
 ) -> Response {
-    let mut conn = s.conn.clone();
-    let done = actions::visitor_lift(&s.config(), &mut conn, Some(&queue), &user)
-        .await
-        .map(|()| serde_json::json!({ "queue": queue, "user": user, "lifted": true }));
-    answer(&s, &who, "visitor_lift", &queue, done)
+    let action = revocation(queue, user, RevocationCall::Lift);
+    answer(s.perform(&who, action).await)
 }
 
-async fn list_bypasses(
+/// `call` on the settings of `queue`.
+fn settings(queue: String, call: SettingsCall) -> Action {
+    Action::Settings(Settings {
+        queue: Some(queue),
+        call,
+    })
+}
+
+async fn show_settings(
     State(s): State<Admin>,
     Extension(who): Extension<Who>,
     Path(queue): Path<String>,
 ) -> Response {
-    let mut conn = s.conn.clone();
-    let done = actions::bypass_list(&s.config(), &mut conn, Some(&queue))
-        .await
-        .map(|all| serde_json::json!({ "bypasses": all }));
-    answer(&s, &who, "bypass_list", &queue, done)
+    answer(s.perform(&who, settings(queue, SettingsCall::Show)).await)
 }
 
-async fn revoke_bypass(
+async fn change_settings(
     State(s): State<Admin>,
     Extension(who): Extension<Who>,
-    Path((queue, id)): Path<(String, String)>,
+    Path(queue): Path<String>,
+    bytes: Result<Bytes, BytesRejection>,
 ) -> Response {
-    let mut conn = s.conn.clone();
-    let done = actions::bypass_revoke(&s.config(), &mut conn, Some(&queue), &id).await;
-    answer(&s, &who, "bypass_revoke", &queue, done)
+    let changes: crate::runtime::Values = match body(bytes) {
+        Ok(b) => b,
+        Err(e) => return e.into_response(),
+    };
+    answer(
+        s.perform(&who, settings(queue, SettingsCall::Change(changes)))
+            .await,
+    )
+}
+
+async fn clear_settings(
+    State(s): State<Admin>,
+    Extension(who): Extension<Who>,
+    Path(queue): Path<String>,
+) -> Response {
+    answer(s.perform(&who, settings(queue, SettingsCall::Clear)).await)
 }
 
 #[derive(Debug, Deserialize)]
@@ -499,16 +514,26 @@ async fn reset(
             "The query takes only force=true or force=false.",
         );
     };
-    let mut conn = s.conn.clone();
-    let done = actions::reset(&s.config(), &mut conn, Some(&queue), q.force).await;
-    let action = if q.force { "reset_forced" } else { "reset" };
-    answer(&s, &who, action, &queue, done)
+    let action = Action::Reset(Reset {
+        queue: Some(queue),
+        force: q.force,
+    });
+    answer(s.perform(&who, action).await)
 }
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct NoticeBody {
     text: String,
+}
+
+/// Sets (`text`) or clears the notice of `queue`.
+fn notice(queue: String, text: Option<String>) -> Action {
+    Action::Notice(Notice {
+        queue: Some(queue),
+        text,
+        input: "notice",
+    })
 }
 
 async fn set_notice(
@@ -521,9 +546,7 @@ async fn set_notice(
         Ok(b) => b,
         Err(e) => return e.into_response(),
     };
-    let mut conn = s.conn.clone();
-    let done = actions::notice(&s.config(), &mut conn, Some(&queue), Some(&b.text)).await;
-    answer(&s, &who, "notice", &queue, done)
+    answer(s.perform(&who, notice(queue, Some(b.text))).await)
 }
 
 async fn clear_notice(
@@ -531,9 +554,7 @@ async fn clear_notice(
     Extension(who): Extension<Who>,
     Path(queue): Path<String>,
 ) -> Response {
-    let mut conn = s.conn.clone();
-    let done = actions::notice(&s.config(), &mut conn, Some(&queue), None).await;
-    answer(&s, &who, "notice", &queue, done)
+    answer(s.perform(&who, notice(queue, None)).await)
 }
 
 #[cfg(test)]
