@@ -10,24 +10,27 @@ use std::sync::Arc;
 
 use axum::body::Bytes;
 use axum::extract::rejection::{BytesRejection, QueryRejection};
-use axum::extract::{DefaultBodyLimit, Path, Query, Request, State};
-use axum::http::{header, HeaderMap, StatusCode};
-use axum::middleware::{self, Next};
+use axum::extract::{DefaultBodyLimit, Path, Query, State};
+use axum::http::StatusCode;
+use axum::middleware;
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post, put};
 use axum::{Extension, Json, Router};
-use serde::de::DeserializeOwned;
-use serde::Deserialize;
+use tokio::sync::watch;
 
 use crate::actions::{
     self, Action, ActionError, Bypass, BypassCall, Done, Notice, Reset, Revocation, RevocationCall,
     Schedule, Settings, SettingsCall, Status, Switch, SwitchState, Visitor,
 };
-use crate::audit;
 use crate::config::{AdminConfig, Config};
 use crate::connect::RedisConn;
 use crate::metrics::Metrics;
-use tokio::sync::watch;
+
+mod auth;
+mod body;
+
+use auth::Who;
+use body::{body, BypassBody, NoticeBody, ResetQuery, RevokeBody, ScheduleBody};
 
 /// The largest request body taken (a notice is at most 280 characters).
 pub const MAX_BODY: usize = 4 * 1024;
@@ -47,10 +50,6 @@ impl Admin {
         self.config.borrow().clone()
     }
 }
-
-/// The name of the token a request came with.
-#[derive(Debug, Clone)]
-struct Who(Arc<str>);
 
 /// The admin API's router: `/admin/v1/…` behind the token check.
 pub fn router(
@@ -102,7 +101,7 @@ pub fn router(
             )
         })
         .layer(middleware::from_fn(move |req, next| {
-            authenticate(tokens.clone(), guard_metrics.clone(), req, next)
+            auth::authenticate(tokens.clone(), guard_metrics.clone(), req, next)
         }))
         .layer(DefaultBodyLimit::max(MAX_BODY))
         .with_state(Admin {
@@ -110,52 +109,6 @@ pub fn router(
             conn,
             metrics,
         })
-}
-
-/// Lets a request through only with a configured token; the route sees
-/// the token's name. A refusal is counted (`action="auth"`) and logged
-/// without what was presented.
-async fn authenticate(
-    tokens: Arc<AdminConfig>,
-    metrics: Arc<Metrics>,
-    mut req: Request,
-    next: Next,
-) -> Response {
-    let presented = bearer(req.headers());
-    match presented.and_then(|t| tokens.who(t)) {
-        Some(name) => {
-            req.extensions_mut().insert(Who(Arc::from(name)));
-            next.run(req).await
-        }
-        None => {
-            metrics.admin_action("auth", "unauthorized");
-            tracing::warn!(
-                target: audit::TARGET,
-                path = req.uri().path(),
-                token = if presented.is_some() { "unknown" } else { "none" },
-                "admin API request refused"
-            );
-            let mut resp = error(
-                StatusCode::UNAUTHORIZED,
-                "unauthorized",
-                "Send a configured admin token: Authorization: Bearer <token>.",
-            );
-            resp.headers_mut().insert(
-                header::WWW_AUTHENTICATE,
-                header::HeaderValue::from_static("Bearer realm=\"queuegate-admin\""),
-            );
-            resp
-        }
-    }
-}
-
-fn bearer(headers: &HeaderMap) -> Option<&str> {
-    let value = headers.get(header::AUTHORIZATION)?.to_str().ok()?;
-    let (scheme, token) = value.split_once(' ')?;
-    scheme
-        .eq_ignore_ascii_case("bearer")
-        .then(|| token.trim())
-        .filter(|t| !t.is_empty())
 }
 
 /// `{"error": code, "message": message}` with `status`.
@@ -208,40 +161,6 @@ fn answer(done: Result<Done, ActionError>) -> Response {
     }
 }
 
-/// Why a request body was not taken.
-#[derive(Debug)]
-struct BodyError(StatusCode, &'static str, String);
-
-impl IntoResponse for BodyError {
-    fn into_response(self) -> Response {
-        error(self.0, self.1, &self.2)
-    }
-}
-
-/// A JSON body of `T` (unknown fields refused), or a 400/413 saying why.
-fn body<T: DeserializeOwned>(bytes: Result<Bytes, BytesRejection>) -> Result<T, BodyError> {
-    let bytes = bytes.map_err(|e| {
-        BodyError(
-            StatusCode::PAYLOAD_TOO_LARGE,
-            "payload_too_large",
-            format!("The body is over {MAX_BODY} bytes or unreadable: {e}"),
-        )
-    })?;
-    let bad = |e: String| {
-        BodyError(
-            StatusCode::BAD_REQUEST,
-            "bad_request",
-            format!("The body is not the JSON this route takes: {e}"),
-        )
-    };
-    // An object, not an array serde would read into the struct by position.
-    match serde_json::from_slice::<serde_json::Value>(&bytes) {
-        Ok(v @ serde_json::Value::Object(_)) => T::deserialize(v).map_err(|e| bad(e.to_string())),
-        Ok(_) => Err(bad("a JSON object is expected".into())),
-        Err(e) => Err(bad(e.to_string())),
-    }
-}
-
 async fn all_status(State(s): State<Admin>, Extension(who): Extension<Who>) -> Response {
     answer(
         s.perform(&who, Action::Status(Status { queue: None }))
@@ -274,21 +193,6 @@ async fn switch(
         switch: *switch,
     });
     answer(s.perform(&who, action).await)
-}
-
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct ScheduleBody {
-    #[serde(default, deserialize_with = "present")]
-    opens_at: Option<String>,
-    #[serde(default, deserialize_with = "present")]
-    closes_at: Option<String>,
-}
-
-/// A field that may be left out but, when given, is a string: `null` is
-/// refused rather than read as "left out" (DELETE clears).
-fn present<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<String>, D::Error> {
-    String::deserialize(d).map(Some)
 }
 
 async fn set_schedule(
@@ -324,31 +228,6 @@ async fn clear_schedule(
         names: actions::FIELDS,
     });
     answer(s.perform(&who, action).await)
-}
-
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct BypassBody {
-    name: String,
-    #[serde(default = "default_minutes", deserialize_with = "whole_number")]
-    ttl_minutes: u64,
-}
-
-/// A non-negative whole number, written `30` or `30.0` (JSON Schema counts
-/// both as integers); anything else is a 400.
-fn whole_number<'de, D: serde::Deserializer<'de>>(d: D) -> Result<u64, D::Error> {
-    let n = serde_json::Number::deserialize(d)?;
-    n.as_u64()
-        .or_else(|| {
-            n.as_f64()
-                .filter(|f| f.fract() == 0.0 && (0.0..=u32::MAX as f64).contains(f))
-                .map(|f| f as u64)
-        })
-        .ok_or_else(|| serde::de::Error::custom("must be a whole number of minutes"))
-}
-
-fn default_minutes() -> u64 {
-    120
 }
 
 /// `bypass` on `queue`.
@@ -405,17 +284,6 @@ async fn visitor(
         user,
     });
     answer(s.perform(&who, action).await)
-}
-
-#[derive(Debug, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct RevokeBody {
-    #[serde(default, deserialize_with = "some_whole_number")]
-    minutes: Option<u64>,
-}
-
-fn some_whole_number<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<u64>, D::Error> {
-    whole_number(d).map(Some)
 }
 
 /// `call` on the visitor `user` of `queue`.
@@ -494,13 +362,6 @@ async fn clear_settings(
     answer(s.perform(&who, settings(queue, SettingsCall::Clear)).await)
 }
 
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct ResetQuery {
-    #[serde(default)]
-    force: bool,
-}
-
 async fn reset(
     State(s): State<Admin>,
     Extension(who): Extension<Who>,
@@ -519,12 +380,6 @@ async fn reset(
         force: q.force,
     });
     answer(s.perform(&who, action).await)
-}
-
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct NoticeBody {
-    text: String,
 }
 
 /// Sets (`text`) or clears the notice of `queue`.
@@ -555,24 +410,4 @@ async fn clear_notice(
     Path(queue): Path<String>,
 ) -> Response {
     answer(s.perform(&who, notice(queue, None)).await)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn only_a_bearer_token_is_read() {
-        let h = |v: &str| {
-            let mut m = HeaderMap::new();
-            m.insert(header::AUTHORIZATION, v.parse().unwrap());
-            m
-        };
-        assert_eq!(bearer(&h("Bearer qga_x")), Some("qga_x"));
-        assert_eq!(bearer(&h("bearer  qga_x ")), Some("qga_x"));
-        assert_eq!(bearer(&h("Basic qga_x")), None);
-        assert_eq!(bearer(&h("Bearer ")), None);
-        assert_eq!(bearer(&h("qga_x")), None);
-        assert_eq!(bearer(&HeaderMap::new()), None);
-    }
 }

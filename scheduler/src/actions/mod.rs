@@ -160,16 +160,6 @@ impl Action {
         }
     }
 
-    /// The checks of its input that need neither the config nor Redis: the
-    /// CLI makes them before it opens a connection.
-    pub fn check(&self) -> Result<(), ActionError> {
-        match self {
-            Action::Schedule(a) => a.change().map(drop),
-            Action::Notice(a) => a.text().map(drop),
-            _ => Ok(()),
-        }
-    }
-
     /// Does it: checks its input, asks Redis, and says what it did. A
     /// refusal changed nothing.
     pub async fn apply(&self, config: &Config, conn: &mut RedisConn) -> Result<Done, ActionError> {
