@@ -222,3 +222,116 @@ fn visitor_id(user: &str) -> Result<UserId, ActionError> {
     UserId::new(user)
         .map_err(|e| ActionError::BadInput(format!("{user:?} is not a visitor id: {e}")))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The names are the audit log's `action` and the metric's label:
+    /// dashboards and alerts read them, so they only change on purpose.
+    #[test]
+    fn every_action_keeps_its_audit_name() {
+        let q = || Some("main".to_string());
+        let user = || "u1".to_string();
+        let settings = |call| Action::Settings(Settings { queue: q(), call });
+        let revocation = |call| {
+            Action::Revocation(Revocation {
+                queue: q(),
+                user: user(),
+                call,
+            })
+        };
+        let bypass = |call| Action::Bypass(Bypass { queue: q(), call });
+        let mut all = vec![
+            Action::Status(Status { queue: None }),
+            Action::Schedule(Schedule {
+                queue: q(),
+                opens_at: None,
+                closes_at: None,
+                clear: true,
+                names: FIELDS,
+            }),
+            Action::Notice(Notice {
+                queue: q(),
+                text: None,
+                input: "notice",
+            }),
+            Action::Reset(Reset {
+                queue: q(),
+                force: false,
+            }),
+            Action::Reset(Reset {
+                queue: q(),
+                force: true,
+            }),
+            settings(SettingsCall::Show),
+            settings(SettingsCall::Change(crate::runtime::Values::new())),
+            settings(SettingsCall::Clear),
+            Action::Visitor(Visitor {
+                queue: q(),
+                user: user(),
+            }),
+            revocation(RevocationCall::Revoke { minutes: None }),
+            revocation(RevocationCall::Lift),
+            bypass(BypassCall::Create {
+                name: "qa".into(),
+                ttl_minutes: 5,
+            }),
+            bypass(BypassCall::List),
+            bypass(BypassCall::Revoke { id: "x".into() }),
+        ];
+        all.extend(Switch::ALL.iter().map(|(_, switch)| {
+            Action::Switch(SwitchState {
+                queue: q(),
+                switch: *switch,
+            })
+        }));
+        let names: Vec<&str> = all.iter().map(Action::get_name).collect();
+        assert_eq!(
+            names,
+            [
+                "status",
+                "schedule",
+                "notice",
+                "reset",
+                "reset_forced",
+                "settings",
+                "settings_change",
+                "settings_clear",
+                "visitor",
+                "visitor_revoke",
+                "visitor_lift",
+                "bypass_create",
+                "bypass_list",
+                "bypass_revoke",
+                "pause",
+                "resume",
+                "close",
+                "open",
+                "drain",
+            ]
+        );
+        assert_eq!(all[0].queue(), "*", "status of every queue");
+        assert_eq!(all[1].queue(), "main");
+        assert_eq!(all[6].changes().as_deref(), Some("{}"));
+        assert_eq!(all[5].changes(), None);
+    }
+
+    /// Each result answers as what it holds, as before the enum.
+    #[test]
+    fn a_result_serializes_as_what_it_holds() {
+        let lifted = Done::Lifted(Lifted {
+            queue: "main".into(),
+            user: "u1".into(),
+            lifted: true,
+        });
+        assert_eq!(
+            serde_json::to_value(&lifted).unwrap(),
+            serde_json::json!({ "queue": "main", "user": "u1", "lifted": true })
+        );
+        assert_eq!(
+            serde_json::to_value(Done::Bypasses(Vec::new())).unwrap(),
+            serde_json::json!([])
+        );
+    }
+}
