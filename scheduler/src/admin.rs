@@ -1,30 +1,36 @@
 //! The admin API (docs/scheduler.md, *Admin API*; docs/scheduler-openapi.yaml):
 //! what the operator commands do, over HTTP, on a listener of its own
 //! (`[admin] listen`), only with a configured token
-//! (`Authorization: Bearer …`). Each route calls the same
-//! [`crate::actions`] function as its command, is recorded by
-//! [`crate::audit`] under the token's name, and answers JSON; every refusal
+//! (`Authorization: Bearer …`). Each route parses its request into the
+//! same [`Action`] as its command, which is recorded by [`crate::audit`]
+//! under the token's name, and answers its [`Done`] as JSON; every refusal
 //! is `{"error","message"}` and changed nothing.
 
 use std::sync::Arc;
 
 use axum::body::Bytes;
 use axum::extract::rejection::{BytesRejection, QueryRejection};
-use axum::extract::{DefaultBodyLimit, Path, Query, Request, State};
-use axum::http::{header, HeaderMap, StatusCode};
-use axum::middleware::{self, Next};
+use axum::extract::{DefaultBodyLimit, Path, Query, State};
+use axum::http::StatusCode;
+use axum::middleware;
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post, put};
 use axum::{Extension, Json, Router};
-use serde::de::DeserializeOwned;
-use serde::Deserialize;
+use tokio::sync::watch;
 
-use crate::actions::{self, ActionError, Switch};
-use crate::audit;
+use crate::actions::{
+    self, Action, ActionError, Bypass, BypassCall, Done, Notice, Reset, Revocation, RevocationCall,
+    Schedule, Settings, SettingsCall, Status, Switch, SwitchState, Visitor,
+};
 use crate::config::{AdminConfig, Config};
 use crate::connect::RedisConn;
 use crate::metrics::Metrics;
-use tokio::sync::watch;
+
+mod auth;
+mod body;
+
+use auth::Who;
+use body::{body, BypassBody, NoticeBody, ResetQuery, RevokeBody, ScheduleBody};
 
 /// The largest request body taken (a notice is at most 280 characters).
 pub const MAX_BODY: usize = 4 * 1024;
@@ -44,10 +50,6 @@ impl Admin {
         self.config.borrow().clone()
     }
 }
-
-/// The name of the token a request came with.
-#[derive(Debug, Clone)]
-struct Who(Arc<str>);
 
 /// The admin API's router: `/admin/v1/…` behind the token check.
 pub fn router(
@@ -99,7 +101,7 @@ pub fn router(
             )
         })
         .layer(middleware::from_fn(move |req, next| {
-            authenticate(tokens.clone(), guard_metrics.clone(), req, next)
+            auth::authenticate(tokens.clone(), guard_metrics.clone(), req, next)
         }))
         .layer(DefaultBodyLimit::max(MAX_BODY))
         .with_state(Admin {
@@ -107,52 +109,6 @@ pub fn router(
             conn,
             metrics,
         })
-}
-
-/// Lets a request through only with a configured token; the route sees
-/// the token's name. A refusal is counted (`action="auth"`) and logged
-/// without what was presented.
-async fn authenticate(
-    tokens: Arc<AdminConfig>,
-    metrics: Arc<Metrics>,
-    mut req: Request,
-    next: Next,
-) -> Response {
-    let presented = bearer(req.headers());
-    match presented.and_then(|t| tokens.who(t)) {
-        Some(name) => {
-            req.extensions_mut().insert(Who(Arc::from(name)));
-            next.run(req).await
-        }
-        None => {
-            metrics.admin_action("auth", "unauthorized");
-            tracing::warn!(
-                target: audit::TARGET,
-                path = req.uri().path(),
-                token = if presented.is_some() { "unknown" } else { "none" },
-                "admin API request refused"
-            );
-            let mut resp = error(
-                StatusCode::UNAUTHORIZED,
-                "unauthorized",
-                "Send a configured admin token: Authorization: Bearer <token>.",
-            );
-            resp.headers_mut().insert(
-                header::WWW_AUTHENTICATE,
-                header::HeaderValue::from_static("Bearer realm=\"queuegate-admin\""),
-            );
-            resp
-        }
-    }
-}
-
-fn bearer(headers: &HeaderMap) -> Option<&str> {
-    let value = headers.get(header::AUTHORIZATION)?.to_str().ok()?;
-    let (scheme, token) = value.split_once(' ')?;
-    scheme
-        .eq_ignore_ascii_case("bearer")
-        .then(|| token.trim())
-        .filter(|t| !t.is_empty())
 }
 
 /// `{"error": code, "message": message}` with `status`.
@@ -181,61 +137,35 @@ impl IntoResponse for ActionError {
     }
 }
 
-/// Records the action and answers its outcome as JSON.
-fn answer<T: serde::Serialize>(
-    s: &Admin,
-    who: &Who,
-    action: &str,
-    queue: &str,
-    done: Result<T, ActionError>,
-) -> Response {
-    audit::record(Some(&s.metrics), &who.0, action, queue, &done);
+impl Admin {
+    /// Performs `action`, recorded under the token's name and counted.
+    async fn perform(&self, who: &Who, action: Action) -> Result<Done, ActionError> {
+        let mut conn = self.conn.clone();
+        action
+            .perform(&self.config(), &mut conn, &who.0, Some(&self.metrics))
+            .await
+    }
+}
+
+/// An action's outcome as JSON: lists inside an object, a new link
+/// `201 Created`, every refusal `{"error","message"}`.
+fn answer(done: Result<Done, ActionError>) -> Response {
     match done {
-        Ok(v) => Json(v).into_response(),
+        Ok(Done::Status(queues)) => Json(serde_json::json!({ "queues": queues })).into_response(),
+        Ok(Done::Bypasses(all)) => Json(serde_json::json!({ "bypasses": all })).into_response(),
+        Ok(created @ Done::BypassCreated(_)) => {
+            (StatusCode::CREATED, Json(created)).into_response()
+        }
+        Ok(done) => Json(done).into_response(),
         Err(e) => e.into_response(),
     }
 }
 
-/// Why a request body was not taken.
-#[derive(Debug)]
-struct BodyError(StatusCode, &'static str, String);
-
-impl IntoResponse for BodyError {
-    fn into_response(self) -> Response {
-        error(self.0, self.1, &self.2)
-    }
-}
-
-/// A JSON body of `T` (unknown fields refused), or a 400/413 saying why.
-fn body<T: DeserializeOwned>(bytes: Result<Bytes, BytesRejection>) -> Result<T, BodyError> {
-    let bytes = bytes.map_err(|e| {
-        BodyError(
-            StatusCode::PAYLOAD_TOO_LARGE,
-            "payload_too_large",
-            format!("The body is over {MAX_BODY} bytes or unreadable: {e}"),
-        )
-    })?;
-    let bad = |e: String| {
-        BodyError(
-            StatusCode::BAD_REQUEST,
-            "bad_request",
-            format!("The body is not the JSON this route takes: {e}"),
-        )
-    };
-    // An object, not an array serde would read into the struct by position.
-    match serde_json::from_slice::<serde_json::Value>(&bytes) {
-        Ok(v @ serde_json::Value::Object(_)) => T::deserialize(v).map_err(|e| bad(e.to_string())),
-        Ok(_) => Err(bad("a JSON object is expected".into())),
-        Err(e) => Err(bad(e.to_string())),
-    }
-}
-
 async fn all_status(State(s): State<Admin>, Extension(who): Extension<Who>) -> Response {
-    let mut conn = s.conn.clone();
-    let done = actions::status(&s.config(), &mut conn, None)
-        .await
-        .map(|queues| serde_json::json!({ "queues": queues }));
-    answer(&s, &who, "status", "*", done)
+    answer(
+        s.perform(&who, Action::Status(Status { queue: None }))
+            .await,
+    )
 }
 
 async fn one_status(
@@ -243,11 +173,11 @@ async fn one_status(
     Extension(who): Extension<Who>,
     Path(queue): Path<String>,
 ) -> Response {
-    let mut conn = s.conn.clone();
-    let done = actions::status(&s.config(), &mut conn, Some(&queue))
-        .await
-        .map(|mut all| all.remove(0));
-    answer(&s, &who, "status", &queue, done)
+    let queue = Some(queue);
+    match s.perform(&who, Action::Status(Status { queue })).await {
+        Ok(Done::Status(mut one)) if one.len() == 1 => Json(one.remove(0)).into_response(),
+        other => answer(other),
+    }
 }
 
 async fn switch(
@@ -255,27 +185,14 @@ async fn switch(
     Extension(who): Extension<Who>,
     Path((queue, name)): Path<(String, String)>,
 ) -> Response {
-    let Some((_, sw)) = Switch::ALL.iter().find(|(n, _)| *n == name) else {
+    let Some((_, switch)) = Switch::ALL.iter().find(|(n, _)| *n == name) else {
         return error(StatusCode::NOT_FOUND, "not_found", "No such route.");
     };
-    let mut conn = s.conn.clone();
-    let done = actions::switch(&s.config(), &mut conn, Some(&queue), *sw).await;
-    answer(&s, &who, sw.name(), &queue, done)
-}
-
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct ScheduleBody {
-    #[serde(default, deserialize_with = "present")]
-    opens_at: Option<String>,
-    #[serde(default, deserialize_with = "present")]
-    closes_at: Option<String>,
-}
-
-/// A field that may be left out but, when given, is a string: `null` is
-/// refused rather than read as "left out" (DELETE clears).
-fn present<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<String>, D::Error> {
-    String::deserialize(d).map(Some)
+    let action = Action::Switch(SwitchState {
+        queue: Some(queue),
+        switch: *switch,
+    });
+    answer(s.perform(&who, action).await)
 }
 
 async fn set_schedule(
@@ -288,17 +205,14 @@ async fn set_schedule(
         Ok(b) => b,
         Err(e) => return e.into_response(),
     };
-    let mut conn = s.conn.clone();
-    let done = match actions::schedule_change(
-        b.opens_at.as_deref(),
-        b.closes_at.as_deref(),
-        false,
-        actions::FIELDS,
-    ) {
-        Ok(change) => actions::schedule(&s.config(), &mut conn, Some(&queue), change).await,
-        Err(e) => Err(e),
-    };
-    answer(&s, &who, "schedule", &queue, done)
+    let action = Action::Schedule(Schedule {
+        queue: Some(queue),
+        opens_at: b.opens_at,
+        closes_at: b.closes_at,
+        clear: false,
+        names: actions::FIELDS,
+    });
+    answer(s.perform(&who, action).await)
 }
 
 async fn clear_schedule(
@@ -306,35 +220,22 @@ async fn clear_schedule(
     Extension(who): Extension<Who>,
     Path(queue): Path<String>,
 ) -> Response {
-    let mut conn = s.conn.clone();
-    let change = (actions::Change::Clear, actions::Change::Clear);
-    let done = actions::schedule(&s.config(), &mut conn, Some(&queue), change).await;
-    answer(&s, &who, "schedule", &queue, done)
+    let action = Action::Schedule(Schedule {
+        queue: Some(queue),
+        opens_at: None,
+        closes_at: None,
+        clear: true,
+        names: actions::FIELDS,
+    });
+    answer(s.perform(&who, action).await)
 }
 
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct BypassBody {
-    name: String,
-    #[serde(default = "default_minutes", deserialize_with = "whole_number")]
-    ttl_minutes: u64,
-}
-
-/// A non-negative whole number, written `30` or `30.0` (JSON Schema counts
-/// both as integers); anything else is a 400.
-fn whole_number<'de, D: serde::Deserializer<'de>>(d: D) -> Result<u64, D::Error> {
-    let n = serde_json::Number::deserialize(d)?;
-    n.as_u64()
-        .or_else(|| {
-            n.as_f64()
-                .filter(|f| f.fract() == 0.0 && (0.0..=u32::MAX as f64).contains(f))
-                .map(|f| f as u64)
-        })
-        .ok_or_else(|| serde::de::Error::custom("must be a whole number of minutes"))
-}
-
-fn default_minutes() -> u64 {
-    120
+/// `bypass` on `queue`.
+fn bypass(queue: String, call: BypassCall) -> Action {
+    Action::Bypass(Bypass {
+        queue: Some(queue),
+        call,
+    })
 }
 
 async fn create_bypass(
@@ -347,14 +248,30 @@ async fn create_bypass(
         Ok(b) => b,
         Err(e) => return e.into_response(),
     };
-    let mut conn = s.conn.clone();
-    let done =
-        actions::bypass_create(&s.config(), &mut conn, Some(&queue), &b.name, b.ttl_minutes).await;
-    audit::record(Some(&s.metrics), &who.0, "bypass_create", &queue, &done);
-    match done {
-        Ok(v) => (StatusCode::CREATED, Json(v)).into_response(),
-        Err(e) => e.into_response(),
-    }
+    let call = BypassCall::Create {
+        name: b.name,
+        ttl_minutes: b.ttl_minutes,
+    };
+    answer(s.perform(&who, bypass(queue, call)).await)
+}
+
+async fn list_bypasses(
+    State(s): State<Admin>,
+    Extension(who): Extension<Who>,
+    Path(queue): Path<String>,
+) -> Response {
+    answer(s.perform(&who, bypass(queue, BypassCall::List)).await)
+}
+
+async fn revoke_bypass(
+    State(s): State<Admin>,
+    Extension(who): Extension<Who>,
+    Path((queue, id)): Path<(String, String)>,
+) -> Response {
+    answer(
+        s.perform(&who, bypass(queue, BypassCall::Revoke { id }))
+            .await,
+    )
 }
 
 async fn visitor(
@@ -362,67 +279,20 @@ async fn visitor(
     Extension(who): Extension<Who>,
     Path((queue, user)): Path<(String, String)>,
 ) -> Response {
-    let mut conn = s.conn.clone();
-    let done = actions::visitor(&s.config(), &mut conn, Some(&queue), &user).await;
-    answer(&s, &who, "visitor", &queue, done)
+    let action = Action::Visitor(Visitor {
+        queue: Some(queue),
+        user,
+    });
+    answer(s.perform(&who, action).await)
 }
 
-async fn show_settings(
-    State(s): State<Admin>,
-    Extension(who): Extension<Who>,
-    Path(queue): Path<String>,
-) -> Response {
-    let mut conn = s.conn.clone();
-    let done = actions::settings_show(&s.config(), &mut conn, Some(&queue)).await;
-    answer(&s, &who, "settings", &queue, done)
-}
-
-async fn change_settings(
-    State(s): State<Admin>,
-    Extension(who): Extension<Who>,
-    Path(queue): Path<String>,
-    bytes: Result<Bytes, BytesRejection>,
-) -> Response {
-    let changes: crate::runtime::Values = match body(bytes) {
-        Ok(b) => b,
-        Err(e) => return e.into_response(),
-    };
-    let mut conn = s.conn.clone();
-    let done = actions::settings_change(&s.config(), &mut conn, Some(&queue), &changes).await;
-    let asked = serde_json::Value::Object(changes).to_string();
-    audit::record_changes(
-        Some(&s.metrics),
-        &who.0,
-        "settings_change",
-        &queue,
-        &asked,
-        &done,
-    );
-    match done {
-        Ok(v) => Json(v).into_response(),
-        Err(e) => e.into_response(),
-    }
-}
-
-async fn clear_settings(
-    State(s): State<Admin>,
-    Extension(who): Extension<Who>,
-    Path(queue): Path<String>,
-) -> Response {
-    let mut conn = s.conn.clone();
-    let done = actions::settings_clear(&s.config(), &mut conn, Some(&queue)).await;
-    answer(&s, &who, "settings_clear", &queue, done)
-}
-
-#[derive(Debug, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct RevokeBody {
-    #[serde(default, deserialize_with = "some_whole_number")]
-    minutes: Option<u64>,
-}
-
-fn some_whole_number<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<u64>, D::Error> {
-    whole_number(d).map(Some)
+/// `call` on the visitor `user` of `queue`.
+fn revocation(queue: String, user: String, call: RevocationCall) -> Action {
+    Action::Revocation(Revocation {
+        queue: Some(queue),
+        user,
+        call,
+    })
 }
 
 async fn revoke_visitor(
@@ -439,10 +309,8 @@ async fn revoke_visitor(
             Err(e) => return e.into_response(),
         },
     };
-    let mut conn = s.conn.clone();
-    let done =
-        actions::visitor_revoke(&s.config(), &mut conn, Some(&queue), &user, b.minutes).await;
-    answer(&s, &who, "visitor_revoke", &queue, done)
+    let call = RevocationCall::Revoke { minutes: b.minutes };
+    answer(s.perform(&who, revocation(queue, user, call)).await)
 }
 
 async fn lift_visitor(
@@ -450,40 +318,48 @@ async fn lift_visitor(
     Extension(who): Extension<Who>,
     Path((queue, user)): Path<(String, String)>,
 ) -> Response {
-    let mut conn = s.conn.clone();
-    let done = actions::visitor_lift(&s.config(), &mut conn, Some(&queue), &user)
-        .await
-        .map(|()| serde_json::json!({ "queue": queue, "user": user, "lifted": true }));
-    answer(&s, &who, "visitor_lift", &queue, done)
+    let action = revocation(queue, user, RevocationCall::Lift);
+    answer(s.perform(&who, action).await)
 }
 
-async fn list_bypasses(
+/// `call` on the settings of `queue`.
+fn settings(queue: String, call: SettingsCall) -> Action {
+    Action::Settings(Settings {
+        queue: Some(queue),
+        call,
+    })
+}
+
+async fn show_settings(
     State(s): State<Admin>,
     Extension(who): Extension<Who>,
     Path(queue): Path<String>,
 ) -> Response {
-    let mut conn = s.conn.clone();
-    let done = actions::bypass_list(&s.config(), &mut conn, Some(&queue))
-        .await
-        .map(|all| serde_json::json!({ "bypasses": all }));
-    answer(&s, &who, "bypass_list", &queue, done)
+    answer(s.perform(&who, settings(queue, SettingsCall::Show)).await)
 }
 
-async fn revoke_bypass(
+async fn change_settings(
     State(s): State<Admin>,
     Extension(who): Extension<Who>,
-    Path((queue, id)): Path<(String, String)>,
+    Path(queue): Path<String>,
+    bytes: Result<Bytes, BytesRejection>,
 ) -> Response {
-    let mut conn = s.conn.clone();
-    let done = actions::bypass_revoke(&s.config(), &mut conn, Some(&queue), &id).await;
-    answer(&s, &who, "bypass_revoke", &queue, done)
+    let changes: crate::runtime::Values = match body(bytes) {
+        Ok(b) => b,
+        Err(e) => return e.into_response(),
+    };
+    answer(
+        s.perform(&who, settings(queue, SettingsCall::Change(changes)))
+            .await,
+    )
 }
 
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct ResetQuery {
-    #[serde(default)]
-    force: bool,
+async fn clear_settings(
+    State(s): State<Admin>,
+    Extension(who): Extension<Who>,
+    Path(queue): Path<String>,
+) -> Response {
+    answer(s.perform(&who, settings(queue, SettingsCall::Clear)).await)
 }
 
 async fn reset(
@@ -499,16 +375,20 @@ async fn reset(
             "The query takes only force=true or force=false.",
         );
     };
-    let mut conn = s.conn.clone();
-    let done = actions::reset(&s.config(), &mut conn, Some(&queue), q.force).await;
-    let action = if q.force { "reset_forced" } else { "reset" };
-    answer(&s, &who, action, &queue, done)
+    let action = Action::Reset(Reset {
+        queue: Some(queue),
+        force: q.force,
+    });
+    answer(s.perform(&who, action).await)
 }
 
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct NoticeBody {
-    text: String,
+/// Sets (`text`) or clears the notice of `queue`.
+fn notice(queue: String, text: Option<String>) -> Action {
+    Action::Notice(Notice {
+        queue: Some(queue),
+        text,
+        input: "notice",
+    })
 }
 
 async fn set_notice(
@@ -521,9 +401,7 @@ async fn set_notice(
         Ok(b) => b,
         Err(e) => return e.into_response(),
     };
-    let mut conn = s.conn.clone();
-    let done = actions::notice(&s.config(), &mut conn, Some(&queue), Some(&b.text)).await;
-    answer(&s, &who, "notice", &queue, done)
+    answer(s.perform(&who, notice(queue, Some(b.text))).await)
 }
 
 async fn clear_notice(
@@ -531,27 +409,5 @@ async fn clear_notice(
     Extension(who): Extension<Who>,
     Path(queue): Path<String>,
 ) -> Response {
-    let mut conn = s.conn.clone();
-    let done = actions::notice(&s.config(), &mut conn, Some(&queue), None).await;
-    answer(&s, &who, "notice", &queue, done)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn only_a_bearer_token_is_read() {
-        let h = |v: &str| {
-            let mut m = HeaderMap::new();
-            m.insert(header::AUTHORIZATION, v.parse().unwrap());
-            m
-        };
-        assert_eq!(bearer(&h("Bearer qga_x")), Some("qga_x"));
-        assert_eq!(bearer(&h("bearer  qga_x ")), Some("qga_x"));
-        assert_eq!(bearer(&h("Basic qga_x")), None);
-        assert_eq!(bearer(&h("Bearer ")), None);
-        assert_eq!(bearer(&h("qga_x")), None);
-        assert_eq!(bearer(&HeaderMap::new()), None);
-    }
+    answer(s.perform(&who, notice(queue, None)).await)
 }

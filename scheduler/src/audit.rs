@@ -4,7 +4,7 @@
 //! service, a count in the metrics
 //! (`queuegate_admin_actions_total{action,outcome}`). Never the token.
 
-use crate::actions::ActionError;
+use crate::actions::{Action, ActionError};
 use crate::metrics::Metrics;
 
 /// The log target of audit lines (`RUST_LOG=queuegate::audit=info`).
@@ -22,47 +22,34 @@ pub fn outcome<T>(done: &Result<T, ActionError>) -> &'static str {
     }
 }
 
-/// Records one action.
+/// Records one action: its name ([`Action::get_name`]) is the audit
+/// line's `action` and the metric's label.
 pub fn record<T>(
     metrics: Option<&Metrics>,
     who: &str,
-    action: &str,
-    queue: &str,
+    action: &Action,
     done: &Result<T, ActionError>,
 ) {
+    let (name, queue) = (action.get_name(), action.queue());
     let outcome = outcome(done);
-    match done {
-        Ok(_) => tracing::info!(target: TARGET, who, action, queue, outcome, "admin action"),
-        Err(e) => {
-            tracing::info!(target: TARGET, who, action, queue, outcome, error = %e, "admin action")
+    // What it asked to change, where that says more than its name (the
+    // settings changed, as JSON: never a secret).
+    match (done, action.changes()) {
+        (Ok(_), None) => {
+            tracing::info!(target: TARGET, who, action = name, queue, outcome, "admin action")
         }
-    }
-    if let Some(m) = metrics {
-        m.admin_action(action, outcome);
-    }
-}
-
-/// Records one action with what it asked for (`changes`, e.g. the
-/// settings changed, as JSON: never a secret).
-pub fn record_changes<T>(
-    metrics: Option<&Metrics>,
-    who: &str,
-    action: &str,
-    queue: &str,
-    changes: &str,
-    done: &Result<T, ActionError>,
-) {
-    let outcome = outcome(done);
-    match done {
-        Ok(_) => {
-            tracing::info!(target: TARGET, who, action, queue, outcome, changes, "admin action")
-        }
-        Err(e) => tracing::info!(
-            target: TARGET, who, action, queue, outcome, changes, error = %e, "admin action"
+        (Err(e), None) => tracing::info!(
+            target: TARGET, who, action = name, queue, outcome, error = %e, "admin action"
+        ),
+        (Ok(_), Some(changes)) => tracing::info!(
+            target: TARGET, who, action = name, queue, outcome, changes = changes.as_str(), "admin action"
+        ),
+        (Err(e), Some(changes)) => tracing::info!(
+            target: TARGET, who, action = name, queue, outcome, changes = changes.as_str(), error = %e, "admin action"
         ),
     }
     if let Some(m) = metrics {
-        m.admin_action(action, outcome);
+        m.admin_action(name, outcome);
     }
 }
 

@@ -1,14 +1,19 @@
-//! The command line: `run` the service, or an operator command that reads
-//! or switches one queue. Each error maps to an exit code: 2 for usage and
-//! config mistakes, 1 for runtime failures such as Redis being unreachable.
+//! The command line: `run` the service, or an operator command, parsed
+//! into an [`Action`] and its [`Done`] printed ([`output`]). Each error
+//! maps to an exit code: 2 for usage and config mistakes, 1 for runtime
+//! failures such as Redis being unreachable.
+
+mod local;
+mod output;
 
 use std::path::PathBuf;
 
 use clap::{Parser, Subcommand};
-use queuegate_shared::fields::stats as sf;
-use queuegate_shared::ops::Change;
 
-use crate::actions::{self, ActionError, QueueStatus, Switch};
+use crate::actions::{
+    self, Action, ActionError, Bypass, BypassCall, Notice, Reset, Revocation, RevocationCall,
+    Schedule, Settings, SettingsCall, Status, Switch, SwitchState, Visitor,
+};
 use crate::audit;
 use crate::config::{self, Config, ConfigError};
 use crate::connect::{self, ConnectError, Patience};
@@ -263,425 +268,172 @@ pub async fn execute(
     shutdown: impl std::future::Future<Output = ()>,
 ) -> Result<(), CliError> {
     if let Command::AdminToken { name } = &cli.command {
-        return admin_token(name);
+        return local::admin_token(name);
     }
-    let (config, file) = load_config(cli.config)?;
-    let (queue, action) = match cli.command {
+    let (config, file) = local::load_config(cli.config)?;
+    let (action, json) = match cli.command {
         Command::Run => return Ok(service::run_reloading(config, file, shutdown).await?),
         Command::Check => {
-            print!("{}", check_report(&config));
+            print!("{}", local::check_report(&config));
             return Ok(());
         }
-        Command::Healthcheck => return healthcheck(config.listen),
-        Command::AdminToken { .. } => unreachable!("handled above"),
-        Command::Settings {
-            queue,
-            set,
-            unset,
-            clear,
-            json,
-        } => return settings(&config, queue.as_deref(), &set, &unset, clear, json).await,
-        Command::Status { queue, json } => return status(&config, queue.as_deref(), json).await,
+        Command::Healthcheck => return local::healthcheck(config.listen),
+        command => parse(command, &config)?,
+    };
+    let mut conn = connect::open(&config.redis, Patience::Once).await?;
+    let done = if audited(&action) {
+        let who = audit::cli_user();
+        action.perform(&config, &mut conn, &who, None).await
+    } else {
+        action.apply(&config, &mut conn).await
+    };
+    output::print(done?, action.queue(), json);
+    Ok(())
+}
+
+/// An operator command as the [`Action`] it asks for, and whether to print
+/// JSON. Its own flags are checked first, then the queue is named (the
+/// only one when left out) before Redis is asked.
+fn parse(command: Command, config: &Config) -> Result<(Action, bool), CliError> {
+    let one = |queue: Option<String>| -> Result<Option<String>, CliError> {
+        Ok(Some(
+            actions::pick(config, queue.as_deref())?.id.to_string(),
+        ))
+    };
+    let switch = |queue, switch| -> Result<(Action, bool), CliError> {
+        let queue = one(queue)?;
+        Ok((Action::Switch(SwitchState { queue, switch }), false))
+    };
+    Ok(match command {
+        // Without a queue: every configured queue.
+        Command::Status { queue, json } => (Action::Status(Status { queue }), json),
+        Command::Pause { queue } => return switch(queue, Switch::Pause),
+        Command::Resume { queue } => return switch(queue, Switch::Resume),
+        Command::Close { queue } => return switch(queue, Switch::Close),
+        Command::Open { queue } => return switch(queue, Switch::Open),
+        Command::Drain { queue } => return switch(queue, Switch::Drain),
         Command::Schedule {
             queue,
             opens_at,
             closes_at,
             clear,
         } => {
-            let change = actions::schedule_change(
-                opens_at.as_deref(),
-                closes_at.as_deref(),
+            let mut schedule = Schedule {
+                queue: None,
+                opens_at,
+                closes_at,
                 clear,
-                actions::FLAGS,
-            )?;
-            (queue, Action::Schedule(change))
+                names: actions::FLAGS,
+            };
+            schedule.change()?;
+            schedule.queue = one(queue)?;
+            (Action::Schedule(schedule), false)
         }
         Command::Notice { queue, set, .. } => {
-            if let Some(text) = &set {
-                queuegate_shared::notice::check(text)
-                    .map_err(|e| CliError::Usage(format!("--set: {e}")))?;
-            }
-            (queue, Action::Notice(set))
+            let mut notice = Notice {
+                queue: None,
+                text: set,
+                input: "--set",
+            };
+            notice.text()?;
+            notice.queue = one(queue)?;
+            (Action::Notice(notice), false)
         }
-        Command::Reset { queue, force } => (queue, Action::Reset(force)),
-        Command::Bypass { action } => return bypass(&config, action).await,
+        Command::Reset { queue, force } => {
+            let queue = one(queue)?;
+            (Action::Reset(Reset { queue, force }), false)
+        }
+        Command::Settings {
+            queue,
+            set,
+            unset,
+            clear,
+            json,
+        } => {
+            let changes = settings_changes(&set, &unset)?;
+            let call = if clear {
+                SettingsCall::Clear
+            } else if changes.is_empty() {
+                SettingsCall::Show
+            } else {
+                SettingsCall::Change(changes)
+            };
+            let queue = one(queue)?;
+            (Action::Settings(Settings { queue, call }), json)
+        }
         Command::Visitor {
             queue,
-            id,
+            id: user,
             revoke,
             minutes,
             lift,
             json,
         } => {
-            let queue = actions::pick(&config, queue.as_deref())?.id.to_string();
-            let mut conn = connect::open(&config.redis, Patience::Once).await?;
-            let who = audit::cli_user();
+            let queue = one(queue)?;
+            let revocation = |call| {
+                Action::Revocation(Revocation {
+                    queue: queue.clone(),
+                    user: user.clone(),
+                    call,
+                })
+            };
             if revoke {
-                let done =
-                    actions::visitor_revoke(&config, &mut conn, Some(&queue), &id, minutes).await;
-                audit::record(None, &who, "visitor_revoke", &queue, &done);
-                let r = done?;
-                if json {
-                    println!("{}", serde_json::to_string_pretty(&r).unwrap_or_default());
-                } else {
-                    println!(
-                        "visitor {} of queue {} revoked (was {}); kept out for {}",
-                        r.user,
-                        r.queue,
-                        r.was,
-                        minutes_text(r.for_ms)
-                    );
-                }
-                return Ok(());
-            }
-            if lift {
-                let done = actions::visitor_lift(&config, &mut conn, Some(&queue), &id).await;
-                audit::record(None, &who, "visitor_lift", &queue, &done);
-                done?;
-                println!("visitor {id} of queue {queue}: revocation lifted; they may enter again");
-                return Ok(());
-            }
-            let done = actions::visitor(&config, &mut conn, Some(&queue), &id).await;
-            audit::record(None, &audit::cli_user(), "visitor", &queue, &done);
-            let v = done?;
-            if json {
-                println!("{}", serde_json::to_string_pretty(&v).unwrap_or_default());
+                (revocation(RevocationCall::Revoke { minutes }), json)
+            } else if lift {
+                // A lift answers in text only.
+                (revocation(RevocationCall::Lift), false)
             } else {
-                print!("{}", render_visitor(&v));
-            }
-            return Ok(());
-        }
-        Command::Pause { queue } => (queue, Action::Switch(Switch::Pause)),
-        Command::Resume { queue } => (queue, Action::Switch(Switch::Resume)),
-        Command::Close { queue } => (queue, Action::Switch(Switch::Close)),
-        Command::Open { queue } => (queue, Action::Switch(Switch::Open)),
-        Command::Drain { queue } => (queue, Action::Switch(Switch::Drain)),
-    };
-    let queue = actions::pick(&config, queue.as_deref())?.id.to_string();
-    let mut conn = connect::open(&config.redis, Patience::Once).await?;
-    let who = audit::cli_user();
-    let done = match action {
-        Action::Switch(switch) => {
-            let done = actions::switch(&config, &mut conn, Some(&queue), switch).await;
-            audit::record(None, &who, switch.name(), &queue, &done);
-            done.map(|s| {
-                if s.changed {
-                    println!("queue {}: {} (was {})", s.queue, s.state, s.previous);
-                } else {
-                    println!("queue {}: already {}", s.queue, s.state);
-                }
-            })
-        }
-        Action::Schedule(change) => {
-            let done = actions::schedule(&config, &mut conn, Some(&queue), change).await;
-            audit::record(None, &who, "schedule", &queue, &done);
-            done.map(|now| {
-                let show = |t: &Option<String>| t.clone().unwrap_or_else(|| "none".into());
-                println!(
-                    "queue {}: opens at {} · closes at {}",
-                    now.queue,
-                    show(&now.opens_at),
-                    show(&now.closes_at)
-                );
-                if let Some(w) = now.warning {
-                    eprintln!("warning: {w}");
-                }
-            })
-        }
-        Action::Reset(force) => {
-            let done = actions::reset(&config, &mut conn, Some(&queue), force).await;
-            let action = if force { "reset_forced" } else { "reset" };
-            audit::record(None, &who, action, &queue, &done);
-            done.map(|r| {
-                println!(
-                    "queue {}: reset, {} keys removed{}",
-                    r.queue,
-                    r.removed_keys,
-                    if r.tokens_dropped > 0 {
-                        format!(", {} tokens in flight dropped", r.tokens_dropped)
-                    } else {
-                        String::new()
-                    }
-                );
-            })
-        }
-        Action::Notice(text) => {
-            let done = actions::notice(&config, &mut conn, Some(&queue), text.as_deref()).await;
-            audit::record(None, &who, "notice", &queue, &done);
-            done.map(|now| {
-                let was = now
-                    .previous
-                    .map_or("none".to_string(), |p| format!("{p:?}"));
-                match now.notice {
-                    Some(t) => println!("queue {}: notice {t:?} (was {was})", now.queue),
-                    None => println!("queue {}: notice cleared (was {was})", now.queue),
-                }
-            })
-        }
-    };
-    Ok(done?)
-}
-
-async fn bypass(config: &Config, action: BypassCommand) -> Result<(), CliError> {
-    let who = audit::cli_user();
-    match action {
-        BypassCommand::Create {
-            queue,
-            name,
-            minutes,
-        } => {
-            let queue = actions::pick(config, queue.as_deref())?.id.to_string();
-            let mut conn = connect::open(&config.redis, Patience::Once).await?;
-            let done =
-                actions::bypass_create(config, &mut conn, Some(&queue), &name, minutes).await;
-            audit::record(None, &who, "bypass_create", &queue, &done);
-            let b = done?;
-            println!(
-                "bypass {} for {:?} on queue {}, until {}",
-                b.id, b.name, b.queue, b.expires_at
-            );
-            println!("open on the shop's site (shown once; only its hash is kept):");
-            println!("  {}", b.link);
-        }
-        BypassCommand::List { queue, json } => {
-            let queue = actions::pick(config, queue.as_deref())?.id.to_string();
-            let mut conn = connect::open(&config.redis, Patience::Once).await?;
-            let all = actions::bypass_list(config, &mut conn, Some(&queue)).await?;
-            if json {
-                println!("{}", serde_json::to_string_pretty(&all).unwrap_or_default());
-            } else if all.is_empty() {
-                println!("queue {queue}: no bypass links");
-            } else {
-                for b in &all {
-                    println!(
-                        "{}  {:<8} {:>6} uses  until {}  {}",
-                        b.id, b.status, b.uses, b.expires_at, b.name
-                    );
-                }
+                (Action::Visitor(Visitor { queue, user }), json)
             }
         }
-        BypassCommand::Revoke { queue, id } => {
-            let queue = actions::pick(config, queue.as_deref())?.id.to_string();
-            let mut conn = connect::open(&config.redis, Patience::Once).await?;
-            let done = actions::bypass_revoke(config, &mut conn, Some(&queue), &id).await;
-            audit::record(None, &who, "bypass_revoke", &queue, &done);
-            let r = done?;
-            println!("queue {}: bypass {} ({:?}) revoked", r.queue, r.id, r.name);
+        Command::Bypass { action } => {
+            let (queue, call, json) = match action {
+                BypassCommand::Create {
+                    queue,
+                    name,
+                    minutes,
+                } => (
+                    queue,
+                    BypassCall::Create {
+                        name,
+                        ttl_minutes: minutes,
+                    },
+                    false,
+                ),
+                BypassCommand::List { queue, json } => (queue, BypassCall::List, json),
+                BypassCommand::Revoke { queue, id } => (queue, BypassCall::Revoke { id }, false),
+            };
+            let queue = one(queue)?;
+            (Action::Bypass(Bypass { queue, call }), json)
         }
-    }
-    Ok(())
-}
-
-/// A change an operator command makes.
-enum Action {
-    Switch(Switch),
-    Schedule((Change, Change)),
-    Notice(Option<String>),
-    Reset(bool),
-}
-
-/// Prints a new admin token and the line that lets the config accept it.
-fn admin_token(name: &str) -> Result<(), CliError> {
-    let valid = (1..=64).contains(&name.len())
-        && name
-            .bytes()
-            .all(|b| b.is_ascii_alphanumeric() || b"_.-".contains(&b));
-    if !valid {
-        return Err(CliError::Usage(
-            "a token's name is 1-64 of A-Z a-z 0-9 _ . -".into(),
-        ));
-    }
-    let mut bytes = [0u8; 32];
-    getrandom::getrandom(&mut bytes)
-        .map_err(|e| CliError::Usage(format!("no randomness from the OS: {e}")))?;
-    let token = format!("qga_{}", hex::encode(bytes));
-    println!("token (give it to {name}; it is not kept anywhere):\n  {token}");
-    println!("add to the [admin] section of the config (the hash only):");
-    println!("  tokens.{name} = \"{}\"", config::token_hash(&token));
-    Ok(())
-}
-
-fn check_report(config: &Config) -> String {
-    let mut out = format!(
-        "{}: ok\nredis   {}\nlisten  {}\n",
-        config.origin,
-        connect::describe(&config.redis.endpoint),
-        config.listen
-    );
-    for q in &config.queues {
-        out.push_str(&format!("\n[[queue]] id = \"{}\"\n", q.id));
-        for (name, value) in q.settings.to_fields() {
-            out.push_str(&format!("{name} = {value}\n"));
+        Command::Run | Command::Check | Command::Healthcheck | Command::AdminToken { .. } => {
+            return Err(CliError::Usage("not an operator action".into()))
         }
-        for (name, at) in [
-            ("opens_at", q.schedule.opens_at),
-            ("closes_at", q.schedule.closes_at),
-        ] {
-            if let Some(at) = at {
-                out.push_str(&format!("{name} = {}\n", config::format_time(at)));
-            }
-        }
-    }
-    out.push_str(
-        "\n(the file's settings; run-time settings kept in Redis win over them: \
-         `settings QUEUE` shows what is in force)\n",
-    );
-    out
+    })
 }
 
-async fn status(config: &Config, queue: Option<&str>, json: bool) -> Result<(), CliError> {
-    let mut conn = connect::open(&config.redis, Patience::Once).await?;
-    let all = actions::status(config, &mut conn, queue).await?;
-    if json {
-        let text = serde_json::to_string_pretty(&all).unwrap_or_default();
-        println!("{text}");
-        return Ok(());
-    }
-    for s in &all {
-        print!("{}", render(s));
-    }
-    Ok(())
+/// Whether the command line records an action in the audit trail: every
+/// change, and a visitor lookup (it reads a person's records); not the
+/// plain reads of a queue's own state (`status`, `settings`, `bypass
+/// list`), which an operator on the host repeats at will.
+fn audited(action: &Action) -> bool {
+    !matches!(
+        action,
+        Action::Status(_)
+            | Action::Settings(Settings {
+                call: SettingsCall::Show,
+                ..
+            })
+            | Action::Bypass(Bypass {
+                call: BypassCall::List,
+                ..
+            })
+    )
 }
 
-fn render(s: &QueueStatus) -> String {
-    let stat = |k: &str| s.stats.get(k).copied().unwrap_or(0);
-    let max = s.max_active.map_or("?".to_string(), |m| m.to_string());
-    let rate = s
-        .admitted_per_second
-        .map_or("no measurement yet".to_string(), |r| format!("{r:.1}"));
-    let lease = match (&s.lease_holder, s.lease_ttl_ms) {
-        (Some(h), Some(ttl)) => format!("{h} (expires in {:.1} s)", ttl as f64 / 1000.0),
-        _ => "none: no scheduler holds this queue".to_string(),
-    };
-    let none = || "none".to_string();
-    format!(
-        "queue {}\n  state       {}\n  schedule    opens {} · closes {}\n  pre-queue   {} (drawing: {} left)\n  waiting     {}\n  active      {} / {max}\n  admitted/s  {rate}\n  lease       {lease}\n  origin      {}\n  totals      entered {} · admitted {} (passed at once {}) · abandoned {} · expired {} · ordered {} · lapsed {}\n  refused     budget {} · no challenge {} · reused {} · stale {} · turnstile {}\n",
-        s.queue,
-        s.state.as_deref().unwrap_or("unconfigured (no scheduler has published settings)"),
-        s.opens_at.clone().unwrap_or_else(none),
-        s.closes_at.clone().unwrap_or_else(none),
-        s.pre_queued,
-        s.drawing,
-        s.waiting,
-        s.active,
-        s.origin.line(),
-        stat(sf::ENTERED),
-        stat(sf::ADMITTED),
-        stat(sf::PASSED),
-        stat(sf::ABANDONED),
-        stat(sf::EXPIRED),
-        stat(sf::ORDERED),
-        stat(sf::LAPSED),
-        stat(sf::REFUSED_BUDGET),
-        stat(sf::REFUSED_CHALLENGE),
-        stat(sf::REFUSED_REUSED),
-        stat(sf::REFUSED_STALE),
-        stat(sf::REFUSED_TURNSTILE),
-    ) + &bypassed(s) + &s
-        .notice
-        .as_ref()
-        .map_or(String::new(), |n| format!("  notice      {n:?}\n"))
-}
-
-fn render_visitor(v: &actions::VisitorView) -> String {
-    let mut out = format!(
-        "visitor {} in queue {}\n  state       {}\n",
-        v.user, v.queue, v.state
-    );
-    if let (Some(p), Some(t)) = (v.position, v.ticket) {
-        out.push_str(&format!("  position    {p} (ticket {t})\n"));
-    }
-    if let Some(until) = &v.slot_until {
-        out.push_str(&format!("  slot        held until {until}\n"));
-    }
-    if let Some(t) = &v.token {
-        out.push_str(&format!(
-            "  token       usable {} to {} (restored {}×)\n",
-            t.activates_at, t.expires_at, t.restores
-        ));
-    }
-    if let Some(c) = &v.last_change {
-        out.push_str(&format!("  last change {} at {}\n", c.status, c.at));
-    }
-    for (i, c) in v.history.iter().enumerate() {
-        let label = if i == 0 { "history" } else { "" };
-        out.push_str(&format!("  {label:<11} {} at {}\n", c.status, c.at));
-    }
-    out
-}
-
-/// `healthcheck`: GET /healthz of the scheduler listening at `listen` (an
-/// unspecified address is asked on loopback), within 3 s.
-fn healthcheck(listen: std::net::SocketAddr) -> Result<(), CliError> {
-    use std::io::{Read, Write};
-    let mut addr = listen;
-    if addr.ip().is_unspecified() {
-        addr.set_ip(if addr.is_ipv4() {
-            std::net::Ipv4Addr::LOCALHOST.into()
-        } else {
-            std::net::Ipv6Addr::LOCALHOST.into()
-        });
-    }
-    let limit = std::time::Duration::from_secs(3);
-    let ask = || -> std::io::Result<Vec<u8>> {
-        let mut s = std::net::TcpStream::connect_timeout(&addr, limit)?;
-        s.set_read_timeout(Some(limit))?;
-        s.set_write_timeout(Some(limit))?;
-        s.write_all(b"GET /healthz HTTP/1.0\r\nHost: localhost\r\n\r\n")?;
-        let mut reply = Vec::new();
-        s.read_to_end(&mut reply)?;
-        Ok(reply)
-    };
-    let reply = ask().map_err(|e| CliError::Refused(format!("cannot ask {addr}: {e}")))?;
-    let head = String::from_utf8_lossy(&reply);
-    let status = head.lines().next().unwrap_or_default();
-    if status.split_whitespace().nth(1) == Some("200") {
-        println!("healthy");
-        Ok(())
-    } else {
-        Err(CliError::Refused(format!("{addr}/healthz: {status}")))
-    }
-}
-
-/// The config: the file named (`--config`, `QUEUEGATE_CONFIG`), else the
-/// default file if it exists, else the environment alone when it names
-/// Redis. With a file, queue settings in the environment are refused
-/// (they would be ignored). Returns the file to reload on SIGHUP.
-fn load_config(named: Option<PathBuf>) -> Result<(Config, Option<PathBuf>), CliError> {
-    let env = |k: &str| std::env::var(k).ok();
-    let default = PathBuf::from(config::DEFAULT_PATH);
-    let file = match named {
-        Some(path) => Some(path),
-        None if default.exists() => Some(default),
-        None => None,
-    };
-    match file {
-        Some(path) => {
-            Config::refuse_env_settings(&path.display().to_string(), env)?;
-            Ok((Config::load(&path)?, Some(path)))
-        }
-        None if env(config::env::REDIS_URL).is_some()
-            || env(config::env::REDIS_NODES).is_some() =>
-        {
-            Ok((Config::from_env(env)?, None))
-        }
-        None => Err(CliError::Usage(format!(
-            "no config: give --config FILE (or QUEUEGATE_CONFIG), put one at {}, or set \
-             QUEUEGATE_REDIS_URL to configure from the environment alone (docs/scheduler.md)",
-            config::DEFAULT_PATH
-        ))),
-    }
-}
-
-/// `settings`: shows them, or changes them (`--set`, `--unset`, `--clear`).
-async fn settings(
-    config: &Config,
-    queue: Option<&str>,
-    set: &[String],
-    unset: &[String],
-    clear: bool,
-    json: bool,
-) -> Result<(), CliError> {
+/// `settings --set NAME=VALUE … --unset NAME …` as the changes they ask
+/// for: values read as in the config file, an unset as `null`.
+fn settings_changes(set: &[String], unset: &[String]) -> Result<crate::runtime::Values, CliError> {
     let mut changes = crate::runtime::Values::new();
     for pair in set {
         let (name, value) = pair.split_once('=').ok_or_else(|| {
@@ -702,87 +454,14 @@ async fn settings(
     for name in unset {
         changes.insert(name.trim().to_string(), serde_json::Value::Null);
     }
-    let queue = actions::pick(config, queue)?.id.to_string();
-    let mut conn = connect::open(&config.redis, Patience::Once).await?;
-    let who = audit::cli_user();
-    let view = if clear {
-        let done = actions::settings_clear(config, &mut conn, Some(&queue)).await;
-        audit::record(None, &who, "settings_clear", &queue, &done);
-        done?
-    } else if changes.is_empty() {
-        actions::settings_show(config, &mut conn, Some(&queue)).await?
-    } else {
-        let done = actions::settings_change(config, &mut conn, Some(&queue), &changes).await;
-        let asked = serde_json::Value::Object(changes).to_string();
-        audit::record_changes(None, &who, "settings_change", &queue, &asked, &done);
-        done?
-    };
-    if json {
-        println!(
-            "{}",
-            serde_json::to_string_pretty(&view).unwrap_or_default()
-        );
-    } else {
-        print!("{}", render_settings(&view));
-    }
-    Ok(())
-}
-
-fn render_settings(v: &actions::SettingsView) -> String {
-    let applied = match v.applied_version {
-        Some(a) if a == v.version => "in force".to_string(),
-        Some(a) => format!("the lease holder applied version {a} so far"),
-        None if v.version == 0 => "none set".to_string(),
-        None => "not applied by a lease holder yet".to_string(),
-    };
-    let mut out = format!(
-        "queue {} settings (run-time version {}: {applied})\n",
-        v.queue, v.version
-    );
-    let effective = serde_json::to_value(&v.effective).unwrap_or_default();
-    let file = serde_json::to_value(&v.file).unwrap_or_default();
-    for (name, value) in effective.as_object().into_iter().flatten() {
-        let from = if v.runtime.contains_key(name) {
-            format!("run time (file: {})", file[name])
-        } else {
-            "file".to_string()
-        };
-        out.push_str(&format!("  {name:<32} {value:<12} {from}\n"));
-    }
-    out
-}
-
-/// `90 min`, `1.5 s`: a duration for people.
-fn minutes_text(ms: u64) -> String {
-    if ms.is_multiple_of(60_000) {
-        format!("{} min", ms / 60_000)
-    } else {
-        format!("{:.1} s", ms as f64 / 1000.0)
-    }
-}
-
-/// `  bypassed    N requests` when bypass links passed any, and
-/// `  revoked     N visitors` when operators revoked any.
-fn bypassed(s: &QueueStatus) -> String {
-    let mut out = String::new();
-    if let Some(n) = s.stats.get(sf::BYPASSED).copied().filter(|n| *n > 0) {
-        out.push_str(&format!("  bypassed    {n} requests (bypass links)\n"));
-    }
-    if let Some(n) = s.stats.get(sf::REVOKED).copied().filter(|n| *n > 0) {
-        let withdrawn = s.stats.get(sf::WITHDRAWN).copied().unwrap_or(0);
-        out.push_str(&format!(
-            "  revoked     {n} visitors ({withdrawn} places withdrawn)\n"
-        ));
-    }
-    out
+    Ok(changes)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::actions::{pick, schedule_change, OriginStatus, FLAGS};
+    use crate::actions::pick;
     use clap::CommandFactory;
-    use std::collections::BTreeMap;
 
     #[test]
     fn the_cli_is_well_formed() {
@@ -810,37 +489,6 @@ mod tests {
     }
 
     #[test]
-    fn schedule_times_are_rfc3339_and_in_order() {
-        let at = |t: &str| config::parse_time(t).unwrap();
-        assert_eq!(
-            schedule_change(Some("2026-12-03T14:00:00Z"), None, false, FLAGS).unwrap(),
-            (Change::Set(at("2026-12-03T14:00:00Z")), Change::Keep)
-        );
-        assert_eq!(
-            at("2026-12-03T15:00:00+01:00"),
-            at("2026-12-03T14:00:00Z"),
-            "offsets count"
-        );
-        assert_eq!(
-            schedule_change(None, None, true, FLAGS).unwrap(),
-            (Change::Clear, Change::Clear)
-        );
-        for (open, close) in [
-            (None, None),
-            (Some("tomorrow"), None),
-            (Some("2026-12-03T14:00:00"), None),
-            (Some("2026-12-03T14:00:00Z"), Some("2026-12-03T13:00:00Z")),
-        ] {
-            let err = CliError::from(schedule_change(open, close, false, FLAGS).unwrap_err());
-            assert_eq!(err.exit_code(), 2, "{err}");
-        }
-        assert_eq!(
-            config::format_time(at("2026-12-03T14:00:00Z")),
-            "2026-12-03T14:00:00Z"
-        );
-    }
-
-    #[test]
     fn queue_is_optional_only_with_one_configured() {
         let one = Config::parse("[[queue]]\nid = \"main\"\n", "t", |_| None).unwrap();
         assert_eq!(pick(&one, None).unwrap().id.as_str(), "main");
@@ -854,58 +502,5 @@ mod tests {
         )
         .unwrap();
         assert!(pick(&two, None).is_err());
-    }
-
-    #[test]
-    fn status_reads_like_a_report() {
-        let s = QueueStatus {
-            queue: "main".into(),
-            state: Some("open".into()),
-            waiting: 1204,
-            active: 56,
-            max_active: Some(1000),
-            admitted_per_second: Some(174.96),
-            lease_holder: Some("vm1/42/ab12cd34".into()),
-            lease_ttl_ms: Some(1800),
-            opens_at: Some("2026-12-03T14:00:00Z".into()),
-            closes_at: None,
-            pre_queued: 0,
-            drawing: 0,
-            origin: OriginStatus::of(&BTreeMap::from([
-                ("target_rate".into(), "87.500".into()),
-                ("admit_rate_per_second".into(), "175.0".into()),
-                ("min_admit_rate_per_second".into(), "1.0".into()),
-                ("origin_error_share".into(), "0.420".into()),
-                ("origin_p95_ms".into(), "120.000".into()),
-            ])),
-            stats: BTreeMap::from([("entered".into(), 5000), ("admitted".into(), 3796)]),
-            notice: Some("S and M sold out".into()),
-        };
-        let text = render(&s);
-        assert!(
-            text.ends_with("  notice      \"S and M sold out\"\n"),
-            "{text}"
-        );
-        assert!(text.contains("active      56 / 1000"), "{text}");
-        assert!(text.contains("admitted/s  175.0"), "{text}");
-        assert!(
-            text.contains("vm1/42/ab12cd34 (expires in 1.8 s)"),
-            "{text}"
-        );
-        assert!(text.contains("entered 5000 · admitted 3796"), "{text}");
-        assert!(
-            text.contains("schedule    opens 2026-12-03T14:00:00Z · closes none"),
-            "{text}"
-        );
-        assert!(
-            text.contains(
-                "origin      target 87.5/s (min 1.0, max 175.0) · errors 42.0 % · p95 120 ms"
-            ),
-            "{text}"
-        );
-        assert!(
-            text.contains("refused     budget 0 · no challenge 0"),
-            "{text}"
-        );
     }
 }

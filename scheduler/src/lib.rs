@@ -14,7 +14,8 @@
 //! * [`engine`] — runs the shared crate's scripts over redis-rs.
 //! * [`metrics`] and [`http`] — Prometheus metrics, `/healthz`, `/metrics`.
 //! * [`cli`] — `run` and the operator commands, with their exit codes.
-//! * [`actions`] — each operator action once, for the CLI and the admin API.
+//! * [`actions`] — each operator action once, one file each, as one
+//!   [`actions::Action`] the CLI and the admin API parse into.
 //! * [`admin`] — the admin API (token-authenticated, its own listener).
 //! * [`audit`] — who did what: the audit log line and its metric.
 //! * [`runtime`] — settings at run time: kept in Redis, over the file's.

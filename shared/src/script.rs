@@ -253,8 +253,16 @@ pub static SETTINGS: Script = Script::new(
     "23e5433ed847ee1b452cb8367770716664d8153b",
 );
 
+/// Reads what the operator's `visitor` lookup shows.
+pub static VISITOR: Script = Script::new(
+    "visitor",
+    false,
+    shipped!("visitor"),
+    "671933bd0bb00b99b2f1b3cf79b81fd4c384d1b4",
+);
+
 /// Every script, for preloading (SCRIPT LOAD) and the pinned-hash test.
-pub fn all() -> [&'static Script; 21] {
+pub fn all() -> [&'static Script; 22] {
     [
         &ENTER,
         &POSITION,
@@ -277,6 +285,7 @@ pub fn all() -> [&'static Script; 21] {
         &BYPASS,
         &REVOKE,
         &SETTINGS,
+        &VISITOR,
     ]
 }
 

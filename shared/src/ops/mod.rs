@@ -18,6 +18,7 @@ mod settings;
 mod settle;
 mod status;
 mod unconsume;
+mod visitor;
 
 pub use admit::{Admit, AdmitCounts, AdmitReply, Refused};
 pub use bypass::{Bypass, BypassCall, BypassReply};
@@ -36,3 +37,4 @@ pub use settings::{SetSettings, SettingsReply};
 pub use settle::{Outcome, Settle, SettleReply};
 pub use status::{QueueStatus, Status};
 pub use unconsume::Unconsume;
+pub use visitor::{StatusChange, TokenWindow, VisitorRead, VisitorRecords};

@@ -1,0 +1,129 @@
+//! `status`: what an operator sees of a queue — its state, line, slots,
+//! rate, lease holder, schedule, origin control and counters.
+
+use std::collections::BTreeMap;
+
+use queuegate_shared::fields::config as cf;
+use queuegate_shared::ops;
+use queuegate_shared::QueueKeys;
+
+use super::{pick, ActionError};
+use crate::config::{self, Config, QueueConfig};
+use crate::connect::RedisConn;
+use crate::engine;
+
+/// Show one queue, or every configured queue (`queue: None`).
+#[derive(Debug, Clone)]
+pub struct Status {
+    /// The queue, or None for all.
+    pub queue: Option<String>,
+}
+
+impl Status {
+    /// The status of the queue, or of every configured queue.
+    pub(super) async fn apply(
+        &self,
+        config: &Config,
+        conn: &mut RedisConn,
+    ) -> Result<Vec<QueueStatus>, ActionError> {
+        let queues: Vec<&QueueConfig> = match &self.queue {
+            Some(id) => vec![pick(config, Some(id))?],
+            None => config.queues.iter().collect(),
+        };
+        let mut all = Vec::new();
+        for q in queues {
+            all.push(read(conn, &QueueKeys::new(&config.prefix, &q.id)).await?);
+        }
+        Ok(all)
+    }
+}
+
+/// What `status` shows of one queue (the JSON of `status --json`).
+#[derive(Debug, serde::Serialize)]
+pub struct QueueStatus {
+    pub queue: String,
+    pub state: Option<String>,
+    pub waiting: u64,
+    pub active: u64,
+    pub max_active: Option<u64>,
+    pub admitted_per_second: Option<f64>,
+    pub lease_holder: Option<String>,
+    pub lease_ttl_ms: Option<u64>,
+    pub opens_at: Option<String>,
+    pub closes_at: Option<String>,
+    pub pre_queued: u64,
+    pub drawing: u64,
+    pub origin: OriginStatus,
+    pub stats: BTreeMap<String, i64>,
+    pub notice: Option<String>,
+}
+
+/// Origin control as the lease holder last recorded it.
+#[derive(Debug, Default, serde::Serialize)]
+pub struct OriginStatus {
+    pub control: Option<bool>,
+    pub target_rate_per_second: Option<f64>,
+    pub max_rate_per_second: Option<f64>,
+    pub min_rate_per_second: Option<f64>,
+    pub error_share: Option<f64>,
+    pub p95_ms: Option<f64>,
+}
+
+impl OriginStatus {
+    /// From the queue's config hash.
+    pub fn of(config: &BTreeMap<String, String>) -> OriginStatus {
+        let num = |field: &str| config.get(field).and_then(|v| v.parse::<f64>().ok());
+        OriginStatus {
+            control: config.get(cf::ORIGIN_CONTROL).and_then(|v| v.parse().ok()),
+            target_rate_per_second: num(cf::TARGET_RATE),
+            max_rate_per_second: num(cf::ADMIT_RATE_PER_SECOND),
+            min_rate_per_second: num(cf::MIN_ADMIT_RATE_PER_SECOND),
+            error_share: num(cf::ORIGIN_ERROR_SHARE),
+            p95_ms: num(cf::ORIGIN_P95_MS),
+        }
+    }
+
+    /// One line for `status`.
+    pub fn line(&self) -> String {
+        let max = self
+            .max_rate_per_second
+            .map_or("?".to_string(), |m| format!("{m:.1}"));
+        if self.control == Some(false) {
+            return format!("control off: fixed {max}/s");
+        }
+        let target = self
+            .target_rate_per_second
+            .map_or("not measured yet".to_string(), |t| format!("{t:.1}/s"));
+        let min = self
+            .min_rate_per_second
+            .map_or("?".to_string(), |m| format!("{m:.1}"));
+        let errors = self
+            .error_share
+            .map_or("no answers".to_string(), |e| format!("{:.1} %", e * 100.0));
+        let p95 = self
+            .p95_ms
+            .map_or("-".to_string(), |p| format!("{p:.0} ms"));
+        format!("target {target} (min {min}, max {max}) · errors {errors} · p95 {p95}")
+    }
+}
+
+async fn read(conn: &mut RedisConn, keys: &QueueKeys) -> Result<QueueStatus, ActionError> {
+    let s = engine::run(conn, &ops::Status { keys }).await?;
+    Ok(QueueStatus {
+        queue: keys.queue().to_string(),
+        state: s.config.get(cf::STATE).cloned(),
+        waiting: s.waiting,
+        active: s.active,
+        max_active: s.setting(cf::MAX_ACTIVE),
+        admitted_per_second: s.measured_rate(),
+        lease_ttl_ms: s.lease.as_ref().map(|(_, ttl)| *ttl),
+        lease_holder: s.lease.as_ref().map(|(holder, _)| holder.clone()),
+        opens_at: s.scheduled(cf::OPENS_AT).map(config::format_time),
+        closes_at: s.scheduled(cf::CLOSES_AT).map(config::format_time),
+        pre_queued: s.pre_queued,
+        drawing: s.drawing(),
+        origin: OriginStatus::of(&s.config),
+        stats: s.counters(),
+        notice: s.config.get(cf::NOTICE).cloned(),
+    })
+}

@@ -1,0 +1,120 @@
+//! What the admin API's routes take: JSON bodies (an object, unknown
+//! fields and `null`s refused, at most [`MAX_BODY`](super::MAX_BODY)
+//! bytes) and the reset's query, each refusal a 400 or 413 saying why.
+
+use axum::body::Bytes;
+use axum::extract::rejection::BytesRejection;
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use serde::de::DeserializeOwned;
+use serde::Deserialize;
+
+use super::{error, MAX_BODY};
+
+/// Why a request body was not taken.
+#[derive(Debug)]
+pub(super) struct BodyError(StatusCode, &'static str, String);
+
+impl IntoResponse for BodyError {
+    fn into_response(self) -> Response {
+        error(self.0, self.1, &self.2)
+    }
+}
+
+/// A JSON body of `T` (unknown fields refused), or a 400/413 saying why.
+pub(super) fn body<T: DeserializeOwned>(
+    bytes: Result<Bytes, BytesRejection>,
+) -> Result<T, BodyError> {
+    let bytes = bytes.map_err(|e| {
+        BodyError(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            "payload_too_large",
+            format!("The body is over {MAX_BODY} bytes or unreadable: {e}"),
+        )
+    })?;
+    let bad = |e: String| {
+        BodyError(
+            StatusCode::BAD_REQUEST,
+            "bad_request",
+            format!("The body is not the JSON this route takes: {e}"),
+        )
+    };
+    // An object, not an array serde would read into the struct by position.
+    match serde_json::from_slice::<serde_json::Value>(&bytes) {
+        Ok(v @ serde_json::Value::Object(_)) => T::deserialize(v).map_err(|e| bad(e.to_string())),
+        Ok(_) => Err(bad("a JSON object is expected".into())),
+        Err(e) => Err(bad(e.to_string())),
+    }
+}
+
+/// `PUT …/schedule`: either time, or both (DELETE clears).
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct ScheduleBody {
+    #[serde(default, deserialize_with = "present")]
+    pub(super) opens_at: Option<String>,
+    #[serde(default, deserialize_with = "present")]
+    pub(super) closes_at: Option<String>,
+}
+
+/// A field that may be left out but, when given, is a string: `null` is
+/// refused rather than read as "left out" (DELETE clears).
+fn present<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<String>, D::Error> {
+    String::deserialize(d).map(Some)
+}
+
+/// `POST …/bypasses`: who the link is for, how long it lives (default 120
+/// minutes, as the CLI's).
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct BypassBody {
+    pub(super) name: String,
+    #[serde(default = "default_minutes", deserialize_with = "whole_number")]
+    pub(super) ttl_minutes: u64,
+}
+
+/// A non-negative whole number, written `30` or `30.0` (JSON Schema counts
+/// both as integers); anything else is a 400.
+fn whole_number<'de, D: serde::Deserializer<'de>>(d: D) -> Result<u64, D::Error> {
+    let n = serde_json::Number::deserialize(d)?;
+    n.as_u64()
+        .or_else(|| {
+            n.as_f64()
+                .filter(|f| f.fract() == 0.0 && (0.0..=u32::MAX as f64).contains(f))
+                .map(|f| f as u64)
+        })
+        .ok_or_else(|| serde::de::Error::custom("must be a whole number of minutes"))
+}
+
+/// A bypass link's life when the body names none.
+fn default_minutes() -> u64 {
+    120
+}
+
+/// `PUT …/visitors/{user}/revocation`: how long (default: the queue's
+/// `status_ttl_ms`); the body may be left out.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RevokeBody {
+    #[serde(default, deserialize_with = "some_whole_number")]
+    pub(super) minutes: Option<u64>,
+}
+
+fn some_whole_number<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<u64>, D::Error> {
+    whole_number(d).map(Some)
+}
+
+/// `POST …/reset?force=true`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct ResetQuery {
+    #[serde(default)]
+    pub(super) force: bool,
+}
+
+/// `PUT …/notice`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct NoticeBody {
+    pub(super) text: String,
+}
