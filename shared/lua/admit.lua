@@ -111,7 +111,8 @@ end
 --    pops at most sweep_limit + allowance users.
 --    Nobody is admitted while a draw places the pre-queue: its visitors
 --    come before everyone behind them. The rate bucket shared with idle
---    passthrough bounds the allowance too.
+--    passthrough is the rate limit (the scheduler asks for what it can
+--    hold at most); the allowance only caps a caller's tick.
 local code, admitted = 1, 0
 local cfg = read_fields(KEYS[4], CF_STATE, CF_DRAW_LEFT, CF_RATE_NOW, CF_SETTINGS_VERSION)
 if cfg[CF_RATE_NOW] ~= ARGV[AA.RATE] then redis.call('HSET', KEYS[4], CF_RATE_NOW, ARGV[AA.RATE]) end

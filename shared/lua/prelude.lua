@@ -319,11 +319,13 @@ local function line_reply(waiting_key, uid, ticket, cfg, now)
 end
 
 -- The admission rate the scheduler's ticks and idle passthrough share, as
--- a token bucket `tokens|at` in the stats hash: refilled at `rate` per
--- second and holding at most two ticks' worth (at least one), like the
--- scheduler's own bucket. Returns the tokens it holds at `now`.
+-- a token bucket `tokens|at` in the stats hash: the one limiter of
+-- admissions, refilled at `rate` per second and holding at most
+-- RATE_BUCKET_TICKS ticks' worth, at least one (shared/src/ops/admit.rs
+-- rate_bucket_cap, whose result each tick asks for). Fractions carry.
+-- Returns the tokens it holds at `now`.
 local function rate_tokens(stats_key, now, rate, tick_ms)
-  local cap = math.max(1, 2 * rate * tick_ms / 1000)
+  local cap = math.max(1, RATE_BUCKET_TICKS * rate * tick_ms / 1000)
   return budget_tokens(redis.call('HGET', stats_key, SF_RATE_BUCKET), now, rate / 1000, cap)
 end
 

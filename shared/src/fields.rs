@@ -394,6 +394,10 @@ fn lua_declarations() -> Vec<(String, String)> {
         ("PER_56", crate::guard::address::PER_56.to_string()),
         ("PER_48", crate::guard::address::PER_48.to_string()),
         ("PLACES_KEEP_MS", PLACES_KEEP_MS.to_string()),
+        (
+            "RATE_BUCKET_TICKS",
+            crate::ops::RATE_BUCKET_TICKS.to_string(),
+        ),
         ("CFG_READ", format!("{{{}}}", read.join(", "))),
         ("CHALLENGE_LEVELS", format!("{{{}}}", levels.join(", "))),
     ]

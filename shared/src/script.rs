@@ -103,35 +103,35 @@ pub static ENTER: Script = Script::new(
     "enter",
     true,
     shipped!("enter"),
-    "205e9f75d49413dbc5d3f504bb3740a0d73cb392",
+    "748563d3cd82894ec92402fcb185f298dcd36ea5",
 );
 /// Reports a user's state and marks them as seen.
 pub static POSITION: Script = Script::new(
     "position",
     true,
     shipped!("position"),
-    "d6179acd96183846258d9824a9fa85d0dfc547ba",
+    "221d87e0b6b11667a3df859f5e25881077370a45",
 );
 /// One scheduler tick: sweeps, drops leavers, admits.
 pub static ADMIT: Script = Script::new(
     "admit",
     true,
     shipped!("admit"),
-    "aea643d4405948f2a91481aba9c823eee54fe5ad",
+    "4d75bd0e6cad4cb84c160da17060fdb4e840706c",
 );
 /// Compare-and-delete of an entry token.
 pub static CONSUME: Script = Script::new(
     "consume",
     true,
     shipped!("consume"),
-    "7b97c52f3ba834fd6b3e3a6975a4fe07bfd98dfb",
+    "9d65ac006c7cf197fa215b27952cbe2df72eb249",
 );
 /// Records the origin's outcome after a consume.
 pub static SETTLE: Script = Script::new(
     "settle",
     true,
     shipped!("settle"),
-    "8ce1ccca135c6e75693ceb5c3819c2b9e9fbc805",
+    "3760e1193401a5132b734a5c894df10a63742c2a",
 );
 /// Takes or extends the scheduler lease.
 pub static LEASE_ACQUIRE: Script = Script::new(
@@ -160,7 +160,7 @@ pub static CHALLENGE: Script = Script::new(
     "challenge",
     true,
     shipped!("challenge"),
-    "a8f7616c1276cd3c4bae6921374b760c378e75b5",
+    "57380d8a0131cb46cfb24be4aebdc1aacc025fb8",
 );
 /// Reads what the operator's `status` shows.
 pub static STATUS: Script = Script::new(
@@ -183,7 +183,7 @@ pub static ORIGIN_WINDOW: Script = Script::new(
     "origin_window",
     true,
     shipped!("origin_window"),
-    "77ae64c8187ca1a885ad2dded75352620f0496ce",
+    "8970dc5c0940a6d0738a88a106eadae87518a779",
 );
 
 /// Idle passthrough of a token-less protected request.
@@ -191,21 +191,21 @@ pub static PASS: Script = Script::new(
     "pass",
     true,
     shipped!("pass"),
-    "7b63a93d2dd69a84a1855f30c5985793753581fa",
+    "d7ea90e10c005bf1b062deb4373f8866519c4e88",
 );
 /// Seals a pre-queue after its opening and fixes the draw's seed.
 pub static DRAW_OPEN: Script = Script::new(
     "draw_open",
     true,
     shipped!("draw_open"),
-    "ca868e40630336063fa582e2972dc23cdb582904",
+    "5ceba7093fef3a50c89d49dcc57e8d042dc22389",
 );
 /// Places one batch of a running draw.
 pub static DRAW_PLACE: Script = Script::new(
     "draw_place",
     true,
     shipped!("draw_place"),
-    "0a9330ebad48982baf670838f082acf82c6168c9",
+    "cbdd65da6c92dbf2ccef0707fefcff28c66fee43",
 );
 /// Sets or clears a queue's opening and closing.
 pub static SCHEDULE: Script = Script::new(
@@ -226,7 +226,7 @@ pub static UNCONSUME: Script = Script::new(
     "unconsume",
     true,
     shipped!("unconsume"),
-    "1143e596d312d7276ab6a141d088e7a01604bd03",
+    "3ae901828cba544de6099b88b65458522ae3bf32",
 );
 
 /// Checks, uses, creates and revokes bypass links.
@@ -234,7 +234,7 @@ pub static BYPASS: Script = Script::new(
     "bypass",
     true,
     shipped!("bypass"),
-    "5657bb724e90fae14a57ff09dda9ef4e87b5bc05",
+    "cc74f271401a868ba56cb0079ec8b0a82f64f453",
 );
 
 /// Revokes a visitor (ends its place or token) or lifts a revocation.
@@ -242,7 +242,7 @@ pub static REVOKE: Script = Script::new(
     "revoke",
     true,
     shipped!("revoke"),
-    "f62f56c7d3b5c61a832fab97fb142c4bf9e9f338",
+    "03fbac5c8de0099a02f5b9b12bc6334239fa7664",
 );
 
 /// Changes a queue's run-time settings if nobody changed them meanwhile.

@@ -8,7 +8,8 @@ use crate::token::Grant;
 use crate::value::{DecodeError, Fields, Value};
 
 /// One admission tick. At most `min(allowance, grants.len())` users are
-/// admitted, and never more than the free slots. The caller's lease is
+/// admitted, never more than the free slots nor than the shared rate
+/// bucket holds. The caller's lease is
 /// extended by `settings.lease_ttl_ms` in the same call, so a tick is one
 /// round trip.
 #[derive(Debug, Clone, Copy)]
@@ -17,7 +18,9 @@ pub struct Admit<'a> {
     pub keys: &'a QueueKeys,
     /// The caller's lease owner id (fencing).
     pub owner: &'a str,
-    /// The most admissions the rate allows this tick.
+    /// The most admissions this tick may make: the scheduler asks for
+    /// what the shared rate bucket can hold ([`rate_bucket_cap`]), which is
+    /// the rate limit.
     pub allowance: u64,
     /// The queue's settings (slots, TTLs, abandon timeout, sweep limit,
     /// lease TTL).
@@ -106,6 +109,21 @@ pub enum AdmitReply {
     NotOwner,
     /// The tick ran.
     Ran(AdmitCounts),
+}
+
+/// How many ticks' worth the shared rate bucket (`stats.rate_bucket`, the
+/// one admission limiter: admit ticks and idle passthrough spend from it)
+/// holds at most: a tick up to a whole tick late loses nothing, and a stall
+/// cannot build a burst. The scripts' header carries it as
+/// `RATE_BUCKET_TICKS` (the prelude's `rate_tokens`).
+pub const RATE_BUCKET_TICKS: u64 = 2;
+
+/// The most tokens the shared rate bucket holds at `rate_per_second` with
+/// a `tick_ms` tick, at least one: the most one tick can admit. The same
+/// expression as the prelude's `rate_tokens`, in the same order (so the
+/// same double).
+pub fn rate_bucket_cap(rate_per_second: f64, tick_ms: u64) -> f64 {
+    (RATE_BUCKET_TICKS as f64 * rate_per_second * tick_ms as f64 / 1000.0).max(1.0)
 }
 
 /// A rate as the script records it (`rate_now`): stable text, so an
