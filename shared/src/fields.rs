@@ -333,10 +333,9 @@ record!(
 
 /// The time of an `ISSUED|<ms>` status record, i.e. the admitting tick.
 pub fn issued_at(status_record: &str) -> Option<u64> {
-    let mut parts = status_record.split(SEPARATOR);
-    (parts.next()? == status::ISSUED)
-        .then(|| parts.next()?.parse().ok())
-        .flatten()
+    crate::records::status_kind_at(status_record)
+        .filter(|(kind, _)| *kind == status::ISSUED)
+        .map(|(_, at)| at)
 }
 
 /// The queue states as Lua locals (`QS_OPEN = 'open'` …).

@@ -4,7 +4,7 @@
 //! index them through the generated Lua locals, Rust through these
 //! positions, so a moved or added field moves on both sides.
 
-use crate::fields::config;
+use crate::fields::{config, status_record, token_record, SEPARATOR};
 
 /// The config fields the prelude's `read_config` reads for every script
 /// that calls it (a script adds its own after them): what the shared
@@ -193,6 +193,46 @@ record!(
 /// ([`ReplyKind`](crate::reply::ReplyKind)): the Lua `REPLY_KIND`.
 pub const KIND: usize = 1;
 
+/// A `token:<uid>` record read by its declared positions
+/// ([`token_record`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TokenRecord {
+    /// The entry token (a secret: never log it).
+    pub token: String,
+    /// Epoch ms from which it is accepted.
+    pub activate_at: u64,
+    /// Epoch ms at which it lapses.
+    pub expires_at: u64,
+    /// How often it was given back after an origin failure.
+    pub restores: u64,
+}
+
+impl TokenRecord {
+    /// Reads a record as the scripts write it; `None` when malformed.
+    pub fn parse(record: &str) -> Option<TokenRecord> {
+        let f: Vec<&str> = record.split(SEPARATOR).collect();
+        if f.len() != token_record::LEN {
+            return None;
+        }
+        let num = |p: usize| f[at(p)].parse::<u64>().ok();
+        Some(TokenRecord {
+            token: f[at(token_record::TOKEN)].to_string(),
+            activate_at: num(token_record::ACTIVATE_AT)?,
+            expires_at: num(token_record::EXPIRES_AT)?,
+            restores: num(token_record::RESTORES)?,
+        })
+    }
+}
+
+/// The kind and time of a `status:<uid>` record, read by its declared
+/// positions ([`status_record`]); `None` when malformed.
+pub fn status_kind_at(record: &str) -> Option<(&str, u64)> {
+    let f: Vec<&str> = record.split(SEPARATOR).collect();
+    let kind = f.get(at(status_record::KIND))?;
+    let when = f.get(at(status_record::AT))?.parse().ok()?;
+    Some((kind, when))
+}
+
 /// The 0-based index of a 1-based record position, for Rust's decoders.
 pub(crate) const fn at(position: usize) -> usize {
     position - 1
@@ -260,6 +300,40 @@ mod tests {
         }
         assert_eq!(token_record::RESTORES, 4);
         assert_eq!(status_record::TOKEN, 3);
+    }
+
+    /// An `IN_FLIGHT` status record carries the token record after its
+    /// time: the scripts write `kind|at` and then the token record.
+    #[test]
+    fn a_status_record_carries_the_token_record_after_its_time() {
+        let tail: Vec<usize> = [
+            status_record::TOKEN,
+            status_record::ACTIVATE_AT,
+            status_record::EXPIRES_AT,
+            status_record::RESTORES,
+        ]
+        .map(|p| p - status_record::AT)
+        .to_vec();
+        let token: Vec<usize> = token_record::ALL.iter().map(|(_, p)| *p).collect();
+        assert_eq!(tail, token);
+        assert_eq!(status_record::LEN, status_record::AT + token_record::LEN);
+    }
+
+    #[test]
+    fn records_parse_by_their_positions() {
+        let t = TokenRecord::parse("abc|10|20|1").unwrap();
+        assert_eq!(
+            (t.token.as_str(), t.activate_at, t.expires_at, t.restores),
+            ("abc", 10, 20, 1)
+        );
+        assert_eq!(TokenRecord::parse("abc|10|20"), None);
+        assert_eq!(TokenRecord::parse("abc|x|20|0"), None);
+        assert_eq!(status_kind_at("ISSUED|17"), Some(("ISSUED", 17)));
+        assert_eq!(
+            status_kind_at("IN_FLIGHT|5|abc|1|2|0"),
+            Some(("IN_FLIGHT", 5))
+        );
+        assert_eq!(status_kind_at("ISSUED"), None);
     }
 
     #[test]
