@@ -8,7 +8,7 @@
 //!   admission.
 //! * [`draw`] — the pre-queue's draw: the pinned permutation and
 //!   [`draw::Placement`], the batch loop the system tests and bench drive too.
-//! * [`admission`] — the token bucket, rate estimate and backoff (pure).
+//! * [`admission`] — the rate estimate and backoff (pure).
 //! * [`control`] — origin control: the AIMD rate from the origin's answers (pure).
 //! * [`connect`] — one Redis handle for a server or a cluster.
 //! * [`engine`] — runs the shared crate's scripts over redis-rs.

@@ -1,52 +1,45 @@
 -- admit: one scheduler tick for one queue, atomically.
 -- KEYS[1] waiting  KEYS[2] active  KEYS[3] lock  KEYS[4] config  KEYS[5] stats
 -- KEYS[6] guard (entry budgets and used solutions)  KEYS[7] pre (counted)
--- ARGV[1] lease owner id     ARGV[2] key base '<prefix>:{<queue>}:'
--- ARGV[3] allowance (most admissions this tick, from the caller's token bucket)
--- ARGV[4] max_active  ARGV[5] token_ttl_ms  ARGV[6] status_ttl_ms
--- ARGV[7] abandon_after_ms  ARGV[8] sweep_limit  ARGV[9] leaver_scan_per_tick
--- ARGV[10] measured admission rate per second, recorded in config as
---   measured_rate for the ETA ('' keeps the old one)
--- ARGV[11] lease ttl ms: the owner's lease is extended by it (so a tick is
---   one round trip)
--- ARGV[12] entry_budget_per_minute  ARGV[13] entry_budget_burst
--- ARGV[14] the admissions per second in force  ARGV[15] tick_ms: the
---   allowance is also bounded by the rate bucket idle passthrough shares
---   (see prelude), and the rate is recorded as rate_now for it
--- ARGV[16] the near zone's size in visitors (docs/uncapped-line.md)
--- ARGV[17] the exact head's size in visitors (0: none)
--- ARGV[18] the idle lease ttl ms ('' none): a tick that leaves the queue
---   idle (nobody waiting or pre-queued, no slot in use, no draw) extends
---   the lease by it instead, so the holder may wait for a wake-up
---   (docs/scheduler.md, *An idle room*)
--- ARGV[19..] pairs: token, activation jitter ms (one pair per possible admission)
--- Reply: {code, admitted, expired, lapsed, abandoned, waiting, active,
---   then the totals of refused entries: budget, challenge, reused, turnstile,
---   then the pre-queued, then the total of stale solutions refused, then
---   refused entries: address full, then the operators' totals: requests
---   passed by bypass links, visitors revoked, then the run-time settings'
---   version (0 none; the caller applies a new one)}
+-- ARGV: positions AA.* (shared/src/records.rs admit_arg): the lease owner id, the
+--   key base, the allowance (most admissions this tick), the settings it
+--   needs, the measured rate ('' keeps the recorded one), the lease TTL
+--   (the owner's lease is extended by it: a tick is one round trip), the
+--   admissions per second in force (AA.RATE: the shared rate bucket, see
+--   prelude, refills at it and it is recorded as rate_now for idle
+--   passthrough), the near zone's and exact head's sizes
+--   (docs/uncapped-line.md), the idle lease TTL ('' none: a tick that
+--   leaves the queue idle extends the lease by it instead, so the holder
+--   may wait for a wake-up; docs/scheduler.md, *An idle room*), then from
+--   AA.GRANTS pairs of token and activation jitter ms, one per possible
+--   admission.
+-- Reply: positions AR.* (shared/src/records.rs admit_reply): the code, this tick's
+--   counts, the totals of refused entries and of the operators' bypasses
+--   and revocations, the pre-queued, the run-time settings' version (0
+--   none; the caller applies a new one).
 --   code 1 admitted (maybe 0 users) · 2 queue not admitting (paused/closed;
 --   sweeps still ran) · 3 a draw runs (no admission until it is over) · 0
 --   caller does not own the lease: nothing changed.
 -- Safety never depends on the lock alone: free slots are computed here, so
 -- two schedulers running at once cannot over-admit, and a stale owner is
 -- fenced off by the owner check.
-if redis.call('GET', KEYS[3]) ~= ARGV[1] then
-  return {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0}
+if redis.call('GET', KEYS[3]) ~= ARGV[AA.OWNER] then
+  local r = {}
+  for i = 1, AR.LEN do r[i] = 0 end
+  return r
 end
-redis.call('PEXPIRE', KEYS[3], ARGV[11])
+redis.call('PEXPIRE', KEYS[3], ARGV[AA.LEASE_TTL_MS])
 
-local base = ARGV[2]
-local allowance = tonumber(ARGV[3])
-local max_active = tonumber(ARGV[4])
-local token_ttl = tonumber(ARGV[5])
-local status_ttl = tonumber(ARGV[6])
-local abandon_after = tonumber(ARGV[7])
-local limit = tonumber(ARGV[8])
-local scan = tonumber(ARGV[9])
-local rate, tick_ms = tonumber(ARGV[14]), tonumber(ARGV[15])
-local zone = math.max(1, tonumber(ARGV[16]))
+local base = ARGV[AA.BASE]
+local allowance = tonumber(ARGV[AA.ALLOWANCE])
+local max_active = tonumber(ARGV[AA.MAX_ACTIVE])
+local token_ttl = tonumber(ARGV[AA.TOKEN_TTL_MS])
+local status_ttl = tonumber(ARGV[AA.STATUS_TTL_MS])
+local abandon_after = tonumber(ARGV[AA.ABANDON_AFTER_MS])
+local limit = tonumber(ARGV[AA.SWEEP_LIMIT])
+local scan = tonumber(ARGV[AA.LEAVER_SCAN])
+local rate, tick_ms = tonumber(ARGV[AA.RATE]), tonumber(ARGV[AA.TICK_MS])
+local zone = math.max(1, tonumber(ARGV[AA.NEAR_ZONE]))
 local now = now_ms()
 local alive = seen_checker(base, now, abandon_after)
 local token_base, status_base = base .. K_TOKEN, base .. K_STATUS
@@ -118,14 +111,15 @@ end
 --    pops at most sweep_limit + allowance users.
 --    Nobody is admitted while a draw places the pre-queue: its visitors
 --    come before everyone behind them. The rate bucket shared with idle
---    passthrough bounds the allowance too.
+--    passthrough is the rate limit (the scheduler asks for what it can
+--    hold at most); the allowance only caps a caller's tick.
 local code, admitted = 1, 0
-local cfg = redis.call('HMGET', KEYS[4], CF_STATE, CF_DRAW_LEFT, CF_RATE_NOW, CF_SETTINGS_VERSION)
-if cfg[3] ~= ARGV[14] then redis.call('HSET', KEYS[4], CF_RATE_NOW, ARGV[14]) end
-if (cfg[1] == QS_OPEN or cfg[1] == QS_DRAINING) and tonumber(cfg[2] or '0') == 0 then
+local cfg = read_fields(KEYS[4], CF_STATE, CF_DRAW_LEFT, CF_RATE_NOW, CF_SETTINGS_VERSION)
+if cfg[CF_RATE_NOW] ~= ARGV[AA.RATE] then redis.call('HSET', KEYS[4], CF_RATE_NOW, ARGV[AA.RATE]) end
+if (cfg[CF_STATE] == QS_OPEN or cfg[CF_STATE] == QS_DRAINING) and tonumber(cfg[CF_DRAW_LEFT] or '0') == 0 then
   local free = max_active - redis.call('ZCARD', KEYS[2])
   local tokens = rate_tokens(KEYS[5], now, rate, tick_ms)
-  local want = math.min(free, allowance, math.floor(tokens), math.floor((#ARGV - 18) / 2))
+  local want = math.min(free, allowance, math.floor(tokens), math.floor((#ARGV - AA.GRANTS + 1) / 2))
   local popped = 0
   while admitted < want and popped < limit do
     local batch = redis.call('ZPOPMIN', KEYS[1], want - admitted)
@@ -134,10 +128,10 @@ if (cfg[1] == QS_OPEN or cfg[1] == QS_DRAINING) and tonumber(cfg[2] or '0') == 0
       local uid, ticket = batch[i], tonumber(batch[i + 1])
       popped = popped + 1
       if alive(ticket) then
-        local k = 19 + 2 * admitted -- ARGV index of the next grant (from 19)
+        local k = AA.GRANTS + 2 * admitted -- ARGV index of the next grant
         local activate = now + tonumber(ARGV[k + 1])
         local expires = activate + token_ttl
-        redis.call('SET', token_base .. uid, record(ARGV[k], activate, expires, 0), 'PX', expires - now)
+        redis.call('SET', token_base .. uid, token_record(ARGV[k], activate, expires, 0), 'PX', expires - now)
         set_status(status_base .. uid, uid, ST_ISSUED, now, status_ttl)
         redis.call('ZADD', KEYS[2], expires, uid)
         admitted = admitted + 1
@@ -148,7 +142,7 @@ if (cfg[1] == QS_OPEN or cfg[1] == QS_DRAINING) and tonumber(cfg[2] or '0') == 0
     end
   end
   spend_rate(KEYS[5], now, tokens, admitted)
-elseif tonumber(cfg[2] or '0') > 0 then
+elseif tonumber(cfg[CF_DRAW_LEFT] or '0') > 0 then
   code = 3
 else
   code = 2
@@ -160,7 +154,7 @@ if admitted > 0 then redis.call('HINCRBY', KEYS[5], SF_ADMITTED, admitted) end
 if expired > 0 then redis.call('HINCRBY', KEYS[5], SF_EXPIRED, expired) end
 if lapsed > 0 then redis.call('HINCRBY', KEYS[5], SF_LAPSED, lapsed) end
 if abandoned > 0 then redis.call('HINCRBY', KEYS[5], SF_ABANDONED, abandoned) end
-if ARGV[10] ~= '' then redis.call('HSET', KEYS[4], CF_MEASURED_RATE, ARGV[10]) end
+if ARGV[AA.MEASURED_RATE] ~= '' then redis.call('HSET', KEYS[4], CF_MEASURED_RATE, ARGV[AA.MEASURED_RATE]) end
 local waiting = redis.call('ZCARD', KEYS[1])
 -- (a block of its own: the script's locals stay within Lua's budget)
 do
@@ -168,7 +162,7 @@ do
   local near = redis.call('ZCOUNT', KEYS[1], '-inf', front)
   -- The exact head: the ticket at rank `head` (the last one in a shorter
   -- line); 0 without a head.
-  local head = math.min(tonumber(ARGV[17]), zone)
+  local head = math.min(tonumber(ARGV[AA.EXACT_HEAD]), zone)
   local head_front, head_count = 0, 0
   if head > 0 and waiting > 0 then
     head_count = math.min(head, waiting)
@@ -211,7 +205,7 @@ end
 --    solutions past their expiry and address budgets that are full again
 --    (or all of them when the budget is off), so it never grows for good.
 if scan > 0 then
-  local per_minute, burst = tonumber(ARGV[12]), tonumber(ARGV[13])
+  local per_minute, burst = tonumber(ARGV[AA.BUDGET_PER_MINUTE]), tonumber(ARGV[AA.BUDGET_BURST])
   local per_ms = per_minute / 60000
   local cursor = redis.call('HGET', KEYS[5], SF_ADDR_CURSOR) or '0'
   local page = redis.call('HSCAN', KEYS[6], cursor, 'COUNT', scan)
@@ -232,15 +226,20 @@ end
 
 -- 7. The edge's refusals, for the operator's metrics (totals; read here so
 --    the tick stays one round trip).
-if ARGV[18] ~= '' and waiting == 0 and redis.call('ZCARD', KEYS[2]) == 0
-  and redis.call('ZCARD', KEYS[7]) == 0 and tonumber(cfg[2] or '0') == 0 then
-  redis.call('PEXPIRE', KEYS[3], ARGV[18])
+if ARGV[AA.IDLE_LEASE_TTL_MS] ~= '' and waiting == 0 and redis.call('ZCARD', KEYS[2]) == 0
+  and redis.call('ZCARD', KEYS[7]) == 0 and tonumber(cfg[CF_DRAW_LEFT] or '0') == 0 then
+  redis.call('PEXPIRE', KEYS[3], ARGV[AA.IDLE_LEASE_TTL_MS])
 end
-local refused = redis.call('HMGET', KEYS[5], SF_REFUSED_BUDGET, SF_REFUSED_CHALLENGE,
-  SF_REFUSED_REUSED, SF_REFUSED_TURNSTILE, SF_REFUSED_STALE, SF_REFUSED_ADDRESS_FULL, SF_BYPASSED,
-  SF_REVOKED)
-return {code, admitted, expired, lapsed, abandoned, waiting, redis.call('ZCARD', KEYS[2]),
-  tonumber(refused[1] or '0'), tonumber(refused[2] or '0'), tonumber(refused[3] or '0'),
-  tonumber(refused[4] or '0'), redis.call('ZCARD', KEYS[7]), tonumber(refused[5] or '0'),
-  tonumber(refused[6] or '0'), tonumber(refused[7] or '0'), tonumber(refused[8] or '0'),
-  tonumber(cfg[4] or '0')}
+local refused = read_fields(KEYS[5], SF_REFUSED_BUDGET, SF_REFUSED_CHALLENGE, SF_REFUSED_REUSED,
+  SF_REFUSED_TURNSTILE, SF_REFUSED_STALE, SF_REFUSED_ADDRESS_FULL, SF_BYPASSED, SF_REVOKED)
+local function total(field) return tonumber(refused[field] or '0') end
+local r = {}
+r[AR.CODE], r[AR.ADMITTED], r[AR.EXPIRED], r[AR.LAPSED], r[AR.ABANDONED], r[AR.WAITING] =
+  code, admitted, expired, lapsed, abandoned, waiting
+r[AR.ACTIVE], r[AR.PRE_QUEUED] = redis.call('ZCARD', KEYS[2]), redis.call('ZCARD', KEYS[7])
+r[AR.REFUSED_BUDGET], r[AR.REFUSED_CHALLENGE], r[AR.REFUSED_REUSED], r[AR.REFUSED_TURNSTILE] =
+  total(SF_REFUSED_BUDGET), total(SF_REFUSED_CHALLENGE), total(SF_REFUSED_REUSED), total(SF_REFUSED_TURNSTILE)
+r[AR.REFUSED_STALE], r[AR.REFUSED_ADDRESS_FULL], r[AR.BYPASSED], r[AR.REVOKED] =
+  total(SF_REFUSED_STALE), total(SF_REFUSED_ADDRESS_FULL), total(SF_BYPASSED), total(SF_REVOKED)
+r[AR.SETTINGS_VERSION] = tonumber(cfg[CF_SETTINGS_VERSION] or '0')
+return r

@@ -25,9 +25,9 @@ end
 if mode == 'use' or mode == 'check' then
   local rec = redis.call('HGET', KEYS[1], id)
   local f = rec and parse(rec)
-  if not f or f[B_SHA] ~= ARGV[3] then return {0, 'unknown'} end
-  if f[B_REV] == '1' then return {0, 'revoked'} end
-  if tonumber(f[B_EXP]) <= now then return {0, 'expired'} end
+  if not f or f[B_SHA] ~= ARGV[3] then return {0, R.UNKNOWN} end
+  if f[B_REV] == '1' then return {0, R.REVOKED} end
+  if tonumber(f[B_EXP]) <= now then return {0, R.EXPIRED} end
   if mode == 'use' then
     f[B_USES] = tostring(tonumber(f[B_USES]) + 1)
     f[B_LAST] = tostring(now)
@@ -46,15 +46,15 @@ elseif mode == 'create' then
       live = live + 1
     end
   end
-  if live >= tonumber(ARGV[6]) then return {0, 'full'} end
+  if live >= tonumber(ARGV[6]) then return {0, R.FULL} end
   local expires = now + tonumber(ARGV[4])
   local rec = record(ARGV[3], expires, '0', '0', '0', now, ARGV[5])
-  if redis.call('HSETNX', KEYS[1], id, rec) == 0 then return {0, 'exists'} end
+  if redis.call('HSETNX', KEYS[1], id, rec) == 0 then return {0, R.EXISTS} end
   return {1, now, expires}
 elseif mode == 'revoke' then
   local rec = redis.call('HGET', KEYS[1], id)
   local f = rec and parse(rec)
-  if not f then return {0, 'unknown'} end
+  if not f then return {0, R.UNKNOWN} end
   f[B_REV] = '1'
   redis.call('HSET', KEYS[1], id, table.concat(f, SEP))
   return {1, f[B_NAME]}

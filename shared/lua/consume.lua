@@ -16,25 +16,25 @@ if not rec then
   if st then
     local f = split(st)
     if (f[SR_KIND] == ST_IN_FLIGHT or f[SR_KIND] == ST_ORDERED) and f[SR_TOKEN] == presented then
-      return {'used'}
+      return {R.USED}
     end
   end
-  return {'invalid'}
+  return {R.INVALID}
 end
 
 local f = split(rec)
-if f[TR_TOKEN] ~= presented then return {'invalid'} end
+if f[TR_TOKEN] ~= presented then return {R.INVALID} end
 local now = now_ms()
 local activate, expires = tonumber(f[TR_ACTIVATE_AT]), tonumber(f[TR_EXPIRES_AT])
 -- A token is good in [activateAt, expiresAt) and only while it holds a slot.
 if now >= expires or not redis.call('ZSCORE', KEYS[3], uid) then
-  return {'invalid'}
+  return {R.INVALID}
 end
-if now < activate then return {'early', activate - now} end
+if now < activate then return {R.EARLY, activate - now} end
 
 local cfg = required_config(KEYS[4], CF_IN_FLIGHT_MS, CF_STATUS_TTL_MS)
 if not cfg then return UNCONFIGURED end
 redis.call('DEL', KEYS[1])
-set_status(KEYS[2], uid, ST_IN_FLIGHT, now, tonumber(cfg[2]), rec)
-redis.call('ZADD', KEYS[3], now + tonumber(cfg[1]), uid)
-return {'ok'}
+set_status(KEYS[2], uid, ST_IN_FLIGHT, now, tonumber(cfg[CF_STATUS_TTL_MS]), rec)
+redis.call('ZADD', KEYS[3], now + tonumber(cfg[CF_IN_FLIGHT_MS]), uid)
+return {R.OK}

@@ -13,21 +13,21 @@
 --   sizes of the draw's rounds in rank order ('1,3,…'; '' for a draw
 --   sealed without them: one round): each round is drawn on its own
 --   tickets, the first round's before the second's.
-if redis.call('GET', KEYS[5]) ~= ARGV[1] then return {'not_owner'} end
+if redis.call('GET', KEYS[5]) ~= ARGV[1] then return {R.NOT_OWNER} end
 local cfg = read_config(KEYS[4], CF_DRAW_DONE, CF_DRAW_SEED, CF_DRAW_ROUNDS)
 local now = now_ms()
 local left = drawing_left(cfg)
 if left == 0 then
   if before_opening(cfg, now) or redis.call('EXISTS', KEYS[1]) == 0 then
-    return {'idle', redis.call('ZCARD', KEYS[1])}
+    return {R.IDLE, redis.call('ZCARD', KEYS[1])}
   end
   left = seal(KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[6], KEYS[7])
-  if left == 0 then return {'idle', 0} end
+  if left == 0 then return {R.IDLE, 0} end
   cfg = read_config(KEYS[4], CF_DRAW_DONE, CF_DRAW_SEED, CF_DRAW_ROUNDS)
 end
-local seed = cfg[CFG_MORE + 1]
+local seed = cfg[CF_DRAW_SEED]
 if not seed or seed == '' then
   seed = ARGV[2]
   redis.call('HSET', KEYS[4], CF_DRAW_SEED, seed)
 end
-return {'drawing', cfg[CFG_DRAW_BASE], cfg[CFG_DRAW_END], cfg[CFG_MORE], seed, cfg[CFG_MORE + 2] or ''}
+return {R.DRAWING, cfg[CF_DRAW_BASE], cfg[CF_DRAW_END], cfg[CF_DRAW_DONE], seed, cfg[CF_DRAW_ROUNDS] or ''}

@@ -13,12 +13,12 @@
 --   operator revoked (counted as withdrawn), and marked seen
 --   now, the grace in which to poll; far back the near zone's front gives
 --   it again when it passes (docs/uncapped-line.md).
-if redis.call('GET', KEYS[5]) ~= ARGV[1] then return {'not_owner'} end
-local d = redis.call('HMGET', KEYS[3], CF_DRAW_LEFT, CF_DRAW_DONE, CF_ABANDON_AFTER_MS)
-local left, done = tonumber(d[1] or '0'), tonumber(d[2] or '0')
-if left == 0 or done ~= tonumber(ARGV[3]) then return {'moved', done} end
+if redis.call('GET', KEYS[5]) ~= ARGV[1] then return {R.NOT_OWNER} end
+local d = read_fields(KEYS[3], CF_DRAW_LEFT, CF_DRAW_DONE, CF_ABANDON_AFTER_MS)
+local left, done = tonumber(d[CF_DRAW_LEFT] or '0'), tonumber(d[CF_DRAW_DONE] or '0')
+if left == 0 or done ~= tonumber(ARGV[3]) then return {R.MOVED, done} end
 local base = ARGV[2]
-local abandon_after = tonumber(d[3])
+local abandon_after = tonumber(d[CF_ABANDON_AFTER_MS])
 local now = now_ms()
 local want = math.min(#ARGV - 3, left)
 local batch = redis.call('ZRANGE', KEYS[1], done, done + want - 1)
@@ -47,4 +47,4 @@ redis.call('HSET', KEYS[3], CF_DRAW_LEFT, left, CF_DRAW_DONE, done + moved)
 if placed > 0 then redis.call('HINCRBY', KEYS[4], SF_DRAWN, placed) end
 if dropped > 0 then redis.call('HINCRBY', KEYS[4], SF_ABANDONED, dropped) end
 if withdrawn > 0 then redis.call('HINCRBY', KEYS[4], SF_WITHDRAWN, withdrawn) end
-return {'placed', placed, dropped, left}
+return {R.PLACED, placed, dropped, left}

@@ -35,10 +35,6 @@
 local uid, base = ARGV[1], ARGV[2]
 -- The budget's and passthrough's settings come with the rest of the
 -- config: one HMGET.
-local CFG_BUDGET_PER_MINUTE, CFG_BUDGET_BURST, CFG_PASSTHROUGH, CFG_MAX_ACTIVE, CFG_TOKEN_TTL,
-  CFG_RATE_NOW, CFG_TICK, CFG_STATUS_TTL, CFG_PLACES_CAP, CFG_CROWD = CFG_MORE, CFG_MORE + 1,
-  CFG_MORE + 2, CFG_MORE + 3, CFG_MORE + 4, CFG_MORE + 5, CFG_MORE + 6, CFG_MORE + 7, CFG_MORE + 8,
-  CFG_MORE + 9
 local cfg = read_config(KEYS[6], CF_ENTRY_BUDGET_PER_MINUTE, CF_ENTRY_BUDGET_BURST,
   CF_IDLE_PASSTHROUGH, CF_MAX_ACTIVE, CF_TOKEN_TTL_MS, CF_RATE_NOW, CF_TICK_MS, CF_STATUS_TTL_MS,
   CF_ENTRY_PLACES_PER_ADDRESS, CF_CHALLENGE_CROWD)
@@ -47,7 +43,7 @@ local now = now_ms()
 local ticket = redis.call('ZSCORE', KEYS[1], uid)
 if ticket then
   ticket = tonumber(ticket)
-  if cfg[CFG_ABANDON] then mark_seen(base, now, ticket, tonumber(cfg[CFG_ABANDON])) end
+  if cfg[CF_ABANDON_AFTER_MS] then mark_seen(base, now, ticket, tonumber(cfg[CF_ABANDON_AFTER_MS])) end
   return line_reply(KEYS[1], uid, ticket, cfg, now)
 end
 local left = drawing_left(cfg)
@@ -56,23 +52,24 @@ if not slot and left > 0 then slot, sealed = redis.call('ZSCORE', KEYS[10], uid)
 if slot then
   -- Revoked while pre-queued: the place stays (the pre-queue's indices
   -- must stay dense) but is never drawn.
-  if settled_state(KEYS[3], KEYS[4])[1] == 'revoked' then return {'revoked'} end
+  if settled_state(KEYS[3], KEYS[4])[REPLY_KIND] == R.REVOKED then return {R.REVOKED} end
   return pre_queue_reply(cfg, now, slot, draw_number(KEYS[6], sealed))
 end
 
 -- A revoked visitor stays out until the revocation expires or is lifted.
 local current = settled_state(KEYS[3], KEYS[4])
-if current[1] == 'admitted' or current[1] == 'in_flight' or current[1] == 'revoked' then
+local kind = current[REPLY_KIND]
+if kind == R.ADMITTED or kind == R.IN_FLIGHT or kind == R.REVOKED then
   return current
 end
 
-local state = cfg[CFG_STATE]
-if not state or not cfg[CFG_MAX_WAITING] or not cfg[CFG_ABANDON] then
+local state = cfg[CF_STATE]
+if not state or not cfg[CF_MAX_WAITING] or not cfg[CF_ABANDON_AFTER_MS] then
   return UNCONFIGURED
 end
-if state ~= QS_OPEN and state ~= QS_PAUSED then return {'closed', state} end
-local closes_at = tonumber(cfg[CFG_CLOSES_AT] or '')
-if closes_at and now >= closes_at then return {'closed', QS_CLOSED} end
+if state ~= QS_OPEN and state ~= QS_PAUSED then return {R.CLOSED, state} end
+local closes_at = tonumber(cfg[CF_CLOSES_AT] or '')
+if closes_at and now >= closes_at then return {R.CLOSED, QS_CLOSED} end
 
 -- Before the opening a new place joins the pre-queue. After it, the first
 -- entry (or tick) seals a pre-queue still there, so this visitor's ticket
@@ -91,28 +88,26 @@ if not pre_queue and pre_exists then
 end
 local size = redis.call('ZCARD', KEYS[1]) + left
 if pre_exists then size = size + redis.call('ZCARD', KEYS[9]) end
-local max = tonumber(cfg[CFG_MAX_WAITING])
-if size >= max then return {'full', size, max} end
+local max = tonumber(cfg[CF_MAX_WAITING])
+if size >= max then return {R.FULL, size, max} end
 -- The entry guard: only a new place pays. Checks first, writes after.
 if ARGV[6] ~= '' then
   redis.call('HINCRBY', KEYS[7], ARGV[6], 1)
-  return {'guard', ARGV[6]}
+  return {R.GUARD, ARGV[6]}
 end
--- The level in force, as shared/src/guard challenge_level computes it from
--- the same size: 2 from three quarters of challenge_crowd, 1 from half of
--- it, else 0 (max_waiting before that setting existed).
+-- The level in force for this size, as the challenge script gave it
+-- (challenge_crowd: max_waiting before that setting existed).
 if ARGV[8] ~= '' then
-  local crowd = tonumber(cfg[CFG_CROWD] or '') or max
-  local level = (size * 4 >= crowd * 3 and 2) or (size * 2 >= crowd and 1) or 0
+  local level = challenge_level(size, tonumber(cfg[CF_CHALLENGE_CROWD] or '') or max)
   if tonumber(ARGV[8]) < level then
     redis.call('HINCRBY', KEYS[7], SF_REFUSED_STALE, 1)
-    return {'stale'}
+    return {R.STALE}
   end
 end
 -- The address's bucket and the solution's single-use mark share one hash:
 -- one read and one write for both. Plain branches, no tables: this path
 -- runs for every new place at a drop's opening.
-local per_minute = tonumber(cfg[CFG_BUDGET_PER_MINUTE] or '0')
+local per_minute = tonumber(cfg[CF_ENTRY_BUDGET_PER_MINUTE] or '0')
 local address = ARGV[3] ~= '' and per_minute > 0 and ARGV[3] or nil
 local pow_field = ARGV[4] ~= '' and GF_POW .. ARGV[4] or nil
 local bucket, used
@@ -126,22 +121,22 @@ elseif pow_field then
 end
 if address then
   local per_ms = per_minute / 60000
-  local tokens = budget_tokens(bucket, now, per_ms, tonumber(cfg[CFG_BUDGET_BURST] or '0'))
+  local tokens = budget_tokens(bucket, now, per_ms, tonumber(cfg[CF_ENTRY_BUDGET_BURST] or '0'))
   if tokens < 1 then
     redis.call('HINCRBY', KEYS[7], SF_REFUSED_BUDGET, 1)
-    return {'too_many', math.ceil((1 - tokens) / per_ms)}
+    return {R.TOO_MANY, math.ceil((1 - tokens) / per_ms)}
   end
   bucket = (tokens - 1) .. SEP .. now
 end
 -- A solution is good once, until it expires.
 if pow_field and (tonumber(ARGV[5]) <= now or used) then
   redis.call('HINCRBY', KEYS[7], SF_REFUSED_REUSED, 1)
-  return {'reused'}
+  return {R.REUSED}
 end
 -- The cap on an address group's live places: its set's members still
 -- pre-queued, being drawn or waiting (O(cap): the set never holds more
 -- than the cap plus the places that ended since its last new place).
-local cap = tonumber(cfg[CFG_PLACES_CAP] or '0')
+local cap = tonumber(cfg[CF_ENTRY_PLACES_PER_ADDRESS] or '0')
 local places_key, ended
 if cap > 0 and ARGV[3] ~= '' then
   places_key, ended = base .. K_PLACES .. ARGV[3], {}
@@ -156,7 +151,7 @@ if cap > 0 and ARGV[3] ~= '' then
   end
   if live >= cap then
     redis.call('HINCRBY', KEYS[7], SF_REFUSED_ADDRESS_FULL, 1)
-    return {'address_full', cap}
+    return {R.ADDRESS_FULL, cap}
   end
 end
 if address and pow_field then
@@ -183,7 +178,7 @@ local function count_place()
   redis.call('PEXPIRE', places_key, PLACES_KEEP_MS)
 end
 
-local abandon_after = tonumber(cfg[CFG_ABANDON])
+local abandon_after = tonumber(cfg[CF_ABANDON_AFTER_MS])
 if pre_queue then
   -- Ranked for the draw by its address group's round, then by arrival.
   -- Not marked seen: a pre-queue is far back, where nobody is dropped for
@@ -203,15 +198,15 @@ end
 -- Idle passthrough: nobody waits (size counts the line, a draw and a
 -- pre-queue), a slot is free and the shared rate bucket holds a token:
 -- admitted now, active at once.
-if size == 0 and state == QS_OPEN and cfg[CFG_PASSTHROUGH] == 'true' and ARGV[7] ~= ''
-  and cfg[CFG_MAX_ACTIVE] and cfg[CFG_TOKEN_TTL] and cfg[CFG_TICK] and cfg[CFG_STATUS_TTL] then
-  if not pass_admit(KEYS[5], KEYS[7], now, cfg[CFG_MAX_ACTIVE], cfg[CFG_RATE_NOW], cfg[CFG_RATE],
-    cfg[CFG_TICK]) then
-    local expires = now + tonumber(cfg[CFG_TOKEN_TTL])
-    redis.call('SET', KEYS[3], record(ARGV[7], now, expires, 0), 'PX', expires - now)
-    set_status(KEYS[4], uid, ST_ISSUED, now, tonumber(cfg[CFG_STATUS_TTL]))
+if size == 0 and state == QS_OPEN and cfg[CF_IDLE_PASSTHROUGH] == 'true' and ARGV[7] ~= ''
+  and cfg[CF_MAX_ACTIVE] and cfg[CF_TOKEN_TTL_MS] and cfg[CF_TICK_MS] and cfg[CF_STATUS_TTL_MS] then
+  if not pass_admit(KEYS[5], KEYS[7], now, cfg[CF_MAX_ACTIVE], cfg[CF_RATE_NOW], cfg[CF_ADMIT_RATE_PER_SECOND],
+    cfg[CF_TICK_MS]) then
+    local expires = now + tonumber(cfg[CF_TOKEN_TTL_MS])
+    redis.call('SET', KEYS[3], token_record(ARGV[7], now, expires, 0), 'PX', expires - now)
+    set_status(KEYS[4], uid, ST_ISSUED, now, tonumber(cfg[CF_STATUS_TTL_MS]))
     redis.call('ZADD', KEYS[5], expires, uid)
-    return {'admitted', ARGV[7], now, expires}
+    return admitted_reply(ARGV[7], now, expires)
   end
 end
 

@@ -12,9 +12,9 @@
 --   nothing written.
 if redis.call('GET', KEYS[1]) ~= ARGV[1] then return {0} end
 if #ARGV > 4 then redis.call('HSET', KEYS[2], unpack(ARGV, 4)) end
-local state = redis.call('HMGET', KEYS[2], CF_TARGET_RATE, CF_ORIGIN_CUT_AT)
+local state = read_fields(KEYS[2], CF_TARGET_RATE, CF_ORIGIN_CUT_AT)
 local now = math.floor(now_ms() / ORIGIN_BUCKET_MS)
-local reply = {1, now, state[1] or '', state[2] or ''}
+local reply = {1, now, state[CF_TARGET_RATE] or '', state[CF_ORIGIN_CUT_AT] or ''}
 local fields = {OF_OK, OF_SERVER_ERROR, OF_NO_ANSWER}
 for i = 1, #ORIGIN_LATENCY_EDGES + 1 do fields[#fields + 1] = OF_LATENCY .. i end
 for second = now, now - tonumber(ARGV[3]) + 1, -1 do

@@ -22,51 +22,48 @@
 --   budget; only the refused_budget counter is written) · UNCONFIGURED.
 --   Nothing else is written unless the reply is {'ok'}.
 local uid, token = ARGV[1], ARGV[2]
-local CFG_PASSTHROUGH, CFG_MAX_ACTIVE, CFG_RATE_NOW, CFG_TICK, CFG_IN_FLIGHT, CFG_STATUS_TTL,
-  CFG_BUDGET_PER_MINUTE, CFG_BUDGET_BURST = CFG_MORE, CFG_MORE + 1, CFG_MORE + 2, CFG_MORE + 3,
-  CFG_MORE + 4, CFG_MORE + 5, CFG_MORE + 6, CFG_MORE + 7
 local cfg = read_config(KEYS[4], CF_IDLE_PASSTHROUGH, CF_MAX_ACTIVE, CF_RATE_NOW, CF_TICK_MS,
   CF_IN_FLIGHT_MS, CF_STATUS_TTL_MS, CF_ENTRY_BUDGET_PER_MINUTE, CF_ENTRY_BUDGET_BURST)
-if not cfg[CFG_STATE] or not cfg[CFG_MAX_ACTIVE] or not cfg[CFG_TICK]
-  or not cfg[CFG_IN_FLIGHT] or not cfg[CFG_STATUS_TTL] then
+if not cfg[CF_STATE] or not cfg[CF_MAX_ACTIVE] or not cfg[CF_TICK_MS]
+  or not cfg[CF_IN_FLIGHT_MS] or not cfg[CF_STATUS_TTL_MS] then
   return UNCONFIGURED
 end
 -- A visitor who holds a token or a slot is told so first, whatever else
 -- holds: they must send their token, not join the line again.
 if redis.call('EXISTS', KEYS[6]) == 1 or redis.call('ZSCORE', KEYS[3], uid) then
-  return {'queue', 'holds'}
+  return {R.QUEUE, R.HOLDS}
 end
 -- A revoked visitor passes nowhere: the queue's page tells them.
 local st = redis.call('GET', KEYS[7])
-if st and split(st)[SR_KIND] == ST_REVOKED then return {'queue', 'revoked'} end
-if cfg[CFG_PASSTHROUGH] ~= 'true' then return {'queue', 'off'} end
+if st and split(st)[SR_KIND] == ST_REVOKED then return {R.QUEUE, R.REVOKED} end
+if cfg[CF_IDLE_PASSTHROUGH] ~= 'true' then return {R.QUEUE, R.OFF} end
 local now = now_ms()
-local closes_at = tonumber(cfg[CFG_CLOSES_AT] or '')
-if cfg[CFG_STATE] ~= QS_OPEN or (closes_at and now >= closes_at) then return {'queue', 'closed'} end
+local closes_at = tonumber(cfg[CF_CLOSES_AT] or '')
+if cfg[CF_STATE] ~= QS_OPEN or (closes_at and now >= closes_at) then return {R.QUEUE, R.CLOSED} end
 if before_opening(cfg, now) or drawing_left(cfg) > 0 or redis.call('ZCARD', KEYS[1]) > 0
   or redis.call('EXISTS', KEYS[2]) == 1 then
-  return {'queue', 'waiting'}
+  return {R.QUEUE, R.WAITING}
 end
 -- The address's entry budget, as in enter: checked before the slot and
 -- the rate, spent only if the request passes.
-local per_minute = tonumber(cfg[CFG_BUDGET_PER_MINUTE] or '0')
+local per_minute = tonumber(cfg[CF_ENTRY_BUDGET_PER_MINUTE] or '0')
 local address = ARGV[3] ~= '' and per_minute > 0 and ARGV[3] or nil
 local bucket
 if address then
   local per_ms = per_minute / 60000
   local tokens = budget_tokens(redis.call('HGET', KEYS[8], address), now, per_ms,
-    tonumber(cfg[CFG_BUDGET_BURST] or '0'))
+    tonumber(cfg[CF_ENTRY_BUDGET_BURST] or '0'))
   if tokens < 1 then
     redis.call('HINCRBY', KEYS[5], SF_REFUSED_BUDGET, 1)
-    return {'too_many', math.ceil((1 - tokens) / per_ms)}
+    return {R.TOO_MANY, math.ceil((1 - tokens) / per_ms)}
   end
   bucket = (tokens - 1) .. SEP .. now
 end
-local refused = pass_admit(KEYS[3], KEYS[5], now, cfg[CFG_MAX_ACTIVE], cfg[CFG_RATE_NOW], cfg[CFG_RATE],
-  cfg[CFG_TICK])
-if refused then return {'queue', refused} end
+local refused = pass_admit(KEYS[3], KEYS[5], now, cfg[CF_MAX_ACTIVE], cfg[CF_RATE_NOW], cfg[CF_ADMIT_RATE_PER_SECOND],
+  cfg[CF_TICK_MS])
+if refused then return {R.QUEUE, refused} end
 if address then redis.call('HSET', KEYS[8], address, bucket) end
 -- activateAt = expiresAt = now, restores = 1: settle finds no retry left.
-set_status(KEYS[7], uid, ST_IN_FLIGHT, now, tonumber(cfg[CFG_STATUS_TTL]), token, now, now, 1)
-redis.call('ZADD', KEYS[3], now + tonumber(cfg[CFG_IN_FLIGHT]), uid)
-return {'ok'}
+set_status(KEYS[7], uid, ST_IN_FLIGHT, now, tonumber(cfg[CF_STATUS_TTL_MS]), token_record(token, now, now, 1))
+redis.call('ZADD', KEYS[3], now + tonumber(cfg[CF_IN_FLIGHT_MS]), uid)
+return {R.OK}

@@ -12,14 +12,14 @@ if ticket then
   local cfg = read_config(KEYS[4])
   local now = now_ms()
   ticket = tonumber(ticket)
-  if cfg[CFG_ABANDON] then mark_seen(base, now, ticket, tonumber(cfg[CFG_ABANDON])) end
+  if cfg[CF_ABANDON_AFTER_MS] then mark_seen(base, now, ticket, tonumber(cfg[CF_ABANDON_AFTER_MS])) end
   return line_reply(KEYS[1], uid, ticket, cfg, now)
 end
 local slot, sealed = redis.call('ZSCORE', KEYS[5], uid), false
 if not slot then slot, sealed = redis.call('ZSCORE', KEYS[6], uid), true end
 if slot then
   -- Revoked while pre-queued: the place stays but is never drawn.
-  if settled_state(KEYS[2], KEYS[3])[1] == 'revoked' then return {'revoked'} end
+  if settled_state(KEYS[2], KEYS[3])[REPLY_KIND] == R.REVOKED then return {R.REVOKED} end
   return pre_queue_reply(read_config(KEYS[4]), now_ms(), slot, draw_number(KEYS[4], sealed))
 end
 return settled_state(KEYS[2], KEYS[3])

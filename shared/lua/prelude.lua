@@ -23,30 +23,70 @@ local function record(...)
   return table.concat({...}, SEP)
 end
 
--- Config fields the edge scripts read, in this order. The scheduler's
--- measured rate and the drop-day schedule and draw live beside the settings
--- so a poll reads one hash. A script may name more fields (...), read in
--- the same HMGET after these (from CFG_MORE on).
-local CFG_STATE, CFG_MAX_WAITING, CFG_ABANDON, CFG_RATE, CFG_POLL_MIN, CFG_POLL_MAX, CFG_MEASURED =
-  1, 2, 3, 4, 5, 6, 7
-local CFG_OPENS_AT, CFG_CLOSES_AT, CFG_DRAW_BASE, CFG_DRAW_END, CFG_DRAW_LEFT, CFG_SPREAD, CFG_MORE =
-  8, 9, 10, 11, 12, 13, 14
-local function read_config(config_key, ...)
-  return redis.call('HMGET', config_key, CF_STATE, CF_MAX_WAITING, CF_ABANDON_AFTER_MS,
-    CF_ADMIT_RATE_PER_SECOND, CF_POLL_MIN_MS, CF_POLL_MAX_MS, CF_MEASURED_RATE,
-    CF_OPENS_AT, CF_CLOSES_AT, CF_DRAW_BASE, CF_DRAW_END, CF_DRAW_LEFT, CF_OPENING_SPREAD_MS, ...)
+-- A token record (TR_*): `token:<uid>`, and the tail of an IN_FLIGHT
+-- status record.
+local function token_record(token, activate_at, expires_at, restores)
+  local f = {}
+  f[TR_TOKEN], f[TR_ACTIVATE_AT], f[TR_EXPIRES_AT], f[TR_RESTORES] =
+    token, activate_at, expires_at, restores
+  return table.concat(f, SEP)
 end
 
--- The published settings a script cannot work without, or nil when any is
--- missing (no scheduler has published them). Every script then answers
--- UNCONFIGURED and changes nothing: there are no defaults in Lua.
-local UNCONFIGURED = {'unconfigured'}
+-- The reply for a visitor holding an entry token (AD.*).
+local function admitted_reply(token, activate_at, expires_at)
+  local r = {}
+  r[AD.KIND], r[AD.TOKEN], r[AD.ACTIVATE_AT], r[AD.EXPIRES_AT] =
+    R.ADMITTED, token, activate_at, expires_at
+  return r
+end
+
+-- Config as a table by field name (cfg[CF_STATE]; false for a field that
+-- is not set): never by position, so the order a script asks in is no
+-- contract. read_config reads CFG_READ (shared/src/records.rs: the fields
+-- the helpers below need) and any more a script names, in one HMGET.
+local function by_name(fields, values)
+  local cfg = {}
+  for i = 1, #fields do cfg[fields[i]] = values[i] end
+  return cfg
+end
+
+-- Fields of any hash by name, in one HMGET.
+local function read_fields(key, ...)
+  return by_name({...}, redis.call('HMGET', key, ...))
+end
+
+local function read_config(config_key, ...)
+  local fields = {...}
+  for i = 1, #CFG_READ do fields[#fields + 1] = CFG_READ[i] end
+  return by_name(fields, redis.call('HMGET', config_key, unpack(fields)))
+end
+
+-- The published settings a script cannot work without (by name, as
+-- read_config), or nil when any is missing (no scheduler has published
+-- them). Every script then answers UNCONFIGURED and changes nothing: there
+-- are no defaults in Lua.
+local UNCONFIGURED = {R.UNCONFIGURED}
 local function required_config(config_key, ...)
+  local fields = {...}
   local values = redis.call('HMGET', config_key, ...)
-  for i = 1, select('#', ...) do
+  for i = 1, #fields do
     if not values[i] then return nil end
   end
-  return values
+  return by_name(fields, values)
+end
+
+-- The proof-of-work difficulty level in force for `size` places against
+-- the queue's challenge_crowd: the number of CHALLENGE_LEVELS thresholds
+-- (from n/d of the crowd; shared/src/guard LEVEL_FROM) it reached.
+local function challenge_level(size, crowd)
+  crowd = math.max(1, crowd)
+  local level = 0
+  for i = 1, #CHALLENGE_LEVELS do
+    local from = CHALLENGE_LEVELS[i]
+    if size * from.d < crowd * from.n then break end
+    level = i
+  end
+  return level
 end
 
 -- Seen bitmaps: a poll sets the ticket's bit in the current bucket; a
@@ -123,30 +163,34 @@ local function set_status(status_key, uid, kind, now, px, ...)
   redis.call('PEXPIRE', history, px)
 end
 
--- The state of a user who is not in the waiting set:
--- {'admitted', token, activateAt, expiresAt} or {kind}.
+-- The state of a user who is not in the waiting set: an admitted reply
+-- (AD.*) or {kind}.
 local function settled_state(token_key, status_key)
   local tok = redis.call('GET', token_key)
   if tok then
     local f = split(tok)
-    return {'admitted', f[TR_TOKEN], f[TR_ACTIVATE_AT], f[TR_EXPIRES_AT]}
+    return admitted_reply(f[TR_TOKEN], f[TR_ACTIVATE_AT], f[TR_EXPIRES_AT])
   end
   local st = redis.call('GET', status_key)
-  if not st then return {'not_in_queue'} end
+  if not st then return {R.NOT_IN_QUEUE} end
   local kind = split(st)[SR_KIND]
-  if kind == ST_IN_FLIGHT then return {'in_flight'} end
-  if kind == ST_ORDERED then return {'ordered'} end
-  if kind == ST_ABANDONED then return {'abandoned'} end
-  if kind == ST_REVOKED then return {'revoked'} end
+  if kind == ST_IN_FLIGHT then return {R.IN_FLIGHT} end
+  if kind == ST_ORDERED then return {R.ORDERED} end
+  if kind == ST_ABANDONED then return {R.ABANDONED} end
+  if kind == ST_REVOKED then return {R.REVOKED} end
   -- EXPIRED, or ISSUED whose token has lapsed before the sweep saw it.
-  return {'expired'}
+  return {R.EXPIRED}
 end
 
--- {'waiting', position, queue state, measured rate, admit rate, poll min, poll max,
---  ticket} (the ticket: the edge signs it into the visitor's place cookie)
+-- The reply for a visitor in line (WR.*; the ticket: the edge signs it
+-- into the visitor's place cookie).
 local function waiting_reply(position, cfg, ticket)
-  return {'waiting', position, cfg[CFG_STATE] or '', cfg[CFG_MEASURED] or '', cfg[CFG_RATE] or '',
-    cfg[CFG_POLL_MIN] or '', cfg[CFG_POLL_MAX] or '', ticket}
+  local r = {}
+  r[WR.KIND], r[WR.POSITION], r[WR.STATE], r[WR.MEASURED_RATE] =
+    R.WAITING, position, cfg[CF_STATE] or '', cfg[CF_MEASURED_RATE] or ''
+  r[WR.ADMIT_RATE], r[WR.POLL_MIN_MS], r[WR.POLL_MAX_MS], r[WR.TICKET] =
+    cfg[CF_ADMIT_RATE_PER_SECOND] or '', cfg[CF_POLL_MIN_MS] or '', cfg[CF_POLL_MAX_MS] or '', ticket
+  return r
 end
 
 -- Drop day (docs/drop-day.md). Before a scheduled opening new places go to
@@ -157,12 +201,12 @@ end
 -- sealed visitors on those tickets in a random order (draw_place), and
 -- whoever arrives later takes a ticket behind the reserved range.
 local function before_opening(cfg, now)
-  local opens_at = tonumber(cfg[CFG_OPENS_AT] or '')
+  local opens_at = tonumber(cfg[CF_OPENS_AT] or '')
   return opens_at ~= nil and now < opens_at
 end
 
 local function drawing_left(cfg)
-  return tonumber(cfg[CFG_DRAW_LEFT] or '0')
+  return tonumber(cfg[CF_DRAW_LEFT] or '0')
 end
 
 -- A pre-queued visitor's score is (round - 1) * ROUND_SPAN + index, its
@@ -238,14 +282,16 @@ local function seal(pre_key, draw_key, seq_key, config_key, groups_key, waiting_
   return n
 end
 
--- {'pre_queue', opens at (ms, '' once cleared), now, poll min, poll max,
---  opening spread, abandon after, the visitor's draw slot (its score) and
---  the number of the draw it belongs to ('' '' for a drawn visitor already
---  on its ticket while the draw runs)}: no position exists before the
---  draw.
+-- The reply for a visitor before the draw placed it (PR.*): no position
+-- exists yet. The slot and draw number are '' for a drawn visitor already
+-- on its ticket while the draw runs.
 local function pre_queue_reply(cfg, now, slot, number)
-  return {'pre_queue', cfg[CFG_OPENS_AT] or '', now, cfg[CFG_POLL_MIN] or '', cfg[CFG_POLL_MAX] or '',
-    cfg[CFG_SPREAD] or '', cfg[CFG_ABANDON] or '', slot or '', number or ''}
+  local r = {}
+  r[PR.KIND], r[PR.OPENS_AT], r[PR.NOW], r[PR.POLL_MIN_MS], r[PR.POLL_MAX_MS] =
+    R.PRE_QUEUE, cfg[CF_OPENS_AT] or '', now, cfg[CF_POLL_MIN_MS] or '', cfg[CF_POLL_MAX_MS] or ''
+  r[PR.OPENING_SPREAD_MS], r[PR.ABANDON_AFTER_MS], r[PR.SLOT], r[PR.DRAW_NUMBER] =
+    cfg[CF_OPENING_SPREAD_MS] or '', cfg[CF_ABANDON_AFTER_MS] or '', slot or '', number or ''
+  return r
 end
 
 -- The number of the draw a pre-queued visitor's slot belongs to: the last
@@ -263,9 +309,9 @@ local function line_reply(waiting_key, uid, ticket, cfg, now)
   local left = drawing_left(cfg)
   local position = redis.call('ZRANK', waiting_key, uid) + 1
   if left > 0 then
-    if ticket > tonumber(cfg[CFG_DRAW_END]) then
+    if ticket > tonumber(cfg[CF_DRAW_END]) then
       position = position + left
-    elseif ticket > tonumber(cfg[CFG_DRAW_BASE]) then
+    elseif ticket > tonumber(cfg[CF_DRAW_BASE]) then
       return pre_queue_reply(cfg, now)
     end
   end
@@ -273,11 +319,13 @@ local function line_reply(waiting_key, uid, ticket, cfg, now)
 end
 
 -- The admission rate the scheduler's ticks and idle passthrough share, as
--- a token bucket `tokens|at` in the stats hash: refilled at `rate` per
--- second and holding at most two ticks' worth (at least one), like the
--- scheduler's own bucket. Returns the tokens it holds at `now`.
+-- a token bucket `tokens|at` in the stats hash: the one limiter of
+-- admissions, refilled at `rate` per second and holding at most
+-- RATE_BUCKET_TICKS ticks' worth, at least one (shared/src/ops/admit.rs
+-- rate_bucket_cap, whose result each tick asks for). Fractions carry.
+-- Returns the tokens it holds at `now`.
 local function rate_tokens(stats_key, now, rate, tick_ms)
-  local cap = math.max(1, 2 * rate * tick_ms / 1000)
+  local cap = math.max(1, RATE_BUCKET_TICKS * rate * tick_ms / 1000)
   return budget_tokens(redis.call('HGET', stats_key, SF_RATE_BUCKET), now, rate / 1000, cap)
 end
 
@@ -287,12 +335,12 @@ end
 
 -- Idle passthrough's admission, shared by enter and pass: a free slot and
 -- a token of the shared rate (at rate_now, else the configured rate).
--- Spends the token and counts the admission, or returns why not ('full',
--- 'rate') with nothing written. The caller takes the slot.
+-- Spends the token and counts the admission, or returns why not (R.FULL,
+-- R.RATE) with nothing written. The caller takes the slot.
 local function pass_admit(active_key, stats_key, now, max_active, rate_now, rate, tick_ms)
-  if redis.call('ZCARD', active_key) >= tonumber(max_active) then return 'full' end
+  if redis.call('ZCARD', active_key) >= tonumber(max_active) then return R.FULL end
   local tokens = rate_tokens(stats_key, now, tonumber(rate_now or '') or tonumber(rate), tonumber(tick_ms))
-  if tokens < 1 then return 'rate' end
+  if tokens < 1 then return R.RATE end
   spend_rate(stats_key, now, tokens, 1)
   redis.call('HINCRBY', stats_key, SF_ADMITTED, 1)
   redis.call('HINCRBY', stats_key, SF_PASSED, 1)

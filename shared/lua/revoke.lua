@@ -22,32 +22,32 @@ local now = now_ms()
 local st = redis.call('GET', KEYS[5])
 local kind = st and split(st)[SR_KIND]
 if mode == 'lift' then
-  if kind ~= ST_REVOKED then return {0, 'not_revoked'} end
+  if kind ~= ST_REVOKED then return {0, R.NOT_REVOKED} end
   redis.call('DEL', KEYS[5])
-  return {1, 'lifted'}
+  return {1, R.LIFTED}
 end
 if mode ~= 'revoke' then return redis.error_reply('revoke: unknown mode') end
 local ttl = tonumber(ARGV[3])
 if not ttl or ttl < 1 then return redis.error_reply('revoke: bad ttl') end
 local was
 if redis.call('ZREM', KEYS[1], uid) == 1 then
-  was = 'waiting'
+  was = R.WAITING
   redis.call('HINCRBY', KEYS[7], SF_WITHDRAWN, 1)
 elseif redis.call('ZSCORE', KEYS[2], uid) then
-  was = 'pre_queued'
+  was = R.PRE_QUEUED
 elseif redis.call('ZSCORE', KEYS[3], uid) then
-  was = 'drawing'
+  was = R.DRAWING
 elseif redis.call('EXISTS', KEYS[4]) == 1 then
   -- The token ends unused: counted as expired, as if it had run out.
-  was = 'admitted'
+  was = R.ADMITTED
   redis.call('DEL', KEYS[4])
   if redis.call('ZREM', KEYS[6], uid) == 1 then redis.call('HINCRBY', KEYS[7], SF_EXPIRED, 1) end
 elseif kind == ST_IN_FLIGHT then
-  was = 'in_flight'
+  was = R.IN_FLIGHT
 elseif kind then
   was = string.lower(kind)
 else
-  was = 'not_in_queue'
+  was = R.NOT_IN_QUEUE
 end
 set_status(KEYS[5], uid, ST_REVOKED, now, ttl)
 redis.call('HINCRBY', KEYS[7], SF_REVOKED, 1)

@@ -13,5 +13,4 @@ for i = 1, 2 do
     redis.call('HSET', KEYS[1], fields[i], ARGV[i])
   end
 end
-local now = redis.call('HMGET', KEYS[1], CF_OPENS_AT, CF_CLOSES_AT)
-return {now[1] or '', now[2] or ''}
+return {redis.call('HGET', KEYS[1], CF_OPENS_AT) or '', redis.call('HGET', KEYS[1], CF_CLOSES_AT) or ''}

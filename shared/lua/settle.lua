@@ -25,12 +25,12 @@ end
 local latency = tonumber(ARGV[4])
 if not latency then return redis.error_reply('settle: latency is not a number') end
 local st = redis.call('GET', KEYS[1])
-if not st then return {'stale'} end
+if not st then return {R.STALE} end
 local f = split(st)
-if f[SR_KIND] ~= ST_IN_FLIGHT or f[SR_TOKEN] ~= token then return {'stale'} end
+if f[SR_KIND] ~= ST_IN_FLIGHT or f[SR_TOKEN] ~= token then return {R.STALE} end
 local cfg = required_config(KEYS[5], CF_RETRY_WINDOW_MS, CF_STATUS_TTL_MS)
 if not cfg then return UNCONFIGURED end
-local retry_window, status_ttl = tonumber(cfg[1]), tonumber(cfg[2])
+local retry_window, status_ttl = tonumber(cfg[CF_RETRY_WINDOW_MS]), tonumber(cfg[CF_STATUS_TTL_MS])
 
 local now = now_ms()
 
@@ -52,7 +52,7 @@ if not held then redis.call('HINCRBY', KEYS[4], SF_LAPSED, -1) end
 if answer == OF_OK then
   set_status(KEYS[1], uid, ST_ORDERED, now, status_ttl, token)
   redis.call('HINCRBY', KEYS[4], SF_ORDERED, 1)
-  return {'ordered'}
+  return {R.ORDERED}
 end
 
 local expires = tonumber(f[SR_EXPIRES_AT])
@@ -62,10 +62,10 @@ if not held or expires <= now then
   -- The slot is gone (maybe reused) or the window has passed: no retry.
   set_status(KEYS[1], uid, ST_EXPIRED, now, status_ttl)
   redis.call('HINCRBY', KEYS[4], SF_EXPIRED, 1)
-  return {'expired'}
+  return {R.EXPIRED}
 end
-redis.call('SET', KEYS[2], record(token, f[SR_ACTIVATE_AT], expires, restores + 1), 'PX', expires - now)
+redis.call('SET', KEYS[2], token_record(token, f[SR_ACTIVATE_AT], expires, restores + 1), 'PX', expires - now)
 set_status(KEYS[1], uid, ST_ISSUED, now, status_ttl)
 redis.call('ZADD', KEYS[3], expires, uid)
 redis.call('HINCRBY', KEYS[4], SF_RESTORED, 1)
-return {'restored', expires}
+return {R.RESTORED, expires}

@@ -13,12 +13,12 @@
 --   a settle came first; nothing changed) · UNCONFIGURED (nothing changed).
 local uid, token = ARGV[1], ARGV[2]
 local st = redis.call('GET', KEYS[1])
-if not st then return {'stale'} end
+if not st then return {R.STALE} end
 local f = split(st)
-if f[SR_KIND] ~= ST_IN_FLIGHT or f[SR_TOKEN] ~= token then return {'stale'} end
+if f[SR_KIND] ~= ST_IN_FLIGHT or f[SR_TOKEN] ~= token then return {R.STALE} end
 local cfg = required_config(KEYS[5], CF_STATUS_TTL_MS)
 if not cfg then return UNCONFIGURED end
-local status_ttl = tonumber(cfg[1])
+local status_ttl = tonumber(cfg[CF_STATUS_TTL_MS])
 local now = now_ms()
 -- A slot swept while in flight was counted as lapsed; it ends here.
 local held = redis.call('ZREM', KEYS[3], uid) == 1
@@ -27,9 +27,9 @@ local expires = tonumber(f[SR_EXPIRES_AT])
 if not held or expires <= now then
   set_status(KEYS[1], uid, ST_EXPIRED, now, status_ttl)
   redis.call('HINCRBY', KEYS[4], SF_EXPIRED, 1)
-  return {'expired'}
+  return {R.EXPIRED}
 end
-redis.call('SET', KEYS[2], record(token, f[SR_ACTIVATE_AT], expires, f[SR_RESTORES]), 'PX', expires - now)
+redis.call('SET', KEYS[2], token_record(token, f[SR_ACTIVATE_AT], expires, f[SR_RESTORES]), 'PX', expires - now)
 set_status(KEYS[1], uid, ST_ISSUED, now, status_ttl)
 redis.call('ZADD', KEYS[3], expires, uid)
-return {'restored', expires}
+return {R.RESTORED, expires}

@@ -2,6 +2,8 @@
 //! status kinds and the token/status record layouts. Declared once here;
 //! each Lua script gets the names it uses as locals from [`lua_header`].
 
+use crate::records;
+use crate::reply::ReplyKind;
 use crate::settings::QueueState;
 
 names!(
@@ -296,45 +298,44 @@ pub const HISTORY_KEEP: u64 = 16;
 /// Separator of record fields.
 pub const SEPARATOR: char = '|';
 
-layout!(
+record!(
     /// `token:<uid>`: `token|activateAt|expiresAt|restores`.
     token_record, "TR_" {
         /// The entry token.
-        TOKEN = 1,
+        TOKEN,
         /// Epoch ms from which it is accepted.
-        ACTIVATE_AT = 2,
+        ACTIVATE_AT,
         /// Epoch ms at which it lapses.
-        EXPIRES_AT = 3,
+        EXPIRES_AT,
         /// How often it was given back after an origin failure.
-        RESTORES = 4,
+        RESTORES,
     }
 );
 
-layout!(
+record!(
     /// `status:<uid>`: the kind, the epoch ms of the change, then per kind
     /// (an `IN_FLIGHT` record carries the consumed token record after `at`).
     status_record, "SR_" {
         /// One of [`status`].
-        KIND = 1,
+        KIND,
         /// Epoch ms of the change.
-        AT = 2,
+        AT,
         /// `IN_FLIGHT` / `ORDERED`: the token.
-        TOKEN = 3,
+        TOKEN,
         /// `IN_FLIGHT`: the token's activateAt.
-        ACTIVATE_AT = 4,
+        ACTIVATE_AT,
         /// `IN_FLIGHT`: the token's expiresAt.
-        EXPIRES_AT = 5,
+        EXPIRES_AT,
         /// `IN_FLIGHT`: the token's restore count.
-        RESTORES = 6,
+        RESTORES,
     }
 );
 
 /// The time of an `ISSUED|<ms>` status record, i.e. the admitting tick.
 pub fn issued_at(status_record: &str) -> Option<u64> {
-    let mut parts = status_record.split(SEPARATOR);
-    (parts.next()? == status::ISSUED)
-        .then(|| parts.next()?.parse().ok())
-        .flatten()
+    crate::records::status_kind_at(status_record)
+        .filter(|(kind, _)| *kind == status::ISSUED)
+        .map(|(_, at)| at)
 }
 
 /// The queue states as Lua locals (`QS_OPEN = 'open'` …).
@@ -371,7 +372,16 @@ fn lua_declarations() -> Vec<(String, String)> {
     let indexes = token_record::ALL
         .iter()
         .chain(status_record::ALL)
+        .chain(&[("REPLY_KIND", records::KIND)])
         .map(|(name, index)| (name.to_string(), index.to_string()));
+    let read: Vec<String> = records::CONFIG_READ
+        .iter()
+        .map(|f| format!("'{f}'"))
+        .collect();
+    let levels: Vec<String> = crate::guard::LEVEL_FROM
+        .iter()
+        .map(|(n, d)| format!("{{n = {n}, d = {d}}}"))
+        .collect();
     let edges: Vec<String> = ORIGIN_LATENCY_EDGES_MS.iter().map(u64::to_string).collect();
     let constants = [
         ("SEP", format!("'{SEPARATOR}'")),
@@ -383,16 +393,42 @@ fn lua_declarations() -> Vec<(String, String)> {
         ("PER_56", crate::guard::address::PER_56.to_string()),
         ("PER_48", crate::guard::address::PER_48.to_string()),
         ("PLACES_KEEP_MS", PLACES_KEEP_MS.to_string()),
+        (
+            "RATE_BUCKET_TICKS",
+            crate::ops::RATE_BUCKET_TICKS.to_string(),
+        ),
+        ("CFG_READ", format!("{{{}}}", read.join(", "))),
+        ("CHALLENGE_LEVELS", format!("{{{}}}", levels.join(", "))),
     ]
     .map(|(name, value)| (name.to_string(), value));
     strings.chain(indexes).chain(constants).collect()
 }
 
+/// The Lua tables the header can declare: (table, its fields with their
+/// Lua values): the reply tags `R` ([`ReplyKind`]) and the records of
+/// [`records`].
+fn lua_tables() -> Vec<(&'static str, Vec<(String, String)>)> {
+    let tags = ReplyKind::ALL
+        .iter()
+        .map(|k| (k.lua_field(), format!("'{}'", k.wire())))
+        .collect();
+    let records = records::tables().into_iter().map(|(table, fields, len)| {
+        let fields = fields
+            .iter()
+            .map(|(name, at)| (name.to_string(), at.to_string()))
+            .chain([("LEN".to_string(), len.to_string())])
+            .collect();
+        (table, fields)
+    });
+    [("R", tags)].into_iter().chain(records).collect()
+}
+
 /// The Lua locals a script starts with: one per name above that `uses`
 /// says the script needs, in the order declared here (so its hash is
-/// stable). A script cannot spell a field the Rust side does not know
-/// (Redis refuses reads of undefined globals, and a test checks every name
-/// a script uses); declaring only what it uses keeps it far from Lua's 200
+/// stable), then each table it names with the fields it names. A script
+/// cannot spell a field the Rust side does not know (Redis refuses reads
+/// of undefined globals, and a test checks every name and table field a
+/// script uses); declaring only what it uses keeps it far from Lua's 200
 /// locals per function.
 pub fn lua_header(uses: impl Fn(&str) -> bool) -> String {
     let mut out = String::from(
@@ -403,14 +439,33 @@ pub fn lua_header(uses: impl Fn(&str) -> bool) -> String {
             out.push_str(&format!("local {name} = {value}\n"));
         }
     }
+    for (table, fields) in lua_tables() {
+        if uses(table) {
+            let used: Vec<String> = fields
+                .into_iter()
+                .filter(|(field, _)| uses(field))
+                .map(|(field, value)| format!("{field} = {value}"))
+                .collect();
+            out.push_str(&format!("local {table} = {{{}}}\n", used.join(", ")));
+        }
+    }
     out
 }
 
-/// Every Lua local [`lua_header`] can declare.
+/// Every Lua local [`lua_header`] can declare (a table's name once).
 pub fn lua_names() -> Vec<String> {
     lua_declarations()
         .into_iter()
         .map(|(name, _)| name)
+        .chain(lua_tables().into_iter().map(|(table, _)| table.to_string()))
+        .collect()
+}
+
+/// Every field of each Lua table [`lua_header`] can declare.
+pub fn lua_table_fields() -> Vec<(&'static str, Vec<String>)> {
+    lua_tables()
+        .into_iter()
+        .map(|(table, fields)| (table, fields.into_iter().map(|(f, _)| f).collect()))
         .collect()
 }
 

@@ -4,6 +4,8 @@
 //!
 //! * [`keys`] — the key schema and id validation.
 //! * [`fields`] — the fields of the queue's hashes and records.
+//! * [`records`] — the shapes of script arguments and replies.
+//! * [`reply`] — the tags of the scripts' replies.
 //! * [`guard`] — the entry guard: address budgets, proof of work.
 //! * [`script`] — the Lua scripts (`lua/*.lua`) and their SHA-1s.
 //! * [`draw`] — the pre-queue's draw: a keyed permutation both sides evaluate.
@@ -30,6 +32,8 @@ mod lua_strip;
 pub mod notice;
 pub mod ops;
 pub mod policy;
+pub mod records;
+pub mod reply;
 pub mod script;
 pub mod settings;
 pub mod snapshot;

@@ -103,35 +103,35 @@ pub static ENTER: Script = Script::new(
     "enter",
     true,
     shipped!("enter"),
-    "afea31030e49b21f4daba5830b16f277583e9662",
+    "748563d3cd82894ec92402fcb185f298dcd36ea5",
 );
 /// Reports a user's state and marks them as seen.
 pub static POSITION: Script = Script::new(
     "position",
     true,
     shipped!("position"),
-    "5a1aca5255ead040efdbf332aaa2be2102882f0d",
+    "221d87e0b6b11667a3df859f5e25881077370a45",
 );
 /// One scheduler tick: sweeps, drops leavers, admits.
 pub static ADMIT: Script = Script::new(
     "admit",
     true,
     shipped!("admit"),
-    "0dc86886c9614573f6e90e6a45408d40985856a5",
+    "4d75bd0e6cad4cb84c160da17060fdb4e840706c",
 );
 /// Compare-and-delete of an entry token.
 pub static CONSUME: Script = Script::new(
     "consume",
     true,
     shipped!("consume"),
-    "8db6a683d4f71c509a857ef5a1734fdd438d7185",
+    "9d65ac006c7cf197fa215b27952cbe2df72eb249",
 );
 /// Records the origin's outcome after a consume.
 pub static SETTLE: Script = Script::new(
     "settle",
     true,
     shipped!("settle"),
-    "319d44eb956807ba29c076c9810636f6abe72704",
+    "3760e1193401a5132b734a5c894df10a63742c2a",
 );
 /// Takes or extends the scheduler lease.
 pub static LEASE_ACQUIRE: Script = Script::new(
@@ -160,7 +160,7 @@ pub static CHALLENGE: Script = Script::new(
     "challenge",
     true,
     shipped!("challenge"),
-    "be0d769a731da80f1f9b55abc46c0bcbf36240e4",
+    "57380d8a0131cb46cfb24be4aebdc1aacc025fb8",
 );
 /// Reads what the operator's `status` shows.
 pub static STATUS: Script = Script::new(
@@ -183,7 +183,7 @@ pub static ORIGIN_WINDOW: Script = Script::new(
     "origin_window",
     true,
     shipped!("origin_window"),
-    "747326d7a3c44439e2a3b7d79ee140835a484210",
+    "8970dc5c0940a6d0738a88a106eadae87518a779",
 );
 
 /// Idle passthrough of a token-less protected request.
@@ -191,28 +191,28 @@ pub static PASS: Script = Script::new(
     "pass",
     true,
     shipped!("pass"),
-    "be0c0ac2a3a70c90d49fa62a0b0e78ee83d695ee",
+    "d7ea90e10c005bf1b062deb4373f8866519c4e88",
 );
 /// Seals a pre-queue after its opening and fixes the draw's seed.
 pub static DRAW_OPEN: Script = Script::new(
     "draw_open",
     true,
     shipped!("draw_open"),
-    "f9addb264cec72ba903920456c50d982665e5397",
+    "5ceba7093fef3a50c89d49dcc57e8d042dc22389",
 );
 /// Places one batch of a running draw.
 pub static DRAW_PLACE: Script = Script::new(
     "draw_place",
     true,
     shipped!("draw_place"),
-    "2385b0b2e80d0e0e681af9eaa0e9f47e6835adcc",
+    "cbdd65da6c92dbf2ccef0707fefcff28c66fee43",
 );
 /// Sets or clears a queue's opening and closing.
 pub static SCHEDULE: Script = Script::new(
     "schedule",
     false,
     shipped!("schedule"),
-    "a663d9978e67b721efcf1eb806b9fd3f12d9a823",
+    "81b428d572ee6ca0cb2a9e6b692c36647533d6b2",
 );
 /// Sets or clears the operator's notice to the line.
 pub static SET_NOTICE: Script = Script::new(
@@ -226,7 +226,7 @@ pub static UNCONSUME: Script = Script::new(
     "unconsume",
     true,
     shipped!("unconsume"),
-    "8669bfe9bd84aefbd541494f1e7e5fbf206a6860",
+    "3ae901828cba544de6099b88b65458522ae3bf32",
 );
 
 /// Checks, uses, creates and revokes bypass links.
@@ -234,7 +234,7 @@ pub static BYPASS: Script = Script::new(
     "bypass",
     true,
     shipped!("bypass"),
-    "d6d3f5ea4991396282c258071a999dce1ef75aa2",
+    "cc74f271401a868ba56cb0079ec8b0a82f64f453",
 );
 
 /// Revokes a visitor (ends its place or token) or lifts a revocation.
@@ -242,7 +242,7 @@ pub static REVOKE: Script = Script::new(
     "revoke",
     true,
     shipped!("revoke"),
-    "cd77cae3cb3ebb2719d73e345bd839d7bbcc2342",
+    "03fbac5c8de0099a02f5b9b12bc6334239fa7664",
 );
 
 /// Changes a queue's run-time settings if nobody changed them meanwhile.
@@ -394,6 +394,7 @@ mod tests {
             for word in lua::words(text) {
                 let contract = [
                     "CF_", "SF_", "ST_", "TR_", "SR_", "QS_", "K_", "GF_", "OF_", "ORIGIN_",
+                    "CFG_", "R_", "AA_", "AR_", "WR_", "PR_", "AD_", "CR_",
                 ]
                 .iter()
                 .any(|p| word.starts_with(p));
@@ -405,6 +406,127 @@ mod tests {
                 }
             }
         }
+    }
+
+    /// Every `TABLE.FIELD` of a contract table (reply tags `R`, the
+    /// records of shared/src/records.rs) names a field Rust declares: an
+    /// unknown one would read nil, silently. A table is only read by field.
+    #[test]
+    fn scripts_use_only_fields_of_the_contract_tables() {
+        let tables = fields::lua_table_fields();
+        for s in all() {
+            for text in [s.body(), PRELUDE] {
+                let tokens: Vec<lua::Token<'_>> = lua::tokens(text).collect();
+                for (i, t) in tokens.iter().enumerate() {
+                    let Some((table, fields)) = tables.iter().find(|(n, _)| *n == t.text) else {
+                        continue;
+                    };
+                    let field = match (tokens.get(i + 1), tokens.get(i + 2)) {
+                        (Some(dot), Some(field)) if dot.text == "." => field.text,
+                        _ => panic!("{}:{}: {table} not read by field", s.name(), t.line),
+                    };
+                    assert!(
+                        fields.iter().any(|f| f == field),
+                        "{}:{}: {table}.{field} is not in shared/src (records.rs, reply.rs)",
+                        s.name(),
+                        t.line
+                    );
+                }
+            }
+        }
+    }
+
+    /// A reply's tag comes from `R` ([`ReplyKind`]), never a literal: a
+    /// script cannot send a tag Rust does not decode, and every tag is
+    /// sent by some script.
+    ///
+    /// [`ReplyKind`]: crate::reply::ReplyKind
+    #[test]
+    fn scripts_return_only_tags_of_the_contract() {
+        let texts: Vec<&str> = all()
+            .into_iter()
+            .map(|s| s.body())
+            .chain([PRELUDE])
+            .collect();
+        for text in &texts {
+            for line in text.lines().filter(|l| !l.trim_start().starts_with("--")) {
+                assert!(!line.contains("{'"), "a literal reply field in: {line}");
+                for literal in line.split('\'').skip(1).step_by(2) {
+                    assert!(
+                        crate::reply::ReplyKind::parse(literal).is_none(),
+                        "reply tag {literal:?} spelled in: {line}"
+                    );
+                }
+            }
+        }
+        let fields: Vec<String> = texts
+            .iter()
+            .flat_map(|t| {
+                lua::tokens(t)
+                    .collect::<Vec<_>>()
+                    .windows(3)
+                    .filter(|w| w[0].text == "R" && w[1].text == ".")
+                    .map(|w| w[2].text.to_string())
+                    .collect::<Vec<_>>()
+            })
+            .collect();
+        for kind in crate::reply::ReplyKind::ALL {
+            assert!(fields.contains(&kind.lua_field()), "no script sends {kind}");
+        }
+    }
+
+    /// Records and hash reads are indexed by their generated names
+    /// (`f[TR_TOKEN]`, `cfg[CF_STATE]`, `ARGV[AA.RATE]`), never by a bare
+    /// number, so a moved field cannot be misread. A number indexes only
+    /// KEYS, the ARGV of scripts whose arguments are not a declared record,
+    /// and the replies whose positions Redis itself defines (listed here).
+    #[test]
+    fn records_are_indexed_by_name_not_by_number() {
+        let redis_replies = [
+            ("prelude", "t"),   // TIME
+            ("prelude", "top"), // ZRANGE WITHSCORES
+            ("admit", "at"),
+            ("admit", "last"),
+            ("admit", "at_rank"),
+            ("admit", "page"), // HSCAN
+            ("enter", "got"),  // HMGET of an address and a solution field
+        ];
+        let declared_args = ["admit"];
+        let texts = all()
+            .into_iter()
+            .map(|s| (s.name(), s.body()))
+            .chain([("prelude", PRELUDE)]);
+        for (name, text) in texts {
+            let tokens: Vec<lua::Token<'_>> = lua::tokens(text).collect();
+            for w in tokens.windows(4) {
+                let number = w[2].text.bytes().next().is_some_and(|b| b.is_ascii_digit());
+                if !(w[0].word && w[1].text == "[" && number && w[3].text == "]") {
+                    continue;
+                }
+                let var = w[0].text;
+                let allowed = var == "KEYS"
+                    || (var == "ARGV" && !declared_args.contains(&name))
+                    || redis_replies.contains(&(name, var));
+                assert!(
+                    allowed,
+                    "{name}:{}: {var}[{}] reads a record by number: use its generated name \
+                     (shared/src/fields.rs, records.rs)",
+                    w[0].line, w[2].text
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn the_number_check_sees_a_bare_index() {
+        let bad = "local cfg = read_config(KEYS[1])\nreturn cfg[2]";
+        let hits: Vec<&str> = lua::tokens(bad)
+            .collect::<Vec<_>>()
+            .windows(4)
+            .filter(|w| w[1].text == "[" && w[2].text == "2")
+            .map(|w| w[0].text)
+            .collect();
+        assert_eq!(hits, ["cfg"]);
     }
 
     /// Hash fields, status kinds and key names are never spelled in Lua:

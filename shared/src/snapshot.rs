@@ -27,35 +27,49 @@ pub const MAX_AGE_MS: u64 = 10_000;
 /// them (1,000 isolates: 200 a second; BENCHMARKS.md).
 pub const REFRESH_MS: u64 = 5_000;
 
-/// The config fields a snapshot is read from, in [`Snapshot::decode`]'s
-/// order (one `HMGET`).
-pub const FIELDS: [&str; 25] = [
-    config::ZONE_FRONT,
-    config::ZONE_COUNT,
-    config::TAIL,
-    config::WAITING,
-    config::SNAP_AT,
-    config::STATE,
-    config::DRAW_LEFT,
-    config::MEASURED_RATE,
-    config::ADMIT_RATE_PER_SECOND,
-    config::POLL_MIN_MS,
-    config::POLL_MAX_MS,
-    config::MARKS,
-    config::OPENS_AT,
-    config::OPENING_SPREAD_MS,
-    config::ABANDON_AFTER_MS,
-    config::DRAW_BASE,
-    config::DRAW_END,
-    config::DRAW_ROUNDS,
-    config::DRAW_SEED,
-    config::DRAW_NUMBER,
-    config::DRAW_AHEAD,
-    config::HEAD_FRONT,
-    config::HEAD_COUNT,
-    config::NOTICE,
-    config::MARKS_SHIFT,
-];
+/// Declares [`FIELDS`] and [`Field`], each one's index in it: the decoder
+/// reads a field by its name, so the order is written once, here.
+macro_rules! snapshot_fields {
+    ($($name:ident = $field:path,)*) => {
+        /// The index of each of [`FIELDS`] (in the `HMGET` reply too).
+        #[derive(Debug, Clone, Copy)]
+        enum Field {
+            $($name,)*
+        }
+
+        /// The config fields a snapshot is read from, in [`Snapshot::decode`]'s
+        /// order (one `HMGET`).
+        pub const FIELDS: [&str; [$(stringify!($name)),*].len()] = [$($field),*];
+    };
+}
+
+snapshot_fields! {
+    ZoneFront = config::ZONE_FRONT,
+    ZoneCount = config::ZONE_COUNT,
+    Tail = config::TAIL,
+    Waiting = config::WAITING,
+    SnapAt = config::SNAP_AT,
+    State = config::STATE,
+    DrawLeft = config::DRAW_LEFT,
+    MeasuredRate = config::MEASURED_RATE,
+    AdmitRate = config::ADMIT_RATE_PER_SECOND,
+    PollMin = config::POLL_MIN_MS,
+    PollMax = config::POLL_MAX_MS,
+    Marks = config::MARKS,
+    OpensAt = config::OPENS_AT,
+    OpeningSpread = config::OPENING_SPREAD_MS,
+    AbandonAfter = config::ABANDON_AFTER_MS,
+    DrawBase = config::DRAW_BASE,
+    DrawEnd = config::DRAW_END,
+    DrawRounds = config::DRAW_ROUNDS,
+    DrawSeed = config::DRAW_SEED,
+    DrawNumber = config::DRAW_NUMBER,
+    DrawAhead = config::DRAW_AHEAD,
+    HeadFront = config::HEAD_FRONT,
+    HeadCount = config::HEAD_COUNT,
+    Notice = config::NOTICE,
+    MarksShift = config::MARKS_SHIFT,
+}
 
 /// The last sealed draw, as far as the edge can evaluate it: its seed is
 /// set and its rounds were kept.
@@ -129,44 +143,47 @@ impl Snapshot {
         if values.len() != FIELDS.len() {
             return None;
         }
-        let text = |i: usize| values[i].as_deref().filter(|t| !t.is_empty());
-        let int = |i: usize| text(i)?.parse::<u64>().ok();
-        let float = |i: usize| text(i)?.parse::<f64>().ok().filter(|v| v.is_finite());
+        let text = |at: Field| values[at as usize].as_deref().filter(|t| !t.is_empty());
+        let int = |at: Field| text(at)?.parse::<u64>().ok();
+        let float = |at: Field| text(at)?.parse::<f64>().ok().filter(|v| v.is_finite());
         Some(Snapshot {
-            zone_front: int(0)?,
-            zone_count: int(1)?,
-            tail: int(2)?,
-            waiting: int(3)?,
-            snap_at: int(4)?,
-            state: QueueState::parse(text(5)?)?,
-            draw_left: text(6).map_or(Some(0), |t| t.parse().ok())?,
-            measured_rate: float(7),
+            zone_front: int(Field::ZoneFront)?,
+            zone_count: int(Field::ZoneCount)?,
+            tail: int(Field::Tail)?,
+            waiting: int(Field::Waiting)?,
+            snap_at: int(Field::SnapAt)?,
+            state: QueueState::parse(text(Field::State)?)?,
+            draw_left: text(Field::DrawLeft).map_or(Some(0), |t| t.parse().ok())?,
+            measured_rate: float(Field::MeasuredRate),
             policy: PollPolicy {
-                admit_rate_per_second: float(8)?,
-                poll_min_ms: int(9)?,
-                poll_max_ms: int(10)?,
+                admit_rate_per_second: float(Field::AdmitRate)?,
+                poll_min_ms: int(Field::PollMin)?,
+                poll_max_ms: int(Field::PollMax)?,
             },
-            marks: text(11)
-                .map(|t| parse_marks(t, int(24).unwrap_or(0)))
+            marks: text(Field::Marks)
+                .map(|t| parse_marks(t, int(Field::MarksShift).unwrap_or(0)))
                 .unwrap_or_default(),
-            opens_at: int(12),
+            opens_at: int(Field::OpensAt),
             pre_policy: PreQueuePolicy {
-                poll_min_ms: int(9)?,
-                poll_max_ms: int(10)?,
-                opening_spread_ms: int(13)?,
-                abandon_after_ms: int(14)?,
+                poll_min_ms: int(Field::PollMin)?,
+                poll_max_ms: int(Field::PollMax)?,
+                opening_spread_ms: int(Field::OpeningSpread)?,
+                abandon_after_ms: int(Field::AbandonAfter)?,
             },
-            head_front: int(21).unwrap_or(0),
-            head_count: int(22).unwrap_or(0),
-            notice: text(23).map(String::from),
-            sealed: int(19).unwrap_or(0),
+            head_front: int(Field::HeadFront).unwrap_or(0),
+            head_count: int(Field::HeadCount).unwrap_or(0),
+            notice: text(Field::Notice).map(String::from),
+            sealed: int(Field::DrawNumber).unwrap_or(0),
             draw: (|| {
-                let base = int(15)?;
+                let base = int(Field::DrawBase)?;
                 Some(SnapDraw {
                     base,
-                    rounds: parse_rounds(text(17)?, int(16)?.checked_sub(base)?)?,
-                    seed: DrawSeed::parse(text(18)?)?,
-                    ahead: int(20)?,
+                    rounds: parse_rounds(
+                        text(Field::DrawRounds)?,
+                        int(Field::DrawEnd)?.checked_sub(base)?,
+                    )?,
+                    seed: DrawSeed::parse(text(Field::DrawSeed)?)?,
+                    ahead: int(Field::DrawAhead)?,
                 })
             })(),
         })

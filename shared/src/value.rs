@@ -35,6 +35,8 @@ impl DecodeError {
 
 use std::collections::BTreeMap;
 
+use crate::reply::ReplyKind;
+
 impl Value {
     /// The elements of an array reply.
     pub fn into_array(self, script: &'static str) -> Result<Vec<Value>, DecodeError> {
@@ -116,6 +118,17 @@ impl Fields {
         let n = self.int(i)?;
         u64::try_from(n)
             .map_err(|_| DecodeError::new(self.script, format!("field {i} is negative: {n}")))
+    }
+
+    /// A reply tag ([`ReplyKind`]); an error for a tag no script sends.
+    pub(crate) fn kind(&self, i: usize) -> Result<ReplyKind, DecodeError> {
+        let tag = self.text(i)?;
+        ReplyKind::parse(tag).ok_or_else(|| self.error(format!("unknown reply kind {tag:?}")))
+    }
+
+    /// An error for a tag this script does not send.
+    pub(crate) fn unexpected(&self, kind: ReplyKind) -> DecodeError {
+        self.error(format!("unexpected reply kind {kind}"))
     }
 
     /// A field holding a flat field/value array (an HGETALL reply).

@@ -1,15 +1,16 @@
-//! Admission, each tick: the token bucket turns the rate in force into an
-//! allowance, one `admit` call (which also extends the lease) admits that
-//! many, and the bucket and rate estimate account for what it did.
+//! Admission, each tick: one `admit` call (which also extends the lease)
+//! asks for as many admissions as the shared rate bucket in Redis can hold;
+//! that bucket, which idle passthrough spends from too, is the one rate
+//! limit. The measured rate accounts for what the tick did.
 
 use std::time::Duration;
 
-use queuegate_shared::ops::{Admit, AdmitCounts, AdmitReply};
+use queuegate_shared::ops::{rate_bucket_cap, Admit, AdmitCounts, AdmitReply};
 use queuegate_shared::token::Grant;
 use queuegate_shared::{QueueKeys, Settings};
 
 use super::{Tick, TickError};
-use crate::admission::{RateEstimate, TokenBucket};
+use crate::admission::RateEstimate;
 use crate::connect::RedisConn;
 use crate::engine;
 use crate::metrics::Metrics;
@@ -17,41 +18,46 @@ use crate::metrics::Metrics;
 /// The admission-rate estimate's time constant.
 pub const RATE_WINDOW: Duration = Duration::from_secs(10);
 
-/// What admission keeps between ticks: the bucket and the measured rate.
+/// What admission keeps between ticks: the rate in force and the measured
+/// rate.
 #[derive(Debug)]
 pub(super) struct Admission {
-    bucket: TokenBucket,
-    rate: RateEstimate,
+    rate: f64,
+    tick: Duration,
+    measured: RateEstimate,
 }
 
 impl Admission {
-    /// An empty bucket at `rate_per_second`, refilled per `tick`.
+    /// Admission at `rate_per_second`, ticking every `tick`.
     pub(super) fn new(rate_per_second: f64, tick: Duration) -> Self {
         Admission {
-            bucket: TokenBucket::new(rate_per_second, tick),
-            rate: RateEstimate::new(RATE_WINDOW),
+            rate: rate_per_second,
+            tick,
+            measured: RateEstimate::new(RATE_WINDOW),
         }
     }
 
-    /// A new rate in force (origin control, a reloaded config).
+    /// A new rate in force (origin control, a reloaded config): the shared
+    /// bucket refills at it from the next tick on, keeping what it holds
+    /// within its new cap.
     pub(super) fn set_rate(&mut self, rate_per_second: f64, tick: Duration) {
-        self.bucket.set_rate(rate_per_second, tick);
+        self.rate = rate_per_second;
+        self.tick = tick;
     }
 
-    /// Adds what `elapsed` earns.
-    pub(super) fn refill(&mut self, elapsed: Duration) {
-        self.bucket.refill(elapsed);
-    }
-
-    /// A new lease: one tick's worth at once, and a fresh measurement.
+    /// A new lease: a fresh measurement (the bucket is Redis', so a new
+    /// holder admits at once from what it holds).
     pub(super) fn start(&mut self) {
-        self.bucket.prime();
-        self.rate.reset();
+        self.measured.reset();
     }
 
-    /// The lease is lost: the next holder starts fresh.
-    pub(super) fn stop(&mut self) {
-        self.bucket.clear();
+    /// How many admissions a tick asks for: what the shared rate bucket
+    /// holds at most. The bucket decides how many of them it allows.
+    fn allowance(&self) -> u64 {
+        let tick_ms = u64::try_from(self.tick.as_millis()).unwrap_or(u64::MAX);
+        // Finite, at least 1 and at most 2 × 100000/s × 10 s, so the cast
+        // neither wraps nor saturates.
+        rate_bucket_cap(self.rate, tick_ms).floor() as u64
     }
 
     /// One `admit` call as `owner` in `tick`. `None` when another
@@ -65,9 +71,9 @@ impl Admission {
         metrics: &Metrics,
         tick: Tick,
     ) -> Result<Option<AdmitCounts>, TickError> {
-        let allowance = self.bucket.allowance();
+        let allowance = self.allowance();
         let grants = grants(allowance.min(settings.max_active), settings)?;
-        let rate = self.rate.per_second();
+        let rate = self.measured.per_second();
         let reply = engine::run(
             conn,
             &Admit {
@@ -76,7 +82,7 @@ impl Admission {
                 allowance,
                 settings,
                 rate_estimate: rate,
-                rate_in_force: self.bucket.rate(),
+                rate_in_force: self.rate,
                 grants: &grants,
                 idle_lease: tick.idle_lease,
             },
@@ -104,18 +110,14 @@ impl Admission {
         Ok(Some(counts))
     }
 
-    /// What a tick's admit did, `elapsed` after the last tick: spend the
-    /// admitted tokens, measure the line's pace, keep no idle tokens.
+    /// What a tick's admit did, `elapsed` after the last tick: measure the
+    /// line's pace.
     fn account(&mut self, c: &AdmitCounts, elapsed: Duration) {
-        self.bucket.spend(c.admitted);
         // The ETA wants the pace of the line: count ticks where someone was
         // waiting (slot-starved ticks count as zero), skip idle ones.
         let busy = c.admitting && (c.waiting > 0 || c.admitted > 0);
         if busy {
-            self.rate.observe(c.admitted, elapsed);
-        }
-        if !c.admitting || c.waiting == 0 {
-            self.bucket.idle();
+            self.measured.observe(c.admitted, elapsed);
         }
     }
 }
@@ -168,18 +170,36 @@ mod tests {
     }
 
     #[test]
-    fn a_busy_tick_spends_its_admissions_and_counts_towards_the_rate() {
+    fn a_tick_asks_for_what_the_shared_bucket_holds_at_most() {
+        // Two ticks' worth: the shared bucket's cap (a late tick loses
+        // nothing), whatever happened before; Redis allows what it holds.
+        let mut a = Admission::new(175.0, TICK);
+        assert_eq!(a.allowance(), 35);
+        a.start();
+        assert_eq!(a.allowance(), 35);
+        a.set_rate(50.0, TICK);
+        assert_eq!(a.allowance(), 10, "two ticks of the new rate");
+        a.set_rate(0.5, TICK);
+        assert_eq!(a.allowance(), 1, "at least one");
+        assert_eq!(
+            a.allowance() as f64,
+            rate_bucket_cap(0.5, 100).floor(),
+            "the cap the scripts' rate_tokens applies"
+        );
+    }
+
+    #[test]
+    fn a_busy_tick_counts_towards_the_rate() {
         let mut a = Admission::new(100.0, TICK);
         a.start();
-        a.refill(TICK);
-        assert_eq!(a.bucket.allowance(), 20, "primed + one tick");
         // 10 s of ticks admitting 10 each, someone still waiting.
         for _ in 0..100 {
             a.account(&counts(true, 10, 5), TICK);
         }
-        assert_eq!(a.bucket.allowance(), 0, "spent");
-        let rate = a.rate.per_second().expect("observed 10 s");
+        let rate = a.measured.per_second().expect("observed 10 s");
         assert!((rate - 100.0).abs() < 1e-6, "{rate}");
+        a.start();
+        assert_eq!(a.measured.per_second(), None, "a new lease measures anew");
     }
 
     #[test]
@@ -188,35 +208,19 @@ mod tests {
         for _ in 0..20 {
             a.account(&counts(true, 10, 5), TICK);
         }
-        let busy = a.rate.per_second().expect("2 s observed");
+        let busy = a.measured.per_second().expect("2 s observed");
         // An empty line: no pace to measure, the estimate stays.
         for _ in 0..50 {
             a.account(&counts(true, 0, 0), TICK);
         }
-        assert_eq!(a.rate.per_second(), Some(busy));
+        assert_eq!(a.measured.per_second(), Some(busy));
         // Paused: not admitting, nothing measured either.
         a.account(&counts(false, 0, 5), TICK);
-        assert_eq!(a.rate.per_second(), Some(busy));
+        assert_eq!(a.measured.per_second(), Some(busy));
         // People waiting but nobody admitted (no free slots): the pace drops.
         for _ in 0..20 {
             a.account(&counts(true, 0, 5), TICK);
         }
-        assert!(a.rate.per_second().unwrap() < busy);
-    }
-
-    #[test]
-    fn idle_ticks_keep_no_burst() {
-        let mut a = Admission::new(100.0, TICK);
-        a.refill(TICK * 2);
-        assert_eq!(a.bucket.allowance(), 20);
-        a.account(&counts(true, 0, 5), TICK);
-        assert_eq!(a.bucket.allowance(), 20, "people waiting: tokens kept");
-        a.account(&counts(true, 0, 0), TICK);
-        assert_eq!(a.bucket.allowance(), 10, "empty line: one tick's worth");
-        a.refill(TICK);
-        a.account(&counts(false, 0, 5), TICK);
-        assert_eq!(a.bucket.allowance(), 10, "paused: one tick's worth");
-        a.stop();
-        assert_eq!(a.bucket.allowance(), 0);
+        assert!(a.measured.per_second().unwrap() < busy);
     }
 }

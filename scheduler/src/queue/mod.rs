@@ -6,8 +6,8 @@
 //! [`QueueWorker`] only sequences a tick; each concern keeps its own state
 //! in its own module: `lease` (standing by or holding), `reload` (reloaded
 //! settings and their publishing), `origin` (origin control's steering),
-//! `draw` (the pre-queue's draw) and `admit` (the bucket and the rate
-//! estimate).
+//! `draw` (the pre-queue's draw) and `admit` (the per-tick request and the
+//! rate estimate).
 
 mod admit;
 mod draw;
@@ -248,7 +248,6 @@ impl QueueWorker {
         };
 
         if self.lease.valid_at(started) {
-            self.admission.refill(elapsed);
             if self.reload.is_pending() {
                 self.publish().await?;
                 tracing::info!(queue = self.queue(), "reloaded settings published");
@@ -304,10 +303,7 @@ impl QueueWorker {
         // operator's state is kept.
         self.load_runtime().await?;
         let state = self.publish().await?;
-        if was_held {
-            // Our own lease, extended after an outage: carry on.
-            self.admission.refill(tick.elapsed);
-        } else {
+        if !was_held {
             self.admission.start();
             self.steering.restart();
             self.drawer.restart();
@@ -467,7 +463,6 @@ impl QueueWorker {
         self.idle.stop();
         self.metrics.idle(self.keys.queue().as_str(), false);
         self.lease.stand_by();
-        self.admission.stop();
         self.metrics.lease(self.queue(), false);
     }
 
@@ -486,7 +481,8 @@ impl QueueWorker {
 }
 
 /// A tick interval. A slow tick delays the next one instead of firing a
-/// catch-up burst: the bucket already counts the time that passed.
+/// catch-up burst: the shared rate bucket already counts the time that
+/// passed.
 fn ticks(tick_ms: u64) -> Interval {
     let mut interval = tokio::time::interval(Duration::from_millis(tick_ms));
     interval.set_missed_tick_behavior(MissedTickBehavior::Delay);

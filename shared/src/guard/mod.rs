@@ -50,21 +50,28 @@ pub struct EntryGuard<'a> {
 /// The highest difficulty level.
 pub const MAX_LEVEL: u8 = 2;
 
+/// Where each level above 0 starts, as a share `(n, d)` of the queue's
+/// `challenge_crowd`: level 1 from half of it, level 2 from three
+/// quarters. The one declaration of the thresholds: the scripts' header
+/// carries it as `CHALLENGE_LEVELS`, and the prelude's `challenge_level`
+/// (which `challenge` and `enter` call) applies it as [`challenge_level`]
+/// does here.
+pub const LEVEL_FROM: [(u64, u64); MAX_LEVEL as usize] = [(1, 2), (3, 4)];
+
 /// The difficulty level in force for a line of `size` places, against the
-/// queue's `challenge_crowd`: 0 below half of it, 1 from half, 2 from three
-/// quarters. `size` counts everyone a new place would queue behind: the
-/// waiting line, the pre-queue and the places a running draw has still to
-/// give out. The `enter` script computes the same levels from the same size
-/// (shared/lua/enter.lua) and refuses a solution of a lower level.
+/// queue's `challenge_crowd` ([`LEVEL_FROM`]). `size` counts everyone a new
+/// place would queue behind: the waiting line, the pre-queue and the
+/// places a running draw has still to give out. The scripts compute it
+/// (the `challenge` script returns it, `enter` refuses a solution of a
+/// lower one); this is the same formula for tests and tools.
 pub fn challenge_level(size: u64, crowd: u64) -> u8 {
     let max = crowd.max(1);
-    if size.saturating_mul(4) >= max.saturating_mul(3) {
-        2
-    } else if size.saturating_mul(2) >= max {
-        1
-    } else {
-        0
-    }
+    let reached = LEVEL_FROM
+        .iter()
+        .take_while(|(n, d)| size.saturating_mul(*d) >= max.saturating_mul(*n))
+        .count();
+    // At most MAX_LEVEL (the table's length), so it fits.
+    reached as u8
 }
 
 /// The difficulty of a level: the queue's `challenge_max_number`, doubled

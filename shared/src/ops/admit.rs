@@ -1,13 +1,15 @@
 //! `admit`: one scheduler tick for one queue.
 
 use crate::keys::QueueKeys;
+use crate::records::{admit_arg, admit_reply, at};
 use crate::script::{Invocation, Operation, ADMIT};
 use crate::settings::Settings;
 use crate::token::Grant;
 use crate::value::{DecodeError, Fields, Value};
 
 /// One admission tick. At most `min(allowance, grants.len())` users are
-/// admitted, and never more than the free slots. The caller's lease is
+/// admitted, never more than the free slots nor than the shared rate
+/// bucket holds. The caller's lease is
 /// extended by `settings.lease_ttl_ms` in the same call, so a tick is one
 /// round trip.
 #[derive(Debug, Clone, Copy)]
@@ -16,7 +18,9 @@ pub struct Admit<'a> {
     pub keys: &'a QueueKeys,
     /// The caller's lease owner id (fencing).
     pub owner: &'a str,
-    /// The most admissions the rate allows this tick.
+    /// The most admissions this tick may make: the scheduler asks for
+    /// what the shared rate bucket can hold ([`rate_bucket_cap`]), which is
+    /// the rate limit.
     pub allowance: u64,
     /// The queue's settings (slots, TTLs, abandon timeout, sweep limit,
     /// lease TTL).
@@ -107,6 +111,21 @@ pub enum AdmitReply {
     Ran(AdmitCounts),
 }
 
+/// How many ticks' worth the shared rate bucket (`stats.rate_bucket`, the
+/// one admission limiter: admit ticks and idle passthrough spend from it)
+/// holds at most: a tick up to a whole tick late loses nothing, and a stall
+/// cannot build a burst. The scripts' header carries it as
+/// `RATE_BUCKET_TICKS` (the prelude's `rate_tokens`).
+pub const RATE_BUCKET_TICKS: u64 = 2;
+
+/// The most tokens the shared rate bucket holds at `rate_per_second` with
+/// a `tick_ms` tick, at least one: the most one tick can admit. The same
+/// expression as the prelude's `rate_tokens`, in the same order (so the
+/// same double).
+pub fn rate_bucket_cap(rate_per_second: f64, tick_ms: u64) -> f64 {
+    (RATE_BUCKET_TICKS as f64 * rate_per_second * tick_ms as f64 / 1000.0).max(1.0)
+}
+
 /// A rate as the script records it (`rate_now`): stable text, so an
 /// unchanged rate is not rewritten each tick.
 fn rate_arg(rate: f64) -> String {
@@ -123,33 +142,46 @@ impl Operation for Admit<'_> {
     fn invocation(&self) -> Invocation {
         let k = self.keys;
         let s = self.settings;
-        let mut args = vec![
-            self.owner.to_string(),
-            k.base().to_string(),
-            self.allowance.to_string(),
-            s.max_active.to_string(),
-            s.token_ttl_ms.to_string(),
-            s.status_ttl_ms.to_string(),
-            s.abandon_after_ms.to_string(),
-            s.sweep_limit.to_string(),
-            s.leaver_scan_per_tick.to_string(),
+        let mut args = vec![String::new(); admit_arg::GRANTS - 1];
+        let mut set = |position: usize, value: String| args[at(position)] = value;
+        set(admit_arg::OWNER, self.owner.to_string());
+        set(admit_arg::BASE, k.base().to_string());
+        set(admit_arg::ALLOWANCE, self.allowance.to_string());
+        set(admit_arg::MAX_ACTIVE, s.max_active.to_string());
+        set(admit_arg::TOKEN_TTL_MS, s.token_ttl_ms.to_string());
+        set(admit_arg::STATUS_TTL_MS, s.status_ttl_ms.to_string());
+        set(admit_arg::ABANDON_AFTER_MS, s.abandon_after_ms.to_string());
+        set(admit_arg::SWEEP_LIMIT, s.sweep_limit.to_string());
+        set(admit_arg::LEAVER_SCAN, s.leaver_scan_per_tick.to_string());
+        set(
+            admit_arg::MEASURED_RATE,
             self.rate_estimate
                 .filter(|r| r.is_finite() && *r >= 0.0)
                 .map(|r| format!("{r:.3}"))
                 .unwrap_or_default(),
-            s.lease_ttl_ms.to_string(),
+        );
+        set(admit_arg::LEASE_TTL_MS, s.lease_ttl_ms.to_string());
+        set(
+            admit_arg::BUDGET_PER_MINUTE,
             s.entry_budget_per_minute.to_string(),
-            s.entry_budget_burst.to_string(),
-            rate_arg(self.rate_in_force),
-            s.tick_ms.to_string(),
+        );
+        set(admit_arg::BUDGET_BURST, s.entry_budget_burst.to_string());
+        set(admit_arg::RATE, rate_arg(self.rate_in_force));
+        set(admit_arg::TICK_MS, s.tick_ms.to_string());
+        set(
+            admit_arg::NEAR_ZONE,
             s.near_zone_visitors(self.rate_in_force).to_string(),
+        );
+        set(
+            admit_arg::EXACT_HEAD,
             s.exact_head_visitors(self.rate_in_force).to_string(),
-            if self.idle_lease {
-                s.idle_lease_ttl_ms().to_string()
-            } else {
-                String::new()
-            },
-        ];
+        );
+        if self.idle_lease {
+            set(
+                admit_arg::IDLE_LEASE_TTL_MS,
+                s.idle_lease_ttl_ms().to_string(),
+            );
+        }
         let n = self
             .grants
             .len()
@@ -174,33 +206,36 @@ impl Operation for Admit<'_> {
     }
 
     fn decode(&self, value: Value) -> Result<AdmitReply, DecodeError> {
+        use admit_reply as r;
         let f = Fields::new("admit", value)?;
-        if f.len() != 17 {
-            return Err(f.error(format!("expected 17 fields, got {}", f.len())));
+        if f.len() != r::LEN {
+            return Err(f.error(format!("expected {} fields, got {}", r::LEN, f.len())));
         }
+        let field = |position: usize| f.uint(at(position));
+        let code = f.int(at(r::CODE))?;
         let counts = AdmitCounts {
-            admitting: f.int(0)? == 1,
-            admitted: f.uint(1)?,
-            expired: f.uint(2)?,
-            lapsed: f.uint(3)?,
-            abandoned: f.uint(4)?,
-            waiting: f.uint(5)?,
-            active: f.uint(6)?,
+            admitting: code == 1,
+            admitted: field(r::ADMITTED)?,
+            expired: field(r::EXPIRED)?,
+            lapsed: field(r::LAPSED)?,
+            abandoned: field(r::ABANDONED)?,
+            waiting: field(r::WAITING)?,
+            active: field(r::ACTIVE)?,
             refused: Refused {
-                budget: f.uint(7)?,
-                challenge: f.uint(8)?,
-                reused: f.uint(9)?,
-                turnstile: f.uint(10)?,
-                stale: f.uint(12)?,
-                address_full: f.uint(13)?,
+                budget: field(r::REFUSED_BUDGET)?,
+                challenge: field(r::REFUSED_CHALLENGE)?,
+                reused: field(r::REFUSED_REUSED)?,
+                turnstile: field(r::REFUSED_TURNSTILE)?,
+                stale: field(r::REFUSED_STALE)?,
+                address_full: field(r::REFUSED_ADDRESS_FULL)?,
             },
-            pre_queued: f.uint(11)?,
-            drawing: f.int(0)? == 3,
-            bypassed: f.uint(14)?,
-            revoked: f.uint(15)?,
-            settings_version: f.uint(16)?,
+            pre_queued: field(r::PRE_QUEUED)?,
+            drawing: code == 3,
+            bypassed: field(r::BYPASSED)?,
+            revoked: field(r::REVOKED)?,
+            settings_version: field(r::SETTINGS_VERSION)?,
         };
-        match f.int(0)? {
+        match code {
             0 => Ok(AdmitReply::NotOwner),
             1..=3 => Ok(AdmitReply::Ran(counts)),
             code => Err(f.error(format!("unknown code {code}"))),

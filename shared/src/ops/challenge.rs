@@ -4,8 +4,10 @@
 //! out (as `enter` does), so a crowd gathering before an opening raises the
 //! difficulty before the opening.
 
-use crate::guard::{challenge_level, challenge_max_number};
+use crate::guard::{challenge_max_number, MAX_LEVEL};
 use crate::keys::QueueKeys;
+use crate::records::{at, challenge_reply};
+use crate::reply::ReplyKind;
 use crate::script::{Invocation, Operation, CHALLENGE};
 use crate::value::{DecodeError, Fields, Value};
 
@@ -19,7 +21,8 @@ pub struct ChallengeTerms<'a> {
 /// What a new challenge must carry.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Terms {
-    /// The difficulty level in force ([`challenge_level`]); the challenge
+    /// The difficulty level in force (the script's, by
+    /// [`challenge_level`](crate::guard::challenge_level)); the challenge
     /// carries it, signed, and `enter` refuses it once a higher one is.
     pub level: u8,
     /// ALTCHA `maxnumber` of that level.
@@ -42,14 +45,18 @@ impl Operation for ChallengeTerms<'_> {
 
     fn decode(&self, value: Value) -> Result<Option<Terms>, DecodeError> {
         let f = Fields::new("challenge", value)?;
-        if f.len() == 1 && f.text(0)? == "unconfigured" {
+        if f.len() == 1 && f.kind(0)? == ReplyKind::Unconfigured {
             return Ok(None);
         }
-        let level = challenge_level(f.uint(3)?, f.uint(2)?);
+        let level = f.uint(at(challenge_reply::LEVEL))?;
+        let level = u8::try_from(level)
+            .ok()
+            .filter(|l| *l <= MAX_LEVEL)
+            .ok_or_else(|| f.error(format!("level {level} is not one")))?;
         Ok(Some(Terms {
             level,
-            max_number: challenge_max_number(f.uint(0)?, level),
-            ttl_ms: f.uint(1)?,
+            max_number: challenge_max_number(f.uint(at(challenge_reply::MAX_NUMBER))?, level),
+            ttl_ms: f.uint(at(challenge_reply::TTL_MS))?,
         }))
     }
 }

@@ -1,6 +1,7 @@
 //! `consume`: compare-and-delete of an entry token on a protected route.
 
 use crate::keys::{QueueKeys, UserId};
+use crate::reply::ReplyKind;
 use crate::script::{Invocation, Operation, CONSUME};
 use crate::token::EntryToken;
 use crate::value::{DecodeError, Fields, Value};
@@ -56,15 +57,15 @@ impl Operation for Consume<'_> {
 
     fn decode(&self, value: Value) -> Result<ConsumeReply, DecodeError> {
         let f = Fields::new("consume", value)?;
-        match f.text(0)? {
-            "ok" => Ok(ConsumeReply::Accepted),
-            "invalid" => Ok(ConsumeReply::Invalid),
-            "used" => Ok(ConsumeReply::Used),
-            "unconfigured" => Ok(ConsumeReply::Unconfigured),
-            "early" => Ok(ConsumeReply::Early {
+        match f.kind(0)? {
+            ReplyKind::Ok => Ok(ConsumeReply::Accepted),
+            ReplyKind::Invalid => Ok(ConsumeReply::Invalid),
+            ReplyKind::Used => Ok(ConsumeReply::Used),
+            ReplyKind::Unconfigured => Ok(ConsumeReply::Unconfigured),
+            ReplyKind::Early => Ok(ConsumeReply::Early {
                 wait_ms: f.uint(1)?,
             }),
-            other => Err(f.error(format!("unknown reply kind {other:?}"))),
+            other => Err(f.unexpected(other)),
         }
     }
 }

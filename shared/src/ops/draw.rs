@@ -5,6 +5,7 @@
 //! same one).
 
 use crate::keys::QueueKeys;
+use crate::reply::ReplyKind;
 use crate::script::{Invocation, Operation, DRAW_OPEN, DRAW_PLACE};
 use crate::value::{DecodeError, Fields, Value};
 
@@ -129,12 +130,12 @@ impl Operation for DrawOpen<'_> {
 
     fn decode(&self, value: Value) -> Result<DrawState, DecodeError> {
         let f = Fields::new("draw_open", value)?;
-        match f.text(0)? {
-            "not_owner" => Ok(DrawState::NotOwner),
-            "idle" => Ok(DrawState::Idle {
+        match f.kind(0)? {
+            ReplyKind::NotOwner => Ok(DrawState::NotOwner),
+            ReplyKind::Idle => Ok(DrawState::Idle {
                 pre_queued: f.uint(1)?,
             }),
-            "drawing" => {
+            ReplyKind::Drawing => {
                 let seed = f.text(4)?;
                 let mut drawing = Drawing {
                     base: f.uint(1)?,
@@ -156,7 +157,7 @@ impl Operation for DrawOpen<'_> {
                 })?;
                 Ok(DrawState::Drawing(drawing))
             }
-            other => Err(f.error(format!("unknown reply kind {other:?}"))),
+            other => Err(f.unexpected(other)),
         }
     }
 }
@@ -219,15 +220,15 @@ impl Operation for DrawPlace<'_> {
 
     fn decode(&self, value: Value) -> Result<Placed, DecodeError> {
         let f = Fields::new("draw_place", value)?;
-        match f.text(0)? {
-            "not_owner" => Ok(Placed::NotOwner),
-            "moved" => Ok(Placed::Moved { done: f.uint(1)? }),
-            "placed" => Ok(Placed::Batch {
+        match f.kind(0)? {
+            ReplyKind::NotOwner => Ok(Placed::NotOwner),
+            ReplyKind::Moved => Ok(Placed::Moved { done: f.uint(1)? }),
+            ReplyKind::Placed => Ok(Placed::Batch {
                 placed: f.uint(1)?,
                 dropped: f.uint(2)?,
                 left: f.uint(3)?,
             }),
-            other => Err(f.error(format!("unknown reply kind {other:?}"))),
+            other => Err(f.unexpected(other)),
         }
     }
 }

@@ -4,6 +4,7 @@ use super::observed::Observed;
 use crate::fields::stats;
 use crate::guard::{EntryGuard, GuardCheck};
 use crate::keys::{QueueKeys, UserId};
+use crate::reply::ReplyKind;
 use crate::script::{Invocation, Operation, ENTER};
 use crate::settings::QueueState;
 use crate::token::EntryToken;
@@ -130,28 +131,28 @@ impl Operation for Enter<'_> {
         if let Some(observed) = Observed::decode(&f)? {
             return Ok(EnterReply::Entered(observed));
         }
-        match f.text(0)? {
-            "full" => Ok(EnterReply::Full {
+        match f.kind(0)? {
+            ReplyKind::Full => Ok(EnterReply::Full {
                 waiting: f.uint(1)?,
                 max_waiting: f.uint(2)?,
             }),
-            "closed" => Ok(EnterReply::Closed(QueueState::parse(f.text(1)?))),
-            "unconfigured" => Ok(EnterReply::Closed(None)),
-            "guard" => {
+            ReplyKind::Closed => Ok(EnterReply::Closed(QueueState::parse(f.text(1)?))),
+            ReplyKind::Unconfigured => Ok(EnterReply::Closed(None)),
+            ReplyKind::Guard => {
                 let name = f.text(1)?;
                 check_named(name)
                     .map(|g| EnterReply::Refused(Refusal::Missing(g)))
                     .ok_or_else(|| f.error(format!("unknown guard {name:?}")))
             }
-            "too_many" => Ok(EnterReply::Refused(Refusal::TooManyEntries {
+            ReplyKind::TooMany => Ok(EnterReply::Refused(Refusal::TooManyEntries {
                 retry_after_ms: f.uint(1)?,
             })),
-            "reused" => Ok(EnterReply::Refused(Refusal::SolutionReused)),
-            "stale" => Ok(EnterReply::Refused(Refusal::SolutionStale)),
-            "address_full" => Ok(EnterReply::Refused(Refusal::AddressFull {
+            ReplyKind::Reused => Ok(EnterReply::Refused(Refusal::SolutionReused)),
+            ReplyKind::Stale => Ok(EnterReply::Refused(Refusal::SolutionStale)),
+            ReplyKind::AddressFull => Ok(EnterReply::Refused(Refusal::AddressFull {
                 cap: f.uint(1)?,
             })),
-            other => Err(f.error(format!("unknown reply kind {other:?}"))),
+            other => Err(f.unexpected(other)),
         }
     }
 }

@@ -20,7 +20,7 @@ mod status;
 mod unconsume;
 mod visitor;
 
-pub use admit::{Admit, AdmitCounts, AdmitReply, Refused};
+pub use admit::{rate_bucket_cap, Admit, AdmitCounts, AdmitReply, Refused, RATE_BUCKET_TICKS};
 pub use bypass::{Bypass, BypassCall, BypassReply};
 pub use challenge::{ChallengeTerms, Terms};
 pub use configure::{Configure, SetNotice, SetState, StateSwitch};

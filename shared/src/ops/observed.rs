@@ -3,6 +3,8 @@
 use crate::draw::DrawSlot;
 use crate::keys::{QueueKeys, UserId};
 use crate::policy::{PollPolicy, PreQueuePolicy};
+use crate::records::{admitted_reply, at, pre_queue_reply, waiting_reply, KIND};
+use crate::reply::ReplyKind;
 use crate::script::{Invocation, Operation, POSITION};
 use crate::settings::{QueueState, Settings};
 use crate::state::UserState;
@@ -88,10 +90,16 @@ impl Observed {
     /// Returns `Ok(None)` for a kind this decoder does not know, so callers
     /// with extra kinds (enter) can handle them.
     pub(crate) fn decode(f: &Fields) -> Result<Option<Observed>, DecodeError> {
-        Ok(Some(match f.text(0)? {
-            "waiting" => {
-                let text = |i| f.text(i).ok().filter(|t: &&str| !t.is_empty());
-                let policy = match (f.opt_f64(4), f.opt_f64(5), f.opt_f64(6)) {
+        let text = |p| f.text(at(p)).ok().filter(|t: &&str| !t.is_empty());
+        let float = |p| f.opt_f64(at(p));
+        Ok(Some(match f.kind(at(KIND))? {
+            ReplyKind::Waiting => {
+                use waiting_reply as w;
+                let policy = match (
+                    float(w::ADMIT_RATE),
+                    float(w::POLL_MIN_MS),
+                    float(w::POLL_MAX_MS),
+                ) {
                     (Some(rate), Some(min), Some(max)) => Some(PollPolicy {
                         admit_rate_per_second: rate,
                         poll_min_ms: min as u64,
@@ -100,15 +108,21 @@ impl Observed {
                     _ => None,
                 };
                 Observed::Waiting(WaitingFacts {
-                    position: f.uint(1)?,
-                    queue_state: text(2).and_then(QueueState::parse),
-                    measured_rate: f.opt_f64(3),
+                    position: f.uint(at(w::POSITION))?,
+                    queue_state: text(w::STATE).and_then(QueueState::parse),
+                    measured_rate: float(w::MEASURED_RATE),
                     policy,
-                    ticket: f.uint(7)?,
+                    ticket: f.uint(at(w::TICKET))?,
                 })
             }
-            "pre_queue" => {
-                let policy = match (f.opt_f64(3), f.opt_f64(4), f.opt_f64(5), f.opt_f64(6)) {
+            ReplyKind::PreQueue => {
+                use pre_queue_reply as p;
+                let policy = match (
+                    float(p::POLL_MIN_MS),
+                    float(p::POLL_MAX_MS),
+                    float(p::OPENING_SPREAD_MS),
+                    float(p::ABANDON_AFTER_MS),
+                ) {
                     (Some(min), Some(max), Some(spread), Some(abandon)) => Some(PreQueuePolicy {
                         poll_min_ms: min as u64,
                         poll_max_ms: max as u64,
@@ -118,26 +132,24 @@ impl Observed {
                     _ => None,
                 };
                 Observed::PreQueue(PreQueueFacts {
-                    opens_at: f.opt_f64(1).map(|v| v as u64),
-                    now: f.uint(2)?,
+                    opens_at: float(p::OPENS_AT).map(|v| v as u64),
+                    now: f.uint(at(p::NOW))?,
                     policy,
-                    slot: f
-                        .opt_f64(7)
-                        .and_then(|score| DrawSlot::from_score(score as u64)),
-                    draw: f.opt_f64(8).map(|n| n as u64),
+                    slot: float(p::SLOT).and_then(|score| DrawSlot::from_score(score as u64)),
+                    draw: float(p::DRAW_NUMBER).map(|n| n as u64),
                 })
             }
-            "admitted" => Observed::Settled(UserState::Admitted {
-                token: f.text(1)?.to_string(),
-                activate_at: f.uint(2)?,
-                expires_at: f.uint(3)?,
+            ReplyKind::Admitted => Observed::Settled(UserState::Admitted {
+                token: f.text(at(admitted_reply::TOKEN))?.to_string(),
+                activate_at: f.uint(at(admitted_reply::ACTIVATE_AT))?,
+                expires_at: f.uint(at(admitted_reply::EXPIRES_AT))?,
             }),
-            "in_flight" => Observed::Settled(UserState::InFlight),
-            "ordered" => Observed::Settled(UserState::Ordered),
-            "expired" => Observed::Settled(UserState::Expired),
-            "abandoned" => Observed::Settled(UserState::Abandoned),
-            "revoked" => Observed::Settled(UserState::Revoked),
-            "not_in_queue" => Observed::Settled(UserState::NotInQueue),
+            ReplyKind::InFlight => Observed::Settled(UserState::InFlight),
+            ReplyKind::Ordered => Observed::Settled(UserState::Ordered),
+            ReplyKind::Expired => Observed::Settled(UserState::Expired),
+            ReplyKind::Abandoned => Observed::Settled(UserState::Abandoned),
+            ReplyKind::Revoked => Observed::Settled(UserState::Revoked),
+            ReplyKind::NotInQueue => Observed::Settled(UserState::NotInQueue),
             _ => return Ok(None),
         }))
     }

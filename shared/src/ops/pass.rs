@@ -6,6 +6,7 @@
 
 use crate::guard::ClientAddress;
 use crate::keys::{QueueKeys, UserId};
+use crate::reply::ReplyKind;
 use crate::script::{Invocation, Operation, PASS};
 use crate::token::EntryToken;
 use crate::value::{DecodeError, Fields, Value};
@@ -44,15 +45,15 @@ pub enum QueueNeeded {
 }
 
 impl QueueNeeded {
-    fn parse(text: &str) -> Option<QueueNeeded> {
-        Some(match text {
-            "off" => QueueNeeded::Off,
-            "closed" => QueueNeeded::Closed,
-            "waiting" => QueueNeeded::Waiting,
-            "holds" => QueueNeeded::Holds,
-            "full" => QueueNeeded::Full,
-            "rate" => QueueNeeded::Rate,
-            "revoked" => QueueNeeded::Revoked,
+    fn parse(kind: ReplyKind) -> Option<QueueNeeded> {
+        Some(match kind {
+            ReplyKind::Off => QueueNeeded::Off,
+            ReplyKind::Closed => QueueNeeded::Closed,
+            ReplyKind::Waiting => QueueNeeded::Waiting,
+            ReplyKind::Holds => QueueNeeded::Holds,
+            ReplyKind::Full => QueueNeeded::Full,
+            ReplyKind::Rate => QueueNeeded::Rate,
+            ReplyKind::Revoked => QueueNeeded::Revoked,
             _ => return None,
         })
     }
@@ -105,19 +106,19 @@ impl Operation for Pass<'_> {
 
     fn decode(&self, value: Value) -> Result<PassReply, DecodeError> {
         let f = Fields::new("pass", value)?;
-        match f.text(0)? {
-            "ok" => Ok(PassReply::Passed),
-            "unconfigured" => Ok(PassReply::Unconfigured),
-            "too_many" => Ok(PassReply::TooManyEntries {
+        match f.kind(0)? {
+            ReplyKind::Ok => Ok(PassReply::Passed),
+            ReplyKind::Unconfigured => Ok(PassReply::Unconfigured),
+            ReplyKind::TooMany => Ok(PassReply::TooManyEntries {
                 retry_after_ms: f.uint(1)?,
             }),
-            "queue" => {
-                let why = f.text(1)?;
+            ReplyKind::Queue => {
+                let why = f.kind(1)?;
                 QueueNeeded::parse(why)
                     .map(PassReply::Queue)
-                    .ok_or_else(|| f.error(format!("unknown reason {why:?}")))
+                    .ok_or_else(|| f.error(format!("unknown reason {why}")))
             }
-            other => Err(f.error(format!("unknown reply kind {other:?}"))),
+            other => Err(f.unexpected(other)),
         }
     }
 }

@@ -2,6 +2,7 @@
 
 use crate::fields::origin;
 use crate::keys::{QueueKeys, UserId};
+use crate::reply::ReplyKind;
 use crate::script::{Invocation, Operation, SETTLE};
 use crate::token::EntryToken;
 use crate::value::{DecodeError, Fields, Value};
@@ -114,15 +115,15 @@ impl SettleReply {
     /// The reply of `settle`, and of `unconsume`, which answers the same
     /// kinds (never `ordered`).
     pub(crate) fn decode(f: &Fields) -> Result<SettleReply, DecodeError> {
-        match f.text(0)? {
-            "ordered" => Ok(SettleReply::Ordered),
-            "restored" => Ok(SettleReply::Restored {
+        match f.kind(0)? {
+            ReplyKind::Ordered => Ok(SettleReply::Ordered),
+            ReplyKind::Restored => Ok(SettleReply::Restored {
                 expires_at: f.uint(1)?,
             }),
-            "expired" => Ok(SettleReply::Expired),
-            "stale" => Ok(SettleReply::Stale),
-            "unconfigured" => Ok(SettleReply::Unconfigured),
-            other => Err(f.error(format!("unknown reply kind {other:?}"))),
+            ReplyKind::Expired => Ok(SettleReply::Expired),
+            ReplyKind::Stale => Ok(SettleReply::Stale),
+            ReplyKind::Unconfigured => Ok(SettleReply::Unconfigured),
+            other => Err(f.unexpected(other)),
         }
     }
 }
