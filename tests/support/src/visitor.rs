@@ -1,6 +1,6 @@
 //! The visitor as a browser is to the worker: one HTTP client that keeps
 //! the cookies the worker sets and sends them back, with the JSON replies
-//! as the tests read them. The system tests' one way to call the edge.
+//! as the tests read them. The system tests' visitor, and the edge bench's.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
