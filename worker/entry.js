@@ -15,7 +15,7 @@
 // schedules a re-initialisation and wasm-bindgen's glue (built with
 // `--force-enable-abort-handler` and `--experimental-reset-state-function`
 // by worker-build) instantiates a fresh module on the next call, which is
-// this `fetch` (tests/system/tests/edge_probes.rs).
+// this `fetch` (tests/system/tests/edge/probes.rs).
 import * as wasm from "./index.js";
 
 export default {

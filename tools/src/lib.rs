@@ -5,9 +5,11 @@
 //! [`origin_bench`] measures origin control (`queuegate-origin-bench`).
 
 pub mod crowd;
-pub mod demo_origin;
 pub mod edge_bench;
 pub mod load;
 pub mod origin_bench;
 pub mod stack;
 pub mod turnstile_stand_in;
+
+/// The demo shop lives in the testkit, beside the system tests that start it.
+pub use queuegate_testkit::demo_origin;

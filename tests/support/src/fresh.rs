@@ -475,7 +475,7 @@ mod tests {
         // A package's own tests are not built into it.
         let system = package_sources("queuegate-system-tests");
         assert!(system.contains(&root.join("tests/system/src/lib.rs")));
-        assert!(root.join("tests/system/tests/engine.rs").exists());
-        assert!(!system.contains(&root.join("tests/system/tests/engine.rs")));
+        assert!(root.join("tests/system/tests/engine/line.rs").exists());
+        assert!(!system.contains(&root.join("tests/system/tests/engine/line.rs")));
     }
 }

@@ -9,6 +9,9 @@
 //! build with the `workerd` binary alone, for benchmarks); [`now_ms`] and [`set_cookie_pair`]
 //! are the clock and cookie reading the tests and tools share.
 //!
+//! With the `http` feature, the HTTP side of a stack: [`demo_origin`] (the
+//! demo shop) and [`visitor`] (a browser-like client of the worker).
+//!
 //! What the benchmarks and the load tools measure is summarized here too,
 //! once for all of them: [`measure`] (percentiles and means) and, with the
 //! `charts` feature, [`chart`] (the look of their SVG charts).
@@ -17,6 +20,8 @@
 pub mod chart;
 mod clock;
 mod cookie;
+#[cfg(feature = "http")]
+pub mod demo_origin;
 pub mod fresh;
 pub mod gateway;
 pub mod measure;
@@ -24,6 +29,8 @@ mod paths;
 mod process;
 mod redis_server;
 pub mod scheduler;
+#[cfg(feature = "http")]
+pub mod visitor;
 pub mod workerd;
 mod wrangler;
 

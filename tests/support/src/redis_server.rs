@@ -1,9 +1,11 @@
 //! A private `redis-server` on a free port with its own temp dir: no
-//! persistence by default, AOF on request so restart tests keep their data.
+//! persistence by default, AOF on request so restart tests keep their data;
+//! or one server shared by a whole test binary ([`RedisServer::shared`]).
 
 use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::process::Command;
+use std::sync::OnceLock;
 use std::time::Duration;
 
 use tempfile::TempDir;
@@ -17,6 +19,8 @@ pub struct RedisServerBuilder {
     aof: bool,
     extra: Vec<String>,
     wrapper: Vec<String>,
+    /// Outlives every handle: a watcher ends it when the test binary exits.
+    reaped: bool,
 }
 
 impl RedisServerBuilder {
@@ -77,6 +81,23 @@ impl RedisServer {
         RedisServerBuilder::default().start()
     }
 
+    /// One server for the whole test binary, started on first use. For
+    /// tests that keep to their own keys (a queue of their own) and neither
+    /// stop it, flush it nor read every key; the others start their own.
+    ///
+    /// Statics are never dropped, so a watcher beside the server kills it
+    /// and removes its directory once the test binary has exited.
+    pub fn shared() -> &'static RedisServer {
+        static SHARED: OnceLock<RedisServer> = OnceLock::new();
+        SHARED.get_or_init(|| {
+            RedisServerBuilder {
+                reaped: true,
+                ..RedisServerBuilder::default()
+            }
+            .start()
+        })
+    }
+
     /// Builder for servers with AOF or extra flags.
     pub fn builder() -> RedisServerBuilder {
         RedisServerBuilder::default()
@@ -128,6 +149,7 @@ impl RedisServer {
                 cmd.args(args).arg("redis-server");
                 cmd
             }
+            None if self.options.reaped => reaped_command(dir),
             None => Command::new("redis-server"),
         };
         cmd.current_dir(dir)
@@ -177,6 +199,22 @@ impl Drop for RedisServer {
         // The process handle prints the log when the test is failing.
         self.stop();
     }
+}
+
+/// `redis-server` (its arguments appended by the caller) under a shell
+/// that polls the test binary every 200 ms and, once it is gone, kills the
+/// server and removes `dir`: the end of [`RedisServer::shared`].
+fn reaped_command(dir: &std::path::Path) -> Command {
+    const WATCH: &str = r#"owner=$1; dir=$2; shift 2
+"$@" & server=$!
+while kill -0 "$owner" 2>/dev/null && kill -0 "$server" 2>/dev/null; do sleep 0.2; done
+kill -9 "$server" 2>/dev/null; wait; rm -rf "$dir""#;
+    let mut cmd = Command::new("sh");
+    cmd.args(["-c", WATCH, "redis-reaper"])
+        .arg(std::process::id().to_string())
+        .arg(dir)
+        .arg("redis-server");
+    cmd
 }
 
 fn raw_command(port: u16, line: &str) -> std::io::Result<String> {

@@ -119,7 +119,7 @@ impl TestQueue {
     /// One admit tick as `owner` with an allowance and grants.
     pub async fn admit(&self, owner: &str, allowance: u64, grants: &[Grant]) -> AdmitReply {
         // The shared rate bucket never binds a test's hand-made tick
-        // (tests/system/tests/drop_day.rs tests it), and the whole line is
+        // (tests/system/tests/drop_day/pre_queue.rs tests it), and the whole line is
         // near.
         self.admit_at(owner, allowance, grants, 1e9).await
     }

@@ -44,6 +44,7 @@ use queuegate_shared::token::{EntryToken, Grant};
 use queuegate_shared::{Operation, Prefix, QueueId, QueueKeys, QueueState, Settings, UserId};
 use queuegate_testkit::gateway::Gateway;
 use queuegate_testkit::measure::percentile;
+use queuegate_testkit::visitor::Visitor;
 use queuegate_testkit::workerd::{Script, Workerd};
 use queuegate_testkit::{RedisServer, Wrangler, IDENTITY_SECRET, ORIGIN_SECRET};
 use redis::aio::MultiplexedConnection;
@@ -463,20 +464,14 @@ impl Rig {
         http: &reqwest::Client,
         who: &Credentials,
     ) -> anyhow::Result<BTreeMap<String, String>> {
-        let resp = drive::with(http.post(format!("{}/queue/enter", self.worker.url())), who)
-            .send()
+        let mut visitor = Visitor::with_client(&self.worker.url(), http.clone());
+        let headers: Vec<(&str, &str)> = who.iter().map(|(n, v)| (*n, v.as_str())).collect();
+        let reply = visitor
+            .try_send_with("POST", "/queue/enter", None, None, &headers)
             .await?;
-        let set: BTreeMap<String, String> = resp
-            .headers()
-            .get_all("set-cookie")
-            .iter()
-            .filter_map(|v| v.to_str().ok())
-            .filter_map(queuegate_testkit::set_cookie_pair)
-            .map(|(name, value)| (name.to_string(), value.to_string()))
-            .collect();
-        ensure!(!set.is_empty(), "enter set no cookie");
-        ensure!(resp.status() == 200, "enter answered {}", resp.status());
-        Ok(set)
+        ensure!(!reply.set_cookies.is_empty(), "enter set no cookie");
+        ensure!(reply.status == 200, "enter answered {}", reply.status);
+        Ok(visitor.cookies)
     }
 
     /// `gap` visitors entered straight in Redis, then `n` entered through

@@ -122,15 +122,26 @@ pub fn router(secret: &str, conditions: Conditions) -> Router {
         .with_state(shop)
 }
 
+/// Why the shop did not start.
+#[derive(Debug, thiserror::Error)]
+pub enum ShopError {
+    /// The conditions are out of range ([`Conditions::validate`]).
+    #[error("{0}")]
+    Conditions(String),
+    /// No loopback port to listen on.
+    #[error("cannot listen on loopback: {0}")]
+    Listen(#[from] std::io::Error),
+}
+
 /// Starts the shop on a free loopback port; returns its URL.
-pub async fn start(secret: &str) -> anyhow::Result<String> {
+pub async fn start(secret: &str) -> Result<String, ShopError> {
     start_with(secret, Conditions::default()).await
 }
 
 /// Starts the shop answering under `conditions` (validated).
-pub async fn start_with(secret: &str, conditions: Conditions) -> anyhow::Result<String> {
-    conditions.validate().map_err(anyhow::Error::msg)?;
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+pub async fn start_with(secret: &str, conditions: Conditions) -> Result<String, ShopError> {
+    conditions.validate().map_err(ShopError::Conditions)?;
+    let listener = tokio::net::TcpListener::bind((crate::LOOPBACK, 0)).await?;
     let url = format!("http://{}", listener.local_addr()?);
     let app = router(secret, conditions);
     tokio::spawn(async move {

@@ -16,44 +16,30 @@ use queuegate_shared::Settings;
 use queuegate_system_tests::origin::TestOrigin;
 use queuegate_system_tests::{fast_settings, TestQueue};
 use queuegate_testkit::gateway::Gateway;
+use queuegate_testkit::visitor::Visitor;
 use queuegate_testkit::workerd::{Script, Workerd};
-use queuegate_testkit::{repo_root, set_cookie_pair, RedisServer, Wrangler};
-use serde_json::Value as Json;
+use queuegate_testkit::{repo_root, RedisServer, Wrangler};
 
-/// `POST /queue/enter` as a new visitor: its cookie and its place.
-async fn enter(http: &reqwest::Client, base: &str) -> (String, u64) {
-    let resp = http
-        .post(format!("{base}/queue/enter"))
-        .send()
-        .await
-        .expect("enter answered");
-    assert_eq!(resp.status(), 200);
-    let cookie = resp
-        .headers()
-        .get_all("set-cookie")
-        .iter()
-        .filter_map(|v| set_cookie_pair(v.to_str().ok()?))
-        .find(|(name, _)| *name == "qg_visitor")
-        .map(|(name, value)| format!("{name}={value}"))
-        .expect("a visitor cookie");
-    let body: Json = resp.json().await.expect("JSON");
-    assert_eq!(body["state"], "waiting", "{body}");
-    (cookie, body["position"].as_u64().expect("a position"))
+/// `POST /queue/enter` as a new visitor: the visitor, holding its cookie,
+/// and its place.
+async fn enter(base: &str) -> (Visitor, u64) {
+    let mut visitor = Visitor::new(base);
+    let reply = visitor.enter().await;
+    assert_eq!(reply.status, 200);
+    assert!(
+        visitor.cookies.contains_key("qg_visitor"),
+        "a visitor cookie"
+    );
+    assert_eq!(reply.state(), "waiting", "{}", reply.json);
+    let place = reply.json["position"].as_u64().expect("a position");
+    (visitor, place)
 }
 
-/// `GET /queue/position` with `cookie`: the place.
-async fn position(http: &reqwest::Client, base: &str, cookie: &str) -> u64 {
-    let body: Json = http
-        .get(format!("{base}/queue/position"))
-        .header("cookie", cookie)
-        .send()
-        .await
-        .expect("position answered")
-        .json()
-        .await
-        .expect("JSON");
-    assert_eq!(body["state"], "waiting", "{body}");
-    body["position"].as_u64().expect("a position")
+/// `GET /queue/position` as `visitor`: the place.
+async fn position(visitor: &mut Visitor) -> u64 {
+    let reply = visitor.position().await;
+    assert_eq!(reply.state(), "waiting", "{}", reply.json);
+    reply.json["position"].as_u64().expect("a position")
 }
 
 /// Redis with queue `main` (a line that stays put: no passthrough, no
@@ -105,7 +91,7 @@ async fn a_future_that_wakes_itself_is_polled_again_not_nested() {
         );
     }
     // And the worker serves the queue as ever after it.
-    let (_, place) = enter(&http, &worker.url()).await;
+    let (_, place) = enter(&worker.url()).await;
     assert_eq!(place, 1);
 }
 
@@ -116,7 +102,7 @@ async fn a_panic_fails_its_request_and_the_next_one_gets_a_fresh_instance() {
     let pid = worker.pid();
     let http = client();
 
-    let (first, place) = enter(&http, &base).await;
+    let (mut first, place) = enter(&base).await;
     assert_eq!(place, 1);
     let mut places = 1;
     for path in ["/__panic/now", "/__panic/after-io", "/__panic/now"] {
@@ -132,8 +118,8 @@ async fn a_panic_fails_its_request_and_the_next_one_gets_a_fresh_instance() {
         }
         // The next requests run Rust again, on a fresh instance: the queue
         // state in Redis is untouched, and new places are taken.
-        assert_eq!(position(&http, &base, &first).await, 1, "after {path}");
-        let (_, place) = enter(&http, &base).await;
+        assert_eq!(position(&mut first).await, 1, "after {path}");
+        let (_, place) = enter(&base).await;
         places += 1;
         assert_eq!(place, places, "after {path}");
     }

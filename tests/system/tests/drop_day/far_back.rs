@@ -4,7 +4,7 @@
 //! position is an estimate marked `approximate`, measured here against the
 //! exact rank on a line of 20,000 with gaps; near the head every poll is
 //! exact. A pre-queue of 20,000 learns its drawn places the same way. The
-//! zone's liveness rule is in engine.rs.
+//! zone's liveness rule is in engine/line.rs.
 
 use std::time::Instant;
 

@@ -31,7 +31,7 @@ fn entered_position(r: &EnterReply) -> Option<u64> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn fifo_is_exact_under_1000_concurrent_enters_and_refresh_never_moves_anyone() {
-    let redis = RedisServer::start();
+    let redis = RedisServer::shared();
     let q = TestQueue::open(&redis.url(), "fifo", Settings::default()).await;
     let n = 1_000;
     let tasks: Vec<_> = (0..n)
@@ -81,7 +81,7 @@ async fn fifo_is_exact_under_1000_concurrent_enters_and_refresh_never_moves_anyo
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn max_waiting_holds_under_concurrent_enters() {
-    let redis = RedisServer::start();
+    let redis = RedisServer::shared();
     let settings = Settings {
         max_waiting: 100,
         ..Settings::default()
@@ -114,7 +114,7 @@ async fn max_waiting_holds_under_concurrent_enters() {
 
 #[tokio::test]
 async fn closed_draining_paused_and_unconfigured_queues() {
-    let redis = RedisServer::start();
+    let redis = RedisServer::shared();
     let q = TestQueue::open(&redis.url(), "ops", Settings::default()).await;
     let set = |state| {
         let q = q.clone();
@@ -178,7 +178,7 @@ async fn closed_draining_paused_and_unconfigured_queues() {
 
 #[tokio::test]
 async fn every_user_state_is_reachable_and_told_apart() {
-    let redis = RedisServer::start();
+    let redis = RedisServer::shared();
     let q = TestQueue::open(&redis.url(), "states", fast_settings()).await;
     q.set_lock("me").await;
     let (orderer, expirer, leaver, waiter, stranger) =
@@ -249,7 +249,7 @@ async fn every_user_state_is_reachable_and_told_apart() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn tokens_are_one_time_and_refusals_change_nothing() {
-    let redis = RedisServer::start();
+    let redis = RedisServer::shared();
     let q = TestQueue::open(&redis.url(), "tokens", Settings::default()).await;
     q.set_lock("me").await;
     let (early, replayed) = (user(1), user(2));
@@ -321,7 +321,7 @@ async fn tokens_are_one_time_and_refusals_change_nothing() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn racing_admitters_never_exceed_free_slots_and_stale_owners_admit_nobody() {
-    let redis = RedisServer::start();
+    let redis = RedisServer::shared();
     let settings = Settings {
         max_active: 40,
         ..Settings::default()
@@ -375,7 +375,7 @@ async fn racing_admitters_never_exceed_free_slots_and_stale_owners_admit_nobody(
 
 #[tokio::test]
 async fn leavers_are_dropped_counted_and_never_admitted() {
-    let redis = RedisServer::start();
+    let redis = RedisServer::shared();
     let q = TestQueue::open(&redis.url(), "leavers", fast_settings()).await;
     q.set_lock("me").await;
     // Even users poll, odd users leave after entering.
@@ -409,7 +409,7 @@ async fn leavers_are_dropped_counted_and_never_admitted() {
 
 #[tokio::test]
 async fn a_rolling_scan_drops_leavers_mid_line_so_positions_count_live_visitors() {
-    let redis = RedisServer::start();
+    let redis = RedisServer::shared();
     let settings = Settings {
         leaver_scan_per_tick: 7,
         ..fast_settings()
@@ -456,7 +456,7 @@ async fn a_rolling_scan_drops_leavers_mid_line_so_positions_count_live_visitors(
 
 #[tokio::test]
 async fn lease_acquire_admit_release_compare_by_owner() {
-    let redis = RedisServer::start();
+    let redis = RedisServer::shared();
     let settings = Settings {
         lease_ttl_ms: 300,
         ..Settings::default()
@@ -555,7 +555,7 @@ async fn lease_acquire_admit_release_compare_by_owner() {
 /// queue closed (before, a read and a separate write reopened it).
 #[tokio::test]
 async fn a_switch_from_an_expected_state_never_undoes_a_close() {
-    let redis = RedisServer::start();
+    let redis = RedisServer::shared();
     let q = TestQueue::open(&redis.url(), "cas", Settings::default()).await;
     let set = |state, expect| {
         let q = q.clone();
@@ -683,7 +683,7 @@ async fn randomized_run_conserves_every_user() {
         .unwrap_or_else(rand::random);
     eprintln!("randomized run seed {seed} (QG_SEED to replay)");
     let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
-    let redis = RedisServer::start();
+    let redis = RedisServer::shared();
     let settings = Settings {
         max_active: 15,
         max_waiting: 120,
@@ -799,7 +799,7 @@ async fn randomized_run_conserves_every_user() {
 
 #[tokio::test]
 async fn published_settings_read_back_from_the_config_hash() {
-    let redis = RedisServer::start();
+    let redis = RedisServer::shared();
     let settings = Settings {
         admit_rate_per_second: 17.5,
         max_active: 7,
@@ -835,7 +835,7 @@ async fn published_settings_read_back_from_the_config_hash() {
 
 #[tokio::test]
 async fn the_measured_rate_reaches_the_eta() {
-    let redis = RedisServer::start();
+    let redis = RedisServer::shared();
     let q = TestQueue::open(&redis.url(), "eta", Settings::default()).await;
     for i in 0..100 {
         q.enter(&user(i)).await;
@@ -876,7 +876,7 @@ async fn the_admit_tick_sweeps_full_budgets_and_expired_solutions() {
     use queuegate_shared::guard::{ClientAddress, EntryGuard};
     use queuegate_shared::ops::{Enter, Refusal};
 
-    let redis = RedisServer::start();
+    let redis = RedisServer::shared();
     let settings = Settings {
         entry_budget_per_minute: 600, // one place back every 100 ms
         entry_budget_burst: 2,
@@ -1057,7 +1057,7 @@ async fn ticket_in_line(q: &TestQueue, u: &UserId) -> Option<u64> {
 
 #[tokio::test]
 async fn only_the_near_zone_must_keep_polling_far_back_silence_keeps_a_place() {
-    let redis = RedisServer::start();
+    let redis = RedisServer::shared();
     let settings = zoned_settings();
     assert_eq!(settings.near_zone_visitors(5.0), 10);
     let q = TestQueue::open(&redis.url(), "zone", settings).await;
@@ -1126,7 +1126,7 @@ async fn only_the_near_zone_must_keep_polling_far_back_silence_keeps_a_place() {
 
 #[tokio::test]
 async fn a_leaver_from_far_back_is_dropped_once_near_and_never_admitted() {
-    let redis = RedisServer::start();
+    let redis = RedisServer::shared();
     let q = TestQueue::open(&redis.url(), "zone-leaver", zoned_settings()).await;
     q.set_lock("me").await;
     for i in 0..30 {

@@ -13,7 +13,7 @@ use redis::AsyncCommands;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn settles_count_the_origin_and_only_the_holder_records_control_state() {
-    let redis = RedisServer::start();
+    let redis = RedisServer::shared();
     let settings = Settings {
         activation_jitter_ms: 0,
         ..Settings::default()

@@ -42,7 +42,7 @@ async fn jwks(State(login): State<Login>) -> impl axum::response::IntoResponse {
 
 /// The test-only RSA keys (tests/system/fixtures/jwks-test-keys.json).
 fn rsa_fixture(name: &str) -> (RsaKeyPair, Value) {
-    let all: Value = serde_json::from_str(include_str!("../fixtures/jwks-test-keys.json"))
+    let all: Value = serde_json::from_str(include_str!("../../fixtures/jwks-test-keys.json"))
         .expect("fixture JSON");
     let k = &all["keys"][name];
     let der = STANDARD

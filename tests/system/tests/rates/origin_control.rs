@@ -13,10 +13,10 @@ use queuegate_edge::identity;
 use queuegate_shared::fields::{config as cf, stats as sf};
 use queuegate_shared::{Settings, UserId};
 use queuegate_system_tests::TestQueue;
+use queuegate_testkit::demo_origin::{self, Conditions};
 use queuegate_testkit::gateway::Gateway;
 use queuegate_testkit::scheduler::{Scheduler, SchedulerBuilder};
 use queuegate_testkit::{RedisServer, Wrangler, IDENTITY_SECRET, ORIGIN_SECRET};
-use queuegate_tools::demo_origin::{self, Conditions};
 use redis::AsyncCommands;
 
 /// The ceiling and floor of every test here.
@@ -26,8 +26,9 @@ const MIN_RATE: f64 = 2.0;
 const MAX_ACTIVE: u64 = 400;
 const TARGET: &str = "queuegate_target_admit_rate_per_second{queue=\"main\"}";
 
-/// The tests share two cores with everything else: one at a time.
-static SERIAL: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+// The tests share two cores with everything else: one at a time (with the
+// binary's other tests too).
+use super::ONE_AT_A_TIME as SERIAL;
 
 fn settings() -> Settings {
     Settings {

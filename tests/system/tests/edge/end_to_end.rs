@@ -12,7 +12,7 @@ use queuegate_system_tests::{fast_settings, grants, user};
 use queuegate_testkit::{since_epoch, RedisServer};
 
 /// Settings for the tests about the line: with idle passthrough on, an idle
-/// room admits its first visitors at once (tests/drop_day.rs covers that).
+/// room admits its first visitors at once (drop_day/passthrough.rs covers that).
 fn line(settings: Settings) -> Settings {
     Settings {
         idle_passthrough: false,

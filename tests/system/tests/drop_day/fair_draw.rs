@@ -4,7 +4,7 @@
 //! ranks each group's identities in rounds, and `entry_places_per_address`
 //! refuses an address group's place beyond the cap with 429
 //! `address_full`. The draw's own properties (IPv6 /56 and /48 counting,
-//! rounds kept on their blocks, kill -9) are in drop_day.rs.
+//! rounds kept on their blocks, kill -9) are in pre_queue.rs.
 
 use queuegate_shared::fields::stats as sf;
 use queuegate_shared::ops::Change;

@@ -5,7 +5,7 @@
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use queuegate_shared::ops::{EnterReply, Observed};
@@ -16,11 +16,10 @@ use queuegate_testkit::scheduler::{Scheduler, SchedulerBuilder};
 use queuegate_testkit::{wait_until, RedisServer};
 use tokio::runtime::Runtime;
 
-/// Rate and hand-over measurements share two cores: one test at a time.
-static SERIAL: Mutex<()> = Mutex::new(());
-
-fn serial() -> std::sync::MutexGuard<'static, ()> {
-    SERIAL.lock().unwrap_or_else(|e| e.into_inner())
+/// Rate and hand-over measurements share two cores: one test at a time
+/// (with the binary's other tests too). Taken outside any runtime.
+fn serial() -> tokio::sync::MutexGuard<'static, ()> {
+    super::ONE_AT_A_TIME.blocking_lock()
 }
 
 fn runtime() -> Runtime {
