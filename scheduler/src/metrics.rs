@@ -1,6 +1,6 @@
 //! Prometheus metrics (prometheus-client), one label `queue`, and the
 //! per-queue health that `/healthz` reports. The dashboard and alert rules
-//! in `deploy/` use these names; `tests/system/tests/observability.rs`
+//! in `deploy/` use these names; `tests/system/tests/scheduler/observability.rs`
 //! keeps them in step.
 
 use std::collections::BTreeMap;

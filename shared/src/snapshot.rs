@@ -252,7 +252,7 @@ impl Snapshot {
     /// dropped for silence, so the far part's gaps are the few left by a
     /// draw's leavers and by rejoins, and the marks bound how unevenly
     /// they can lie within one stretch; the error is measured
-    /// (tests/system/tests/far_back.rs, BENCHMARKS.md). The next poll comes when the policy says, but no later than
+    /// (tests/system/tests/drop_day/far_back.rs, BENCHMARKS.md). The next poll comes when the policy says, but no later than
     /// the visitor's arrival in the near zone, where it must poll Redis to
     /// keep its place.
     pub fn far_back(&self, ticket: u64, now_ms: u64) -> Option<UserState> {
@@ -266,6 +266,16 @@ impl Snapshot {
             ticket,
         );
         let position = self.aged(at_snapshot, now_ms, admitting);
+        // The scheduler moves the near zone's front every tick, an isolate
+        // reads the snapshot only every REFRESH_MS. A visitor the front has
+        // reached since (by the aged rank, with a second of admissions to
+        // spare for the rate's error) is near now: its grace to prove it is
+        // alive is abandon_after from the moment the front passed it, which
+        // may be shorter than the snapshot's age, so it asks Redis at once.
+        let spare = self.measured_rate.map_or(0.0, |r| r.max(0.0).ceil()) as u64;
+        if admitting && position <= self.zone_count.saturating_add(spare) {
+            return None;
+        }
         let policy = self.policy;
         let retry_after_ms = if admitting {
             let rate = policy.effective_rate(self.measured_rate);
@@ -501,9 +511,26 @@ mod tests {
         // 700 behind the zone: 4 s at 175/s.
         let (_, _, retry) = waiting(&s.far_back(32_200, NOW).unwrap());
         assert_eq!(retry, 4_000);
-        // Right behind it: the shortest interval.
-        let (_, _, retry) = waiting(&s.far_back(31_501, NOW).unwrap());
-        assert_eq!(retry, 1_000);
+        // Two seconds behind it: back by the time the zone reaches it.
+        let (_, _, retry) = waiting(&s.far_back(31_850, NOW).unwrap());
+        assert!((1_000..=2_000).contains(&retry), "{retry}");
+        // Within a second of admissions behind it: near by now (below).
+        assert!(s.far_back(31_501, NOW).is_none());
+    }
+
+    /// The zone's front moves every tick, the snapshot only when an isolate
+    /// reads it again: a ticket the front has reached since (by the
+    /// admissions at the measured rate over the snapshot's age) is sent to
+    /// Redis, to prove it is alive within its grace, not answered as far.
+    #[test]
+    fn a_ticket_the_zone_has_reached_since_the_snapshot_asks_redis() {
+        let s = snapshot();
+        // 700 behind the zone: far back at the snapshot's time ...
+        assert!(s.far_back(32_200, NOW).is_some());
+        // ... and still 2 s later (350 admitted at 175/s, 350 to go) ...
+        assert!(s.far_back(32_200, NOW + 2_000).is_some());
+        // ... but 3.5 s later the zone (and a second's spare) holds it.
+        assert!(s.far_back(32_200, NOW + 3_500).is_none());
     }
 
     #[test]

@@ -104,7 +104,7 @@ async fn handle(
     resp.into_runtime()
 }
 
-/// Test builds only (feature `probes`; tests/system/tests/edge_probes.rs):
+/// Test builds only (feature `probes`; tests/system/tests/edge/probes.rs):
 /// `/__panic/now` panics before any I/O, `/__panic/after-io` after a Redis
 /// round trip (the panic then happens in a wake-up of the future, not in
 /// the call from the runtime); the next request must be served by a fresh
