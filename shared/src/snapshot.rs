@@ -266,14 +266,8 @@ impl Snapshot {
             ticket,
         );
         let position = self.aged(at_snapshot, now_ms, admitting);
-        // The scheduler moves the near zone's front every tick, an isolate
-        // reads the snapshot only every REFRESH_MS. A visitor the front has
-        // reached since (by the aged rank, with a second of admissions to
-        // spare for the rate's error) is near now: its grace to prove it is
-        // alive is abandon_after from the moment the front passed it, which
-        // may be shorter than the snapshot's age, so it asks Redis at once.
-        let spare = self.measured_rate.map_or(0.0, |r| r.max(0.0).ceil()) as u64;
-        if admitting && position <= self.zone_count.saturating_add(spare) {
+        // Reached by the zone since the snapshot: near, not far ([`Self::near`]).
+        if admitting && position <= self.zone_reach() {
             return None;
         }
         let policy = self.policy;
@@ -307,7 +301,7 @@ impl Snapshot {
         let admitting = self.admitting_now(now_ms)?;
         if self.head_count == 0
             || ticket <= self.head_front
-            || ticket > self.zone_front.min(self.tail)
+            || ticket > self.tail
             || self.zone_count <= self.head_count
             || now_ms.saturating_sub(seen_ms) >= liveness_ms(self.pre_policy.abandon_after_ms)
         {
@@ -315,12 +309,32 @@ impl Snapshot {
         }
         // The zone's front never moves back, so it may lie past the tail
         // (everyone behind it left): the last visitor is then the zone's.
-        let at_snapshot = self.between(
-            (self.head_count, self.head_front),
-            (self.zone_count, self.zone_front.min(self.tail)),
-            ticket,
-        );
-        let position = self.aged(at_snapshot, now_ms, admitting);
+        let zone_end = self.zone_front.min(self.tail);
+        let position = if ticket <= zone_end {
+            let at_snapshot = self.between(
+                (self.head_count, self.head_front),
+                (self.zone_count, zone_end),
+                ticket,
+            );
+            self.aged(at_snapshot, now_ms, admitting)
+        } else {
+            // Beyond the snapshot's zone: near only if the zone has reached
+            // it since. The scheduler moves the zone's front every tick, an
+            // isolate reads the snapshot only every REFRESH_MS, and a
+            // visitor the front passed has abandon_after from then to prove
+            // it is alive (which may be shorter than the snapshot's age):
+            // so it is answered as near, under the liveness rule, not as far.
+            let at_snapshot = self.between(
+                (self.zone_count, self.zone_front),
+                (self.waiting, self.tail),
+                ticket,
+            );
+            let position = self.aged(at_snapshot, now_ms, admitting);
+            if !admitting || position > self.zone_reach() {
+                return None;
+            }
+            position
+        };
         // The head has moved on since the snapshot: whoever it holds now
         // asks Redis.
         if position <= self.head_count {
@@ -333,6 +347,15 @@ impl Snapshot {
             retry_after_ms: policy.retry_after_ms(position, self.measured_rate, admitting),
             approximate: true,
         })
+    }
+
+    /// The aged rank up to which the near zone reaches now: its size, and a
+    /// second of admissions at the measured rate to spare for the rate's
+    /// error (a visitor counted near a little early only polls Redis a
+    /// little sooner).
+    fn zone_reach(&self) -> u64 {
+        let spare = self.measured_rate.map_or(0.0, |r| r.max(0.0).ceil()) as u64;
+        self.zone_count.saturating_add(spare)
     }
 
     /// Whether the queue admits, when the snapshot may answer a waiting
@@ -529,8 +552,17 @@ mod tests {
         assert!(s.far_back(32_200, NOW).is_some());
         // ... and still 2 s later (350 admitted at 175/s, 350 to go) ...
         assert!(s.far_back(32_200, NOW + 2_000).is_some());
-        // ... but 3.5 s later the zone (and a second's spare) holds it.
+        // ... but 3.5 s later the zone (and a second's spare) holds it:
+        // near, answered under the liveness rule (a recent Redis request
+        // gets an estimate, an old one asks Redis).
         assert!(s.far_back(32_200, NOW + 3_500).is_none());
+        let h = with_head();
+        assert!(h.far_back(32_200, NOW + 3_500).is_none());
+        assert!(h.near(32_200, NOW + 3_000, NOW + 3_500).is_some());
+        let liveness = liveness_ms(h.pre_policy.abandon_after_ms);
+        assert!(h.near(32_200, NOW, NOW + liveness).is_none());
+        // Not reached yet: not near either (the far answer stands).
+        assert!(h.near(32_200, NOW + 1_900, NOW + 2_000).is_none());
     }
 
     #[test]
@@ -797,7 +829,9 @@ mod tests {
         assert!(s.near(875, seen, NOW).is_none(), "the head");
         assert!(s.near(1_000, NOW - 45_000, NOW).is_none(), "liveness");
         assert!(s.near(1_000, NOW - 44_999, NOW).is_some());
-        assert!(s.near(31_501, seen, NOW).is_none(), "far back");
+        assert!(s.near(31_800, seen, NOW).is_none(), "far back");
+        // Within a second of admissions behind the zone's front: near.
+        assert!(s.near(31_501, seen, NOW).is_some(), "reached");
         // Everyone behind the zone's front left: its last visitor is the
         // tail's.
         let shrunk = Snapshot {
