@@ -349,13 +349,14 @@ impl Snapshot {
         })
     }
 
-    /// The aged rank up to which the near zone reaches now: its size, and a
-    /// second of admissions at the measured rate to spare for the rate's
-    /// error (a visitor counted near a little early only polls Redis a
-    /// little sooner).
+    /// The aged rank up to which the near zone reaches now: its size, and
+    /// to spare for the rate's error a second of admissions at the measured
+    /// rate, at most a quarter of the zone (a visitor counted near a little
+    /// early only asks Redis a little sooner).
     fn zone_reach(&self) -> u64 {
-        let spare = self.measured_rate.map_or(0.0, |r| r.max(0.0).ceil()) as u64;
-        self.zone_count.saturating_add(spare)
+        let second = self.measured_rate.map_or(0.0, |r| r.max(0.0).ceil()) as u64;
+        self.zone_count
+            .saturating_add(second.min(self.zone_count / 4))
     }
 
     /// Whether the queue admits, when the snapshot may answer a waiting

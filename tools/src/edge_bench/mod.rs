@@ -724,15 +724,17 @@ impl Ticker {
     }
 }
 
-/// A worker's reply to a far-back poll, once it is `approximate` (a few
-/// tries: the isolate may have to read its first snapshot).
+/// A worker's reply to a far-back poll, once it is `approximate` (tries
+/// for a little longer than an isolate keeps a snapshot, `REFRESH_MS`: the
+/// isolate may hold one read before the first tick wrote the near zone).
 async fn far_back_sample(
     http: &reqwest::Client,
     base: &str,
     who: &Credentials,
 ) -> anyhow::Result<Result<String, String>> {
     let mut last = String::new();
-    for _ in 0..10 {
+    let tries = queuegate_shared::snapshot::REFRESH_MS / 200 + 10;
+    for _ in 0..tries {
         let resp = drive::with(http.get(format!("{base}/queue/position")), who)
             .send()
             .await?;
