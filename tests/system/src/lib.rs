@@ -256,21 +256,29 @@ impl TestQueue {
     /// entered = waiting + pre + unplaced + abandoned + admitted − passed,
     /// admitted = active + ordered + expired + lapsed.
     pub async fn assert_conserved(&self) {
-        let entered = self.stat("entered").await;
-        let admitted = self.stat("admitted").await;
-        let passed = self.stat(queuegate_shared::fields::stats::PASSED).await;
-        let withdrawn = self.stat(queuegate_shared::fields::stats::WITHDRAWN).await;
-        let waiting = self.zcard(&self.keys.waiting()).await as i64;
-        let pre = self.zcard(&self.keys.pre()).await as i64;
-        let active = self.zcard(&self.keys.active()).await as i64;
-        let (abandoned, ordered, expired, lapsed) = (
-            self.stat("abandoned").await,
-            self.stat("ordered").await,
-            self.stat("expired").await,
-            self.stat("lapsed").await,
-        );
+        use queuegate_shared::fields::stats;
+        // One MULTI/EXEC: a tick of a live scheduler (one script, atomic
+        // too) lands before or after every reading, never between two.
+        let fields = [
+            "entered",
+            "admitted",
+            stats::PASSED,
+            stats::WITHDRAWN,
+            "abandoned",
+            "ordered",
+            "expired",
+            "lapsed",
+        ];
         let mut conn = self.conn.clone();
-        let (seq, unplaced): (Option<i64>, Option<i64>) = redis::pipe()
+        type Read = (Vec<Option<i64>>, i64, i64, i64, Option<i64>, Option<i64>);
+        let (counts, waiting, pre, active, seq, unplaced): Read = redis::pipe()
+            .atomic()
+            .cmd("HMGET")
+            .arg(self.keys.stats())
+            .arg(&fields[..])
+            .zcard(self.keys.waiting())
+            .zcard(self.keys.pre())
+            .zcard(self.keys.active())
             .get(self.keys.seq())
             .hget(
                 self.keys.config(),
@@ -278,7 +286,10 @@ impl TestQueue {
             )
             .query_async(&mut conn)
             .await
-            .expect("GET seq, HGET draw_left");
+            .expect("the counters in one MULTI/EXEC");
+        let count = |i: usize| counts.get(i).copied().flatten().unwrap_or(0);
+        let (entered, admitted, passed, withdrawn) = (count(0), count(1), count(2), count(3));
+        let (abandoned, ordered, expired, lapsed) = (count(4), count(5), count(6), count(7));
         let unplaced = unplaced.unwrap_or(0);
         assert_eq!(
             seq.unwrap_or(0),
