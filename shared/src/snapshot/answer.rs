@@ -98,42 +98,18 @@ mod tests {
     use super::*;
     use crate::draw::DrawPermutation;
     use crate::ops::DrawSeed;
-    use crate::policy::{PollPolicy, PreQueuePolicy};
     use crate::settings::QueueState;
     use crate::snapshot::{SnapDraw, MAX_AGE_MS};
 
-    const NOW: u64 = 1_800_000_000_000;
+    use crate::snapshot::tests::{snapshot, NOW};
 
     /// A line of 1,000,000, its near zone 31,500 long with an exact head
     /// of 875, admitting 175 a second.
     fn line() -> Snapshot {
         Snapshot {
-            zone_front: 31_500,
-            zone_count: 31_500,
-            tail: 1_000_000,
-            waiting: 1_000_000,
-            snap_at: NOW,
-            state: QueueState::Open,
-            draw_left: 0,
-            measured_rate: Some(175.0),
-            policy: PollPolicy {
-                admit_rate_per_second: 175.0,
-                poll_min_ms: 1_000,
-                poll_max_ms: 30_000,
-            },
-            marks: Vec::new(),
-            opens_at: None,
-            pre_policy: PreQueuePolicy {
-                poll_min_ms: 1_000,
-                poll_max_ms: 30_000,
-                opening_spread_ms: 30_000,
-                abandon_after_ms: 90_000,
-            },
             head_front: 875,
             head_count: 875,
-            sealed: 0,
-            draw: None,
-            notice: None,
+            ..snapshot()
         }
     }
 
