@@ -36,6 +36,13 @@ pub fn set_cookie(name: &str, value: &str, max_age_s: u64, secure: bool) -> Stri
     format!("{name}={value}; Path=/; Max-Age={max_age_s}; HttpOnly; SameSite=Lax{secure}")
 }
 
+/// A `Set-Cookie` value like [`set_cookie`], but `SameSite=Strict`: the
+/// entry token's, so no other site can make the browser spend it (the
+/// room's own Continue is a same-site navigation, which sends it).
+pub fn set_strict_cookie(name: &str, value: &str, max_age_s: u64, secure: bool) -> String {
+    set_cookie(name, value, max_age_s, secure).replace("SameSite=Lax", "SameSite=Strict")
+}
+
 /// A `Set-Cookie` value that deletes cookie `name`.
 pub fn clear_cookie(name: &str) -> String {
     format!("{name}=; Path=/; Max-Age=0; HttpOnly; SameSite=Lax")

@@ -10,6 +10,8 @@
 //! * [`url`] — path and query of a request URL, without the `url` crate.
 //! * [`place`] — the signed place cookie far-back polls are answered from.
 //! * [`mac`] — HMAC-SHA-256, keyed in one place for all of the above.
+//! * [`visit`] — a protected request's matched path and intent (prefetch,
+//!   cross-site).
 
 pub mod altcha;
 pub mod cookie;
@@ -21,6 +23,7 @@ pub mod navigation;
 pub mod place;
 pub mod signing;
 pub mod url;
+pub mod visit;
 
 /// Header that carries the entry token (the [`cookie::TOKEN_COOKIE`] cookie
 /// may carry it instead); never forwarded to the origin.

@@ -60,7 +60,8 @@ for _, uid in ipairs(gone) do
     lapsed = lapsed + 1
   else
     expired = expired + 1
-    redis.call('DEL', token_base .. uid)
+    -- An unused turn ends its session with it.
+    redis.call('DEL', token_base .. uid, base .. K_SESSION .. uid)
     -- A revocation (of a visitor in flight: its slot is left to run out)
     -- stays what the visitor is told.
     if kind and kind ~= ST_REVOKED then set_status(status_key, uid, ST_EXPIRED, now, nil) end
@@ -114,7 +115,7 @@ end
 --    passthrough is the rate limit (the scheduler asks for what it can
 --    hold at most); the allowance only caps a caller's tick.
 local code, admitted = 1, 0
-local cfg = read_fields(KEYS[4], CF_STATE, CF_DRAW_LEFT, CF_RATE_NOW, CF_SETTINGS_VERSION)
+local cfg = read_fields(KEYS[4], CF_STATE, CF_DRAW_LEFT, CF_RATE_NOW, CF_SETTINGS_VERSION, CF_SESSION_MS)
 if cfg[CF_RATE_NOW] ~= ARGV[AA.RATE] then redis.call('HSET', KEYS[4], CF_RATE_NOW, ARGV[AA.RATE]) end
 if (cfg[CF_STATE] == QS_OPEN or cfg[CF_STATE] == QS_DRAINING) and tonumber(cfg[CF_DRAW_LEFT] or '0') == 0 then
   local free = max_active - redis.call('ZCARD', KEYS[2])
@@ -132,6 +133,12 @@ if (cfg[CF_STATE] == QS_OPEN or cfg[CF_STATE] == QS_DRAINING) and tonumber(cfg[C
         local activate = now + tonumber(ARGV[k + 1])
         local expires = activate + token_ttl
         redis.call('SET', token_base .. uid, token_record(ARGV[k], activate, expires, 0), 'PX', expires - now)
+        -- The session opens with the turn (README, *Browse and spend
+        -- routes*); token and slot last until the visitor comes.
+        if cfg[CF_SESSION_MS] then
+          set_session(base .. K_SESSION .. uid, activate, activate + tonumber(cfg[CF_SESSION_MS]),
+            activate + SESSION_CAP_MS, 0, now)
+        end
         set_status(status_base .. uid, uid, ST_ISSUED, now, status_ttl)
         redis.call('ZADD', KEYS[2], expires, uid)
         admitted = admitted + 1

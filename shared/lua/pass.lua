@@ -11,9 +11,16 @@
 -- KEYS[1] waiting  KEYS[2] pre  KEYS[3] active  KEYS[4] config  KEYS[5] stats
 -- KEYS[6] token:<uid>  KEYS[7] status:<uid>
 -- KEYS[8] guard (HASH: client address → its budget `tokens|at`)
--- ARGV[1] uid  ARGV[2] a fresh entry token (the in-flight record's)
+-- KEYS[9] session:<uid>
+-- ARGV[1] uid  ARGV[2] a fresh entry token (the in-flight record's, or on a
+--   browse route the visitor's token for the order)
 -- ARGV[3] the client address group ('' no budget)
--- Reply: {'ok'} · {'queue', why} ('holds' this visitor holds a token or
+-- ARGV[4] 'spend' (an order: in flight at once) | 'browse' (a page of the
+--   checkout: the visitor is admitted, with a token issued for their order
+--   that the edge sets as a cookie)
+-- Either opens the visitor's session (README, *Browse and spend routes*):
+-- after the order, the pages after it pass until the session ends.
+-- Reply: {'ok', session endsAt} · {'queue', why} ('holds' this visitor holds a token or
 --   a slot already: use it; or join the line: 'off' passthrough is off ·
 --   'closed' the queue takes no entries · 'revoked' an operator revoked
 --   this visitor · 'waiting' someone waits or a
@@ -21,11 +28,12 @@
 --   none now) · {'too_many', retry_after_ms} (the address spent its entry
 --   budget; only the refused_budget counter is written) · UNCONFIGURED.
 --   Nothing else is written unless the reply is {'ok'}.
-local uid, token = ARGV[1], ARGV[2]
+local uid, token, mode = ARGV[1], ARGV[2], ARGV[4]
+if mode ~= 'spend' and mode ~= 'browse' then return redis.error_reply('pass: unknown mode') end
 local cfg = read_config(KEYS[4], CF_IDLE_PASSTHROUGH, CF_MAX_ACTIVE, CF_RATE_NOW, CF_TICK_MS,
-  CF_IN_FLIGHT_MS, CF_STATUS_TTL_MS, CF_ENTRY_BUDGET_PER_MINUTE, CF_ENTRY_BUDGET_BURST)
+  CF_IN_FLIGHT_MS, CF_STATUS_TTL_MS, CF_ENTRY_BUDGET_PER_MINUTE, CF_ENTRY_BUDGET_BURST, CF_SESSION_MS)
 if not cfg[CF_STATE] or not cfg[CF_MAX_ACTIVE] or not cfg[CF_TICK_MS]
-  or not cfg[CF_IN_FLIGHT_MS] or not cfg[CF_STATUS_TTL_MS] then
+  or not cfg[CF_IN_FLIGHT_MS] or not cfg[CF_STATUS_TTL_MS] or not cfg[CF_SESSION_MS] then
   return UNCONFIGURED
 end
 -- A visitor who holds a token or a slot is told so first, whatever else
@@ -63,7 +71,16 @@ local refused = pass_admit(KEYS[3], KEYS[5], now, cfg[CF_MAX_ACTIVE], cfg[CF_RAT
   cfg[CF_TICK_MS])
 if refused then return {R.QUEUE, refused} end
 if address then redis.call('HSET', KEYS[8], address, bucket) end
+local ends = now + tonumber(cfg[CF_SESSION_MS])
+set_session(KEYS[9], now, ends, now + SESSION_CAP_MS, 1, now)
+if mode == 'browse' then
+  -- Admitted and come at once: the token and the slot last the session.
+  redis.call('SET', KEYS[6], token_record(token, now, ends, 0), 'PX', ends - now)
+  set_status(KEYS[7], uid, ST_ISSUED, now, tonumber(cfg[CF_STATUS_TTL_MS]))
+  redis.call('ZADD', KEYS[3], ends, uid)
+  return {R.OK, ends}
+end
 -- activateAt = expiresAt = now, restores = 1: settle finds no retry left.
 set_status(KEYS[7], uid, ST_IN_FLIGHT, now, tonumber(cfg[CF_STATUS_TTL_MS]), token_record(token, now, now, 1))
 redis.call('ZADD', KEYS[3], now + tonumber(cfg[CF_IN_FLIGHT_MS]), uid)
-return {R.OK}
+return {R.OK, ends}

@@ -32,6 +32,13 @@ local function token_record(token, activate_at, expires_at, restores)
   return table.concat(f, SEP)
 end
 
+-- A session record (SN_*): `session:<uid>`, written with PX until its end.
+local function set_session(key, activate_at, ends_at, cap_at, touched, now)
+  local f = {}
+  f[SN.ACTIVATE_AT], f[SN.ENDS_AT], f[SN.CAP_AT], f[SN.TOUCHED] = activate_at, ends_at, cap_at, touched
+  redis.call('SET', key, table.concat(f, SEP), 'PX', math.max(1, ends_at - now))
+end
+
 -- The reply for a visitor holding an entry token (AD.*).
 local function admitted_reply(token, activate_at, expires_at)
   local r = {}

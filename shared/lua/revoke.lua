@@ -1,6 +1,6 @@
 -- revoke: an operator ends a visitor's place or token, or lifts that.
 -- KEYS[1] waiting  KEYS[2] pre  KEYS[3] draw  KEYS[4] token:<uid>
--- KEYS[5] status:<uid>  KEYS[6] active  KEYS[7] stats
+-- KEYS[5] status:<uid>  KEYS[6] active  KEYS[7] stats  KEYS[8] session:<uid>
 -- ARGV[1] 'revoke' | 'lift'  ARGV[2] uid  ARGV[3] (revoke) how long the
 --   revocation keeps the visitor out, ms
 -- Reply: {1, was} revoked; `was` is what the visitor had: 'waiting' (the
@@ -49,6 +49,8 @@ elseif kind then
 else
   was = R.NOT_IN_QUEUE
 end
+-- A revoked visitor's session ends: browse routes no longer pass.
+redis.call('DEL', KEYS[8])
 set_status(KEYS[5], uid, ST_REVOKED, now, ttl)
 redis.call('HINCRBY', KEYS[7], SF_REVOKED, 1)
 return {1, was}

@@ -1,6 +1,7 @@
 -- settle: the origin's answer after a consume.
 -- KEYS[1] status:<uid>  KEYS[2] token:<uid>  KEYS[3] active  KEYS[4] stats
 -- KEYS[5] config (retry_window_ms, status_ttl_ms)  KEYS[6] sampled:<uid>
+-- KEYS[7] session:<uid> (ended with the turn: no retry left)
 -- ARGV[1] uid  ARGV[2] token
 -- ARGV[3] the origin's answer: OF_OK (2xx/3xx) | OF_CLIENT_ERROR (4xx, or
 --   the visitor's own request failed: its body never arrived whole) |
@@ -59,7 +60,9 @@ local expires = tonumber(f[SR_EXPIRES_AT])
 local restores = tonumber(f[SR_RESTORES])
 if restores == 0 then expires = math.max(expires, now + retry_window) end
 if not held or expires <= now then
-  -- The slot is gone (maybe reused) or the window has passed: no retry.
+  -- The slot is gone (maybe reused) or the window has passed: no retry,
+  -- and the session ends with the turn.
+  redis.call('DEL', KEYS[7])
   set_status(KEYS[1], uid, ST_EXPIRED, now, status_ttl)
   redis.call('HINCRBY', KEYS[4], SF_EXPIRED, 1)
   return {R.EXPIRED}

@@ -3,7 +3,8 @@
 -- (no answer in time): the script may have run and left the visitor in
 -- flight, without a token, for a request the edge never forwarded.
 -- KEYS[1] status:<uid>  KEYS[2] token:<uid>  KEYS[3] active  KEYS[4] stats
--- KEYS[5] config (status_ttl_ms)
+-- KEYS[5] config (status_ttl_ms)  KEYS[6] session:<uid> (ended with the
+-- turn when it is expired)
 -- ARGV[1] uid  ARGV[2] token (the one the lost call spent)
 -- Reply: {'restored', expiresAt} (the same token is valid again, with its
 --   own activateAt, expiresAt and restore count: no retry window is spent
@@ -25,6 +26,7 @@ local held = redis.call('ZREM', KEYS[3], uid) == 1
 if not held then redis.call('HINCRBY', KEYS[4], SF_LAPSED, -1) end
 local expires = tonumber(f[SR_EXPIRES_AT])
 if not held or expires <= now then
+  redis.call('DEL', KEYS[6])
   set_status(KEYS[1], uid, ST_EXPIRED, now, status_ttl)
   redis.call('HINCRBY', KEYS[4], SF_EXPIRED, 1)
   return {R.EXPIRED}

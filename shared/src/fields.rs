@@ -102,6 +102,10 @@ names!(
         TOKEN_TTL_MS = "token_ttl_ms",
         /// Setting: admit at once while nobody waits.
         IDLE_PASSTHROUGH = "idle_passthrough",
+        /// Setting: an admitted visitor's session.
+        SESSION_MS = "session_ms",
+        /// Setting: whether browsing renews the session.
+        SESSION_RENEW = "session_renew",
         /// Setting: the window the pre-queue's first polls after the
         /// opening are spread over.
         OPENING_SPREAD_MS = "opening_spread_ms",
@@ -393,6 +397,10 @@ fn lua_declarations() -> Vec<(String, String)> {
         ("PER_56", crate::guard::address::PER_56.to_string()),
         ("PER_48", crate::guard::address::PER_48.to_string()),
         ("PLACES_KEEP_MS", PLACES_KEEP_MS.to_string()),
+        (
+            "SESSION_CAP_MS",
+            crate::settings::SESSION_CAP_MS.to_string(),
+        ),
         (
             "RATE_BUCKET_TICKS",
             crate::ops::RATE_BUCKET_TICKS.to_string(),

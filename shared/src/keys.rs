@@ -191,6 +191,11 @@ impl QueueKeys {
     pub fn status(&self, user: &UserId) -> String {
         format!("{}{}{}", self.base, name::STATUS, user.0)
     }
+    /// STRING: a user's session record (see
+    /// [`session_record`](crate::records::session_record)).
+    pub fn session(&self, user: &UserId) -> String {
+        format!("{}{}{}", self.base, name::SESSION, user.0)
+    }
     /// LIST: a user's last status changes (`KIND|at`, oldest first, at
     /// most [`crate::fields::HISTORY_KEEP`]), kept as long as the status
     /// record; never a token.
@@ -279,6 +284,8 @@ names!(
         TOKEN = "token:",
         /// Prefix of a user's status record key.
         STATUS = "status:",
+        /// Prefix of a user's session record (see `session`).
+        SESSION = "session:",
         /// Prefix of a user's status history (see `history`).
         HISTORY = "history:",
         /// Prefix of a user's origin sample mark (see `sampled`).

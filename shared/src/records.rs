@@ -189,6 +189,22 @@ record!(
     }
 );
 
+record!(
+    /// `session:<uid>`: `activateAt|endsAt|capAt|touched`: an admitted
+    /// visitor's session (README, *Browse and spend routes*).
+    session_record, "SN" {
+        /// Epoch ms from which browse routes pass (the token's activateAt).
+        ACTIVATE_AT,
+        /// Epoch ms at which it ends (the key expires then too).
+        ENDS_AT,
+        /// Epoch ms past which renewal never moves `ENDS_AT`.
+        CAP_AT,
+        /// `1` once the visitor came (a browse request): token and slot
+        /// then last until `ENDS_AT`; `0` before.
+        TOUCHED,
+    }
+);
+
 /// The position of the tag in every tagged reply
 /// ([`ReplyKind`](crate::reply::ReplyKind)): the Lua `REPLY_KIND`.
 pub const KIND: usize = 1;
@@ -245,7 +261,7 @@ pub(crate) type Positions = &'static [(&'static str, usize)];
 /// (table, fields with their positions, length as field `LEN`). A table
 /// is one Lua local whatever its size, which keeps the biggest scripts
 /// within Lua's 200 locals.
-pub(crate) fn tables() -> [(&'static str, Positions, usize); 6] {
+pub(crate) fn tables() -> [(&'static str, Positions, usize); 7] {
     [
         (admit_arg::LUA, admit_arg::FIELDS, admit_arg::LEN),
         (admit_reply::LUA, admit_reply::FIELDS, admit_reply::LEN),
@@ -268,6 +284,11 @@ pub(crate) fn tables() -> [(&'static str, Positions, usize); 6] {
             challenge_reply::LUA,
             challenge_reply::FIELDS,
             challenge_reply::LEN,
+        ),
+        (
+            session_record::LUA,
+            session_record::FIELDS,
+            session_record::LEN,
         ),
     ]
 }

@@ -108,6 +108,8 @@ reply_kinds! {
     Lifted = "lifted",
     /// A revoked visitor was pre-queued.
     PreQueued = "pre_queued",
+    /// A browse route's visitor holds no live session.
+    NoSession = "no_session",
 }
 
 impl ReplyKind {

@@ -22,8 +22,20 @@ pub struct Settings {
     /// (docs/uncapped-line.md). The default, 10,000,000, needs about
     /// 1.4 GB of Redis memory (BENCHMARKS.md, *Queue engine*).
     pub max_waiting: u64,
-    /// How long an issued entry token stays valid.
+    /// How long an issued entry token stays valid when its visitor does
+    /// not come: their first request on a protected route (a page of the
+    /// checkout or the order) makes token and slot last as long as the
+    /// session.
     pub token_ttl_ms: u64,
+    /// An admitted visitor's session: from admission (or an idle pass)
+    /// browse routes pass any number of times for this long, and the slot
+    /// is held until the order settles or the session ends, whichever is
+    /// first (README, *Browse and spend routes*). 1 to 30 minutes.
+    pub session_ms: u64,
+    /// Renews the session on activity: each browse request moves its end
+    /// to now + `session_ms`, never past [`SESSION_CAP_MS`] after it
+    /// opened (a visitor cannot hold a slot for ever by browsing).
+    pub session_renew: bool,
     /// How long a user's status outlives its last change (> token TTL, so an
     /// unused token is still reported as expired).
     pub status_ttl_ms: u64,
@@ -132,6 +144,12 @@ pub struct Settings {
 /// (50 places: ~150 lookups, about the cost of the enter script itself).
 pub const MAX_PLACES_PER_ADDRESS: u64 = 50;
 
+/// The shortest and longest `session_ms`: a minute and half an hour.
+pub const SESSION_MS_RANGE: std::ops::RangeInclusive<u64> = 60_000..=1_800_000;
+
+/// However often a session is renewed, it ends this long after it opened.
+pub const SESSION_CAP_MS: u64 = 1_800_000;
+
 /// The longest near zone (`exact_zone_ms`): a day.
 pub const MAX_EXACT_ZONE_MS: u64 = 86_400_000;
 
@@ -143,6 +161,8 @@ impl Default for Settings {
             max_active: 1_000,
             max_waiting: 10_000_000,
             token_ttl_ms: 300_000,
+            session_ms: 600_000,
+            session_renew: false,
             status_ttl_ms: 420_000,
             activation_jitter_ms: 2_000,
             abandon_after_ms: 90_000,
@@ -292,6 +312,20 @@ impl Settings {
                 "token_ttl_ms",
                 self.token_ttl_ms,
                 "must be at least 1000",
+            ));
+        }
+        if !SESSION_MS_RANGE.contains(&self.session_ms) {
+            return Err(invalid(
+                "session_ms",
+                self.session_ms,
+                "must be from 60000 (a minute) to 1800000 (half an hour)",
+            ));
+        }
+        if self.token_ttl_ms > self.session_ms {
+            return Err(invalid(
+                "token_ttl_ms",
+                self.token_ttl_ms,
+                "must be at most session_ms (a turn cannot outlast its session)",
             ));
         }
         if self.activation_jitter_ms >= self.token_ttl_ms {

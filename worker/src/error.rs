@@ -42,6 +42,10 @@ pub enum EdgeError {
     /// The queue takes no entries (closed, draining or not configured).
     #[error("queue closed")]
     QueueClosed,
+    /// A prefetch or prerender of a protected route that the visitor's
+    /// session does not let through: it spends and opens nothing.
+    #[error("prefetch declined")]
+    PrefetchDeclined,
     /// No entry token on a protected route, and the room is not idle (or
     /// passthrough is off): join the queue at `page`.
     #[error("queue required")]
@@ -170,6 +174,7 @@ impl EdgeError {
             EdgeError::OriginUnreachable(_) => 502,
             EdgeError::OriginTimeout(_) => 504,
             EdgeError::QueueClosed
+            | EdgeError::PrefetchDeclined
             | EdgeError::RedisUnavailable(_)
             | EdgeError::RedisLimited(_)
             | EdgeError::KeysUnavailable(_) => 503,
@@ -188,6 +193,7 @@ impl EdgeError {
             EdgeError::IdentityInvalid(_) => "identity_invalid",
             EdgeError::QueueFull => "queue_full",
             EdgeError::QueueClosed => "queue_closed",
+            EdgeError::PrefetchDeclined => "prefetch_declined",
             EdgeError::QueueRequired { .. } => "queue_required",
             EdgeError::TokenInvalid => "token_invalid",
             EdgeError::BypassInvalid(_) => "bypass_invalid",
@@ -229,6 +235,9 @@ impl EdgeError {
             EdgeError::IdentityInvalid(e) => format!("We could not verify who you are: {e}."),
             EdgeError::QueueFull => "The queue is full. Please try again shortly.".into(),
             EdgeError::QueueClosed => "The queue is not taking new visitors right now.".into(),
+            EdgeError::PrefetchDeclined => {
+                "A prefetch does not pass the waiting room: open the page itself.".into()
+            }
             EdgeError::QueueRequired { page, holds: false } => {
                 format!("Please join the queue first: {page}")
             }

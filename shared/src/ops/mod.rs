@@ -2,6 +2,7 @@
 //! each reply is decoded from a client-neutral [`Value`](crate::value::Value).
 
 mod admit;
+mod browse;
 mod bypass;
 mod challenge;
 mod configure;
@@ -21,6 +22,7 @@ mod unconsume;
 mod visitor;
 
 pub use admit::{rate_bucket_cap, Admit, AdmitCounts, AdmitReply, Refused, RATE_BUCKET_TICKS};
+pub use browse::{Browse, BrowseReply, Look};
 pub use bypass::{Bypass, BypassCall, BypassReply};
 pub use challenge::{ChallengeTerms, Terms};
 pub use configure::{Configure, SetNotice, SetState, StateSwitch};
@@ -30,7 +32,7 @@ pub use enter::{Enter, EnterReply, Refusal};
 pub use lease::{LeaseAcquire, LeaseAcquired, LeaseRelease};
 pub use observed::{Observed, Position, PreQueueFacts, WaitingFacts};
 pub use origin::{Answers, ControlRecord, OriginRead, OriginReply, OriginWindow, LATENCY_BUCKETS};
-pub use pass::{Pass, PassReply, QueueNeeded};
+pub use pass::{Pass, PassReply, QueueNeeded, RouteKind};
 pub use revoke::{Revoke, RevokeCall, RevokeReply, MAX_REVOKE_MS};
 pub use schedule::{Change, Schedule, Scheduled};
 pub use settings::{SetSettings, SettingsReply};

@@ -23,6 +23,28 @@ pub struct Pass<'a> {
     /// The client's address group: its entry budget pays for the pass
     /// (`None`: no budget).
     pub address: Option<&'a ClientAddress>,
+    /// What the request is: an order, in flight at once, or a page of the
+    /// checkout, which admits the visitor with `token` for their order.
+    pub route: RouteKind,
+}
+
+/// The two kinds of protected route (README, *Browse and spend routes*).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RouteKind {
+    /// Passes any number of times during the visitor's session.
+    Browse,
+    /// Takes the one-time order token.
+    Spend,
+}
+
+impl RouteKind {
+    /// Its name in `PROTECTED_ROUTES` and in the scripts.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RouteKind::Browse => "browse",
+            RouteKind::Spend => "spend",
+        }
+    }
 }
 
 /// Why a token-less request must go through the line.
@@ -62,9 +84,13 @@ impl QueueNeeded {
 /// The outcome of a pass.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum PassReply {
-    /// The request holds a slot and is in flight: forward it, then settle
-    /// with the token given.
-    Passed,
+    /// Passed: a spend route's request holds a slot and is in flight
+    /// (forward it, then settle with the token given); a browse route's
+    /// visitor is admitted with the token given. Either opened a session.
+    Passed {
+        /// Epoch ms at which the visitor's session ends.
+        session_ends_at: u64,
+    },
     /// Not now; nothing changed.
     Queue(QueueNeeded),
     /// The client address spent its entry budget; only the
@@ -93,6 +119,7 @@ impl Operation for Pass<'_> {
                 k.token(self.user),
                 k.status(self.user),
                 k.guard(),
+                k.session(self.user),
             ],
             args: vec![
                 self.user.as_str().to_string(),
@@ -100,6 +127,7 @@ impl Operation for Pass<'_> {
                 self.address
                     .map(|a| a.as_str().to_string())
                     .unwrap_or_default(),
+                self.route.as_str().to_string(),
             ],
         }
     }
@@ -107,7 +135,9 @@ impl Operation for Pass<'_> {
     fn decode(&self, value: Value) -> Result<PassReply, DecodeError> {
         let f = Fields::new("pass", value)?;
         match f.kind(0)? {
-            ReplyKind::Ok => Ok(PassReply::Passed),
+            ReplyKind::Ok => Ok(PassReply::Passed {
+                session_ends_at: f.uint(1)?,
+            }),
             ReplyKind::Unconfigured => Ok(PassReply::Unconfigured),
             ReplyKind::TooMany => Ok(PassReply::TooManyEntries {
                 retry_after_ms: f.uint(1)?,

@@ -95,6 +95,7 @@ impl Operation for Settle<'_> {
                 k.stats(),
                 k.config(),
                 k.sampled(self.user),
+                k.session(self.user),
             ],
             args: vec![
                 self.user.as_str().to_string(),

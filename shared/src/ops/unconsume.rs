@@ -40,6 +40,7 @@ impl Operation for Unconsume<'_> {
                 k.active(),
                 k.stats(),
                 k.config(),
+                k.session(self.user),
             ],
             args: vec![
                 self.user.as_str().to_string(),

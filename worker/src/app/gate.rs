@@ -1,17 +1,25 @@
 //! The token gate in front of the protected routes: phases over one
-//! per-request [`Gate`] (choose the queue, let a bypass through, spend the
-//! token, forward) that end in [`Gate::settle`], the one step that decides
-//! from the context what becomes of a token that may have been spent.
+//! per-request [`Gate`] (choose the queue and the route's kind, let a
+//! bypass through, check the session or spend the token, forward) that end
+//! in [`Gate::settle`], the one step that decides from the context what
+//! becomes of a token that may have been spent.
+//!
+//! A browse route passes on the visitor's session (README, *Browse and
+//! spend routes*) and spends nothing; a spend route takes the one-time
+//! order token. A prefetch never spends or opens anything, and a
+//! cross-site request carries no token (`queuegate_edge::visit`).
 //!
 //! Like pingora's `logging` phase, `settle` runs however the request went:
 //! a forwarded order is settled with its outcome, a token spent for a
 //! forward that never happened (or whose consume or pass reply was lost)
 //! is given back, and a refused one needs nothing.
 
-use queuegate_edge::cookie::{cookie, TOKEN_COOKIE};
+use queuegate_edge::cookie::{cookie, set_strict_cookie, TOKEN_COOKIE};
+use queuegate_edge::visit::Intent;
 use queuegate_edge::TOKEN_HEADER;
 use queuegate_shared::ops::{
-    Consume, ConsumeReply, Outcome, Pass, PassReply, QueueNeeded, Settle, Unconsume,
+    Browse, BrowseReply, Consume, ConsumeReply, Look, Outcome, Pass, PassReply, QueueNeeded,
+    RouteKind, Settle, Unconsume,
 };
 use queuegate_shared::token::EntryToken;
 use queuegate_shared::{QueueId, QueueKeys, UserId};
@@ -31,6 +39,11 @@ struct Gate {
     queue: QueueId,
     keys: QueueKeys,
     redis: RestClient,
+    /// Browse or spend.
+    kind: RouteKind,
+    /// Who passed a browse route (signed for the origin; nothing to
+    /// settle).
+    browser: Option<UserId>,
     /// Who spends which token, once the spend phase chose them.
     spender: Option<Spender>,
     /// How far the token got: what [`Gate::settle`] does with it.
@@ -119,7 +132,23 @@ impl App {
                 .reply
                 .map(Response::from);
         }
-        let spent = gate.spend(self, &req, &cookies).await;
+        let intent = intent(&req);
+        let spent = match gate.kind {
+            RouteKind::Browse => gate.browse(self, &req, intent).await,
+            // A prefetch never spends a turn, whatever it carries.
+            RouteKind::Spend if intent.prefetch => Err(EdgeError::PrefetchDeclined),
+            // Another site's request carries no token: it cannot spend one.
+            RouteKind::Spend if intent.cross_site => gate.spend(self, &req, None).await,
+            RouteKind::Spend => {
+                let presented = req
+                    .headers()
+                    .get(TOKEN_HEADER)
+                    .ok()
+                    .flatten()
+                    .or_else(|| cookie(&cookies, TOKEN_COOKIE).map(str::to_string));
+                gate.spend(self, &req, presented).await
+            }
+        };
         // From here the request ends in `settle`, run in `wait_until`, not
         // in this handler: on the edge a client that hangs up cancels its
         // handler, and an order the shop took must still be settled
@@ -129,7 +158,7 @@ impl App {
         let (reply_to, reply) = futures_channel::oneshot::channel();
         ctx.wait_until(async move {
             let forwarded = match spent {
-                Ok(new_cookie) => gate.forward(self, req, new_cookie).await,
+                Ok(new_cookies) => gate.forward(self, req, new_cookies).await,
                 Err(e) => Err(e),
             };
             // The visitor may be gone: the settle runs all the same.
@@ -149,22 +178,110 @@ impl App {
     /// (400 / 404).
     fn choose(&self, req: &Request) -> Result<Gate, EdgeError> {
         self.queue(req)?;
-        let queue = self
+        let (queue, kind) = self
             .config
-            .protecting_queue(req.method().as_ref(), &req.path())
-            .ok_or(EdgeError::NotFound)?
-            .clone();
+            .protection(req.method().as_ref(), &req.path())
+            .ok_or(EdgeError::NotFound)?;
+        let queue = queue.clone();
         Ok(Gate {
             keys: QueueKeys::new(&self.config.prefix, &queue),
             queue,
             redis: self.redis()?.clone(),
+            kind,
+            browser: None,
             spender: None,
             course: Course::Unspent,
         })
     }
 }
 
+/// The request's [`Intent`] from its headers.
+fn intent(req: &Request) -> Intent {
+    const NAMES: [&str; 6] = [
+        "sec-purpose",
+        "purpose",
+        "x-purpose",
+        "x-moz",
+        "next-router-prefetch",
+        "sec-fetch-site",
+    ];
+    let values: Vec<(&str, String)> = NAMES
+        .iter()
+        .filter_map(|n| req.headers().get(n).ok().flatten().map(|v| (*n, v)))
+        .collect();
+    Intent::of(|name| {
+        values
+            .iter()
+            .find(|(n, _)| *n == name)
+            .map(|(_, v)| v.as_str())
+    })
+}
+
 impl Gate {
+    /// A browse route: the visitor's live session lets it through, any
+    /// number of times. Without one (a newcomer, a session that ended) it
+    /// is a request without a token: while the room is idle the visitor is
+    /// admitted at once (`pass`, with a token for their order set as a
+    /// cookie), otherwise sent to the line. A prefetch only reads: it
+    /// passes on a live session and is declined otherwise. Answers the
+    /// `Set-Cookie`s for the origin's reply.
+    async fn browse(
+        &mut self,
+        app: &App,
+        req: &Request,
+        intent: Intent,
+    ) -> Result<Vec<String>, EdgeError> {
+        let visitor = app.identify(req, true).await?;
+        let mut cookies: Vec<String> = visitor.new_cookie.into_iter().collect();
+        // A visitor minted just now has no session: no call to ask.
+        if cookies.is_empty() {
+            let look = if intent.prefetch {
+                Look::Prefetch
+            } else {
+                Look::Visit
+            };
+            let browse = Browse {
+                keys: &self.keys,
+                user: &visitor.user,
+                look,
+            };
+            match self.redis.run(&browse).await? {
+                BrowseReply::Pass { .. } => {
+                    self.browser = Some(visitor.user);
+                    return Ok(cookies);
+                }
+                BrowseReply::Early { wait_ms } => return Err(EdgeError::NotYetActive { wait_ms }),
+                BrowseReply::NoSession => {}
+            }
+        }
+        if intent.prefetch {
+            return Err(EdgeError::PrefetchDeclined);
+        }
+        let token = random::token()?;
+        let address = guard::address(req);
+        let passed = self
+            .redis
+            .run(&Pass {
+                keys: &self.keys,
+                user: &visitor.user,
+                token: &token,
+                address: Some(&address),
+                route: RouteKind::Browse,
+            })
+            .await?;
+        let session_ends_at = passed_or_refused(passed, &self.queue)?;
+        let now = Date::now().as_millis();
+        let max_age = session_ends_at.saturating_sub(now) / 1_000;
+        cookies.push(set_strict_cookie(
+            TOKEN_COOKIE,
+            token.expose(),
+            max_age.max(1),
+            app.config.cookie_secure,
+        ));
+        self.browser = Some(visitor.user);
+        Ok(cookies)
+    }
+
     /// Spends the presented token (`consume`), or without one passes while
     /// the room is idle (`pass`). Answers the `Set-Cookie` of a visitor it
     /// just minted, for the origin's reply.
@@ -172,14 +289,8 @@ impl Gate {
         &mut self,
         app: &App,
         req: &Request,
-        cookies: &str,
-    ) -> Result<Option<String>, EdgeError> {
-        let presented = req
-            .headers()
-            .get(TOKEN_HEADER)
-            .ok()
-            .flatten()
-            .or_else(|| cookie(cookies, TOKEN_COOKIE).map(str::to_string));
+        presented: Option<String>,
+    ) -> Result<Vec<String>, EdgeError> {
         match presented {
             Some(presented) => {
                 let visitor = app.identify(req, false).await?;
@@ -203,7 +314,7 @@ impl Gate {
                     _ => Course::Unspent,
                 };
                 match consumed {
-                    ConsumeReply::Accepted => Ok(visitor.new_cookie),
+                    ConsumeReply::Accepted => Ok(visitor.new_cookie.into_iter().collect()),
                     ConsumeReply::Invalid => Err(EdgeError::TokenInvalid),
                     ConsumeReply::Used => Err(EdgeError::TokenUsed),
                     ConsumeReply::Early { wait_ms } => Err(EdgeError::NotYetActive { wait_ms }),
@@ -230,37 +341,34 @@ impl Gate {
                         user: &spender.user,
                         token: &spender.token,
                         address: Some(&address),
+                        route: RouteKind::Spend,
                     })
                     .await?;
                 self.course = match passed {
-                    PassReply::Passed => Course::Spent,
+                    PassReply::Passed { .. } => Course::Spent,
                     _ => Course::Unspent,
                 };
-                match passed {
-                    PassReply::Passed => Ok(visitor.new_cookie),
-                    PassReply::TooManyEntries { retry_after_ms } => {
-                        Err(EdgeError::TooManyEntries { retry_after_ms })
-                    }
-                    PassReply::Queue(why) => Err(EdgeError::QueueRequired {
-                        page: page_url(&self.queue),
-                        holds: why == QueueNeeded::Holds,
-                    }),
-                    PassReply::Unconfigured => Err(EdgeError::QueueClosed),
-                }
+                passed_or_refused(passed, &self.queue)?;
+                Ok(visitor.new_cookie.into_iter().collect())
             }
         }
     }
 
-    /// Forwards the request signed with the spender's identity and notes
-    /// the outcome for [`Gate::settle`]; `new_cookie` (a visitor just
-    /// minted) comes with the origin's reply.
+    /// Forwards the request signed with the identity that passed and notes
+    /// the outcome for [`Gate::settle`]; `new_cookies` (a visitor just
+    /// minted, a token just issued) come with the origin's reply.
     async fn forward(
         &mut self,
         app: &App,
         req: Request,
-        new_cookie: Option<String>,
+        new_cookies: Vec<String>,
     ) -> Result<Response, EdgeError> {
-        let passed = self.spender.as_ref().map(|s| (&self.queue, &s.user));
+        let user = self
+            .spender
+            .as_ref()
+            .map(|s| &s.user)
+            .or(self.browser.as_ref());
+        let passed = user.map(|u| (&self.queue, u));
         let Forwarded {
             reply,
             in_hand,
@@ -283,15 +391,18 @@ impl Gate {
             (Err(_), Some(_)) => Outcome::NoAnswer,
             (Err(_), None) => Outcome::ClientError,
         };
-        self.course = Course::Forwarded {
-            outcome,
-            latency_ms,
-        };
-        let forwarded = reply.map(Response::from);
-        match (forwarded, &new_cookie) {
-            (Ok(resp), Some(c)) => http::append(resp.headers(), "set-cookie", c).map(|()| resp),
-            (other, _) => other,
+        // A browse route's request has nothing to settle.
+        if self.spender.is_some() {
+            self.course = Course::Forwarded {
+                outcome,
+                latency_ms,
+            };
         }
+        let resp = reply.map(Response::from)?;
+        for c in &new_cookies {
+            http::append(resp.headers(), "set-cookie", c)?;
+        }
+        Ok(resp)
     }
 
     /// The last step, after the reply: settles a forwarded order, gives
@@ -327,6 +438,21 @@ impl Gate {
                 }
             }
         }
+    }
+}
+
+/// A pass's reply as the session's end, or the refusal the visitor gets.
+fn passed_or_refused(passed: PassReply, queue: &QueueId) -> Result<u64, EdgeError> {
+    match passed {
+        PassReply::Passed { session_ends_at } => Ok(session_ends_at),
+        PassReply::TooManyEntries { retry_after_ms } => {
+            Err(EdgeError::TooManyEntries { retry_after_ms })
+        }
+        PassReply::Queue(why) => Err(EdgeError::QueueRequired {
+            page: page_url(queue),
+            holds: why == QueueNeeded::Holds,
+        }),
+        PassReply::Unconfigured => Err(EdgeError::QueueClosed),
     }
 }
 

@@ -2,7 +2,7 @@
 //! `Retry-After`, the token cookie once admitted, and the place cookie that
 //! lets the edge answer later polls from its snapshot.
 
-use queuegate_edge::cookie::{cookie, set_cookie, PLACE_COOKIE, TOKEN_COOKIE};
+use queuegate_edge::cookie::{cookie, set_cookie, set_strict_cookie, PLACE_COOKIE, TOKEN_COOKIE};
 use queuegate_edge::identity::Key;
 use queuegate_edge::place::{self, Held};
 use queuegate_shared::ops::Observed;
@@ -136,7 +136,7 @@ impl App {
             } => {
                 let now = Date::now().as_millis();
                 let max_age = expires_at.saturating_sub(now) / 1_000;
-                let c = set_cookie(
+                let c = set_strict_cookie(
                     TOKEN_COOKIE,
                     token,
                     max_age.max(1),

@@ -7,6 +7,8 @@ mod page;
 pub use guard::{GuardConfig, TurnstileConfig};
 pub use page::PageConfig;
 use queuegate_edge::identity::Key;
+use queuegate_edge::visit::match_path;
+pub use queuegate_shared::ops::RouteKind;
 use queuegate_shared::{Prefix, QueueId};
 
 /// A configuration problem: which variable, and what to do.
@@ -115,15 +117,27 @@ fn jwks_url(url: String) -> Result<String, ConfigError> {
     }
 }
 
-/// A protected route: `METHOD /path` or `METHOD /prefix/*`, with the queue
-/// that guards it after `@` (`POST /orders@main`; none: `QUEUE_ID`). A
-/// route belongs to one queue, so a visitor cannot pick the emptiest queue
-/// with `?queue=` to pass through or to use a token of another line.
+/// A protected route: `[browse|spend] METHOD /path` or `… METHOD
+/// /prefix/*`, with the queue that guards it after `@` (`POST
+/// /orders@main`; none: `QUEUE_ID`). A route belongs to one queue, so a
+/// visitor cannot pick the emptiest queue with `?queue=` to pass through
+/// or to use a token of another line.
+///
+/// Its kind (README, *Browse and spend routes*): a **browse** route passes
+/// any number of times during the visitor's session, a **spend** route
+/// takes the one-time order token. Without a word, `GET` and `HEAD` routes
+/// browse and every other method spends. A `GET` route covers `HEAD` too,
+/// and a `HEAD` never spends. Paths match as the origin routes them
+/// ([`queuegate_edge::visit::match_path`]: case, dot segments, doubled
+/// slashes), and a prefix rule `/checkout/*` covers `/checkout` itself.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RouteRule {
+    /// Browse or spend.
+    pub kind: RouteKind,
     /// Upper-case method.
     pub method: String,
-    /// Path, or path prefix when `prefix` is true.
+    /// Path, or path prefix when `prefix` is true (normalised, lower case;
+    /// a prefix keeps its trailing `/`).
     pub path: String,
     /// Matches every path under `path`.
     pub prefix: bool,
@@ -132,8 +146,19 @@ pub struct RouteRule {
 }
 
 impl RouteRule {
-    /// Parses `POST /orders`, `POST /checkout/*` or either with `@queue`.
+    /// Parses `POST /orders`, `POST /checkout/*`, either with `@queue`, and
+    /// any of them after `browse` or `spend`.
     pub fn parse(text: &str) -> Result<RouteRule, ConfigError> {
+        let whole = text.trim();
+        let (kind, text) = match whole.split_once(' ') {
+            Some((word, rest)) if word.eq_ignore_ascii_case("browse") => {
+                (Some(RouteKind::Browse), rest)
+            }
+            Some((word, rest)) if word.eq_ignore_ascii_case("spend") => {
+                (Some(RouteKind::Spend), rest)
+            }
+            _ => (None, whole),
+        };
         let (text, queue) = match text.trim().rsplit_once('@') {
             Some((route, queue)) => {
                 let id = QueueId::new(queue.trim())
@@ -160,10 +185,28 @@ impl RouteRule {
             ));
         }
         let (path, prefix) = match path.strip_suffix('*') {
-            Some(p) => (p.to_string(), true),
-            None => (path.to_string(), false),
+            Some(p) => (p, true),
+            None => (path, false),
         };
+        if path.contains('*') {
+            return Err(err(
+                "PROTECTED_ROUTES",
+                format!("{text:?}: `*` may only end a path, as in /checkout/*"),
+            ));
+        }
+        let normal = match_path(path).ok_or_else(|| err("PROTECTED_ROUTES", "path too long"))?;
+        // A prefix keeps its slash: `/checkout/*` is not `/checkoutx`.
+        let path = if prefix && normal != "/" {
+            format!("{normal}/")
+        } else {
+            normal
+        };
+        let kind = kind.unwrap_or(match method.as_str() {
+            "GET" | "HEAD" => RouteKind::Browse,
+            _ => RouteKind::Spend,
+        });
         Ok(RouteRule {
+            kind,
             method,
             path,
             prefix,
@@ -171,14 +214,63 @@ impl RouteRule {
         })
     }
 
-    /// True when a request with this method and path is protected.
+    /// True when a request with this method and (normalised, see
+    /// [`match_path`]) path is protected by this rule. A `GET` rule
+    /// covers `HEAD`.
     pub fn matches(&self, method: &str, path: &str) -> bool {
-        method.eq_ignore_ascii_case(&self.method)
-            && if self.prefix {
-                path.starts_with(&self.path)
-            } else {
-                path == self.path
-            }
+        let method_matches = method.eq_ignore_ascii_case(&self.method)
+            || (method.eq_ignore_ascii_case("HEAD") && self.method == "GET");
+        method_matches && self.covers(path)
+    }
+
+    fn covers(&self, path: &str) -> bool {
+        if self.prefix {
+            path.starts_with(&self.path) || self.path.strip_suffix('/') == Some(path)
+        } else {
+            path == self.path
+        }
+    }
+
+    /// The kind a request with `method` meets here: a `HEAD` only reads,
+    /// so it never spends.
+    pub fn kind_for(&self, method: &str) -> RouteKind {
+        if method.eq_ignore_ascii_case("HEAD") {
+            RouteKind::Browse
+        } else {
+            self.kind
+        }
+    }
+
+    /// A request both rules match, when they would treat it differently
+    /// (another kind or another queue): the configuration is ambiguous.
+    fn clash(&self, other: &RouteRule) -> Option<String> {
+        let methods = self.method == other.method;
+        if !methods || (self.kind == other.kind && self.queue == other.queue) {
+            return None;
+        }
+        // The longer of two overlapping rules is a request both match.
+        let sample = |r: &RouteRule| r.path.trim_end_matches('/').to_string();
+        let (a, b) = (sample(self), sample(other));
+        let both = [a, b]
+            .into_iter()
+            .map(|p| if p.is_empty() { "/".to_string() } else { p })
+            .find(|p| self.covers(p) && other.covers(p))?;
+        Some(format!("{} {both}", self.method))
+    }
+
+    fn describe(&self) -> String {
+        let star = if self.prefix { "*" } else { "" };
+        let queue = self
+            .queue
+            .as_ref()
+            .map(|q| format!("@{q}"))
+            .unwrap_or_default();
+        format!(
+            "{} {} {}{star}{queue}",
+            self.kind.as_str(),
+            self.method,
+            self.path
+        )
     }
 }
 
@@ -358,7 +450,21 @@ impl EdgeConfig {
             .filter(|r| !r.trim().is_empty())
             .map(RouteRule::parse)
             .collect::<Result<Vec<_>, _>>()?;
-        for rule in &protected {
+        for (i, rule) in protected.iter().enumerate() {
+            if let Some(both) = protected[i + 1..]
+                .iter()
+                .find_map(|o| rule.clash(o).map(|request| (o.describe(), request)))
+            {
+                return Err(err(
+                    "PROTECTED_ROUTES",
+                    format!(
+                        "`{}` and `{}` both match {}: make them one kind and one queue, or split their paths",
+                        rule.describe(),
+                        both.0,
+                        both.1
+                    ),
+                ));
+            }
             let listed = |q: &QueueId| {
                 queues.contains(q)
                     || queue_prefixes
@@ -437,16 +543,38 @@ impl EdgeConfig {
         }
     }
 
-    /// True when `method path` needs an entry token.
+    /// True when `method path` (as requested: it is normalised here) is
+    /// behind the gate. A path too long to normalise is, so the gate
+    /// refuses it.
     pub fn is_protected(&self, method: &str, path: &str) -> bool {
-        self.protected.iter().any(|r| r.matches(method, path))
+        self.protection(method, path).is_some()
     }
 
     /// The queue that guards `method path` (the first rule that matches;
     /// `QUEUE_ID` for a rule that names none), if it is protected.
     pub fn protecting_queue(&self, method: &str, path: &str) -> Option<&QueueId> {
-        let rule = self.protected.iter().find(|r| r.matches(method, path))?;
-        Some(rule.queue.as_ref().unwrap_or(&self.default_queue))
+        self.protection(method, path).map(|(queue, _)| queue)
+    }
+
+    /// The queue and the route kind that guard `method path`, if any.
+    pub fn protection(&self, method: &str, path: &str) -> Option<(&QueueId, RouteKind)> {
+        if self.protected.is_empty() {
+            return None;
+        }
+        let Some(path) = match_path(path) else {
+            // Too long to normalise: the first rule's queue, spending,
+            // so the gate refuses it rather than let it through.
+            let first = &self.protected[0];
+            return Some((
+                first.queue.as_ref().unwrap_or(&self.default_queue),
+                RouteKind::Spend,
+            ));
+        };
+        let rule = self.protected.iter().find(|r| r.matches(method, &path))?;
+        Some((
+            rule.queue.as_ref().unwrap_or(&self.default_queue),
+            rule.kind_for(method),
+        ))
     }
 }
 

@@ -11,7 +11,7 @@ use queuegate_shared::fields::stats as sf;
 use queuegate_shared::guard::{ClientAddress, EntryGuard};
 use queuegate_shared::ops::{
     Change, ConsumeReply, Enter, EnterReply, Observed, Outcome, Pass, PassReply, QueueNeeded,
-    SettleReply,
+    RouteKind, SettleReply,
 };
 use queuegate_shared::state::UserState;
 use queuegate_shared::token::EntryToken;
@@ -53,6 +53,7 @@ async fn pass_from(
             user: u,
             token: &token,
             address,
+            route: RouteKind::Spend,
         })
         .await
         .expect("pass");
@@ -160,12 +161,18 @@ async fn an_idle_room_admits_at_once_within_the_slots_and_the_rate() {
     let (next, _) = enter_with_token(&rate, &user(1)).await;
     assert_eq!(entered_position(&next), Some(1), "the next waits: {next:?}");
     let passes = TestQueue::open(&redis.url(), "passes", slow).await;
-    assert_eq!(pass(&passes, &user(0)).await, PassReply::Passed);
+    assert!(matches!(
+        pass(&passes, &user(0)).await,
+        PassReply::Passed { .. }
+    ));
     let refused_at = Instant::now();
     assert_eq!(refused_pass(&passes, &user(1)).await, QueueNeeded::Rate);
     // Back 2 s after the first pass.
     tokio::time::sleep(Duration::from_millis(2_100).saturating_sub(refused_at.elapsed())).await;
-    assert_eq!(pass(&passes, &user(1)).await, PassReply::Passed);
+    assert!(matches!(
+        pass(&passes, &user(1)).await,
+        PassReply::Passed { .. }
+    ));
     assert_eq!(passes.stat(sf::PASSED).await, 2);
     passes.assert_conserved().await;
     rate.assert_conserved().await;
@@ -295,7 +302,7 @@ async fn a_failed_passed_order_frees_its_slot_and_passes_spend_the_address_budge
         Outcome::ClientError,
     ] {
         let (reply, token) = pass_from(&q, &user(0), None).await;
-        assert_eq!(reply, PassReply::Passed, "{outcome:?}");
+        assert!(matches!(reply, PassReply::Passed { .. }), "{outcome:?}");
         assert_eq!(q.zcard(&q.keys.active()).await, 1);
         assert_eq!(
             q.settle(&user(0), &token, outcome).await,
@@ -322,7 +329,7 @@ async fn a_failed_passed_order_frees_its_slot_and_passes_spend_the_address_budge
     );
     // A successful passed order still ends `ordered`.
     let (reply, token) = pass_from(&q, &user(0), None).await;
-    assert_eq!(reply, PassReply::Passed);
+    assert!(matches!(reply, PassReply::Passed { .. }));
     assert_eq!(
         q.settle(&user(0), &token, Outcome::Success).await,
         SettleReply::Ordered
@@ -348,7 +355,7 @@ async fn a_failed_passed_order_frees_its_slot_and_passes_spend_the_address_budge
     let other = ClientAddress::parse("198.51.100.9").expect("address");
     for n in 0..2 {
         let (reply, token) = pass_from(&budgeted, &user(n), Some(&home)).await;
-        assert_eq!(reply, PassReply::Passed);
+        assert!(matches!(reply, PassReply::Passed { .. }));
         budgeted.settle(&user(n), &token, Outcome::Success).await;
     }
     let before = budgeted.snapshot().await;
@@ -386,7 +393,7 @@ async fn a_failed_passed_order_frees_its_slot_and_passes_spend_the_address_budge
         "{refused:?}"
     );
     let (reply, _) = pass_from(&budgeted, &user(4), Some(&other)).await;
-    assert_eq!(reply, PassReply::Passed);
+    assert!(matches!(reply, PassReply::Passed { .. }));
     // A pass refused for another reason spends no budget.
     let full = TestQueue::open(
         &redis.url(),
@@ -400,7 +407,7 @@ async fn a_failed_passed_order_frees_its_slot_and_passes_spend_the_address_budge
     )
     .await;
     let (reply, token) = pass_from(&full, &user(0), Some(&home)).await;
-    assert_eq!(reply, PassReply::Passed);
+    assert!(matches!(reply, PassReply::Passed { .. }));
     for _ in 0..3 {
         assert_eq!(refused_pass(&full, &user(1)).await, QueueNeeded::Full);
         let (reply, _) = pass_from(&full, &user(1), Some(&other)).await;
@@ -408,7 +415,10 @@ async fn a_failed_passed_order_frees_its_slot_and_passes_spend_the_address_budge
     }
     full.settle(&user(0), &token, Outcome::Success).await;
     let (reply, _) = pass_from(&full, &user(1), Some(&other)).await;
-    assert_eq!(reply, PassReply::Passed, "its one pass was kept");
+    assert!(
+        matches!(reply, PassReply::Passed { .. }),
+        "its one pass was kept"
+    );
     budgeted.assert_conserved().await;
     full.assert_conserved().await;
 }

@@ -13,7 +13,7 @@ use std::time::Duration;
 use queuegate_edge::altcha;
 use queuegate_edge::identity;
 use queuegate_shared::fields::stats as sf;
-use queuegate_shared::ops::{ConsumeReply, Pass, PassReply, SettleReply, Unconsume};
+use queuegate_shared::ops::{ConsumeReply, Pass, PassReply, RouteKind, SettleReply, Unconsume};
 use queuegate_shared::script::{CONSUME, ENTER, PASS};
 use queuegate_shared::token::EntryToken;
 use queuegate_shared::{Settings, UserId};
@@ -365,10 +365,11 @@ async fn unconsume_gives_back_only_what_a_lost_consume_took() {
             user: &ann,
             token: &passed,
             address: None,
+            route: RouteKind::Spend,
         })
         .await
         .expect("pass");
-    assert_eq!(reply, PassReply::Passed);
+    assert!(matches!(reply, PassReply::Passed { .. }));
     let back = open
         .run(&Unconsume {
             keys: &open.keys,

@@ -10,4 +10,5 @@ mod page_language;
 mod probes;
 mod queue_binding;
 mod streaming;
+mod visit;
 mod worker_health;

@@ -76,7 +76,9 @@ async fn stack() -> EdgeStack {
         RedisServer::start(),
         &[
             ("ENTRY_CHALLENGE", "off"),
-            ("PROTECTED_ROUTES", "POST /orders, GET /tickets/*"),
+            // The page spends the token (a one-time page); browse pages are
+            // tests/system/tests/edge/visit.rs's.
+            ("PROTECTED_ROUTES", "POST /orders, spend GET /tickets/*"),
             ("CONTINUE_URL", "/checkout"),
         ],
     )

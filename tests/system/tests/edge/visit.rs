@@ -1,0 +1,388 @@
+//! A buyer's turn is a visit (issue 36): an admitted session lets the
+//! checkout's pages through any number of times (reloads, back, a second
+//! tab, a prefetch, a link from another site) while the order stays
+//! one-time; nothing the browser does by itself spends a turn; paths are
+//! matched as the origin routes them. Real redis-server, the gateway, the
+//! built wasm under workerd.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use queuegate_shared::Settings;
+use queuegate_system_tests::edge::EdgeStack;
+use queuegate_system_tests::user;
+use queuegate_testkit::RedisServer;
+
+/// What Chromium sends when a person navigates.
+const NAVIGATION: &str = "text/html,application/xhtml+xml,application/xml;q=0.9,*/*;q=0.8";
+
+#[derive(Debug)]
+struct Raw {
+    status: u16,
+    headers: reqwest::header::HeaderMap,
+    body: String,
+}
+
+impl Raw {
+    fn header(&self, name: &str) -> Option<&str> {
+        self.headers.get(name).and_then(|v| v.to_str().ok())
+    }
+
+    fn error(&self) -> String {
+        serde_json::from_str::<serde_json::Value>(&self.body).unwrap_or_default()["error"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string()
+    }
+
+    fn set_cookies(&self) -> Vec<String> {
+        self.headers
+            .get_all("set-cookie")
+            .iter()
+            .filter_map(|v| v.to_str().ok().map(str::to_string))
+            .collect()
+    }
+}
+
+/// One request with `cookies` and extra headers, no redirect followed.
+async fn send(
+    base: &str,
+    method: &str,
+    path: &str,
+    cookies: &BTreeMap<String, String>,
+    headers: &[(&str, &str)],
+) -> Raw {
+    let http = reqwest::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .timeout(Duration::from_secs(20))
+        .build()
+        .expect("client");
+    let mut req = http.request(method.parse().expect("method"), format!("{base}{path}"));
+    for (k, v) in headers {
+        req = req.header(*k, *v);
+    }
+    if !cookies.is_empty() {
+        let header: Vec<String> = cookies.iter().map(|(k, v)| format!("{k}={v}")).collect();
+        req = req.header("cookie", header.join("; "));
+    }
+    let resp = req.send().await.expect("request to the worker");
+    Raw {
+        status: resp.status().as_u16(),
+        headers: resp.headers().clone(),
+        body: resp.text().await.unwrap_or_default(),
+    }
+}
+
+/// Takes the `Set-Cookie`s of `r` into `jar`, as a browser would.
+fn keep(jar: &mut BTreeMap<String, String>, r: &Raw) {
+    for c in r.set_cookies() {
+        let pair = c.split(';').next().unwrap_or_default();
+        if let Some((k, v)) = pair.split_once('=') {
+            jar.insert(k.to_string(), v.to_string());
+        }
+    }
+}
+
+const ROUTES: &str = "POST /orders, GET /tickets/*, spend GET /claim/*";
+
+async fn stack(idle_passthrough: bool) -> EdgeStack {
+    EdgeStack::start_with(
+        Settings {
+            entry_budget_per_minute: 0,
+            idle_passthrough,
+            ..Settings::default()
+        },
+        "anonymous",
+        RedisServer::start(),
+        &[("ENTRY_CHALLENGE", "off"), ("PROTECTED_ROUTES", ROUTES)],
+    )
+    .await
+}
+
+/// An admitted visitor's cookies (visitor and token), in a busy room.
+async fn admitted(stack: &EdgeStack) -> BTreeMap<String, String> {
+    let mut ann = stack.visitor();
+    assert_eq!(ann.enter().await.state(), "waiting");
+    // Whoever is ahead is admitted too.
+    stack.admit(2, 0).await;
+    let state = ann.position().await;
+    assert_eq!(state.state(), "admitted", "{:?}", state.json);
+    assert!(ann.cookies.contains_key("qg_token"), "{:?}", ann.cookies);
+    ann.cookies.clone()
+}
+
+/// Waits until the origin has been reached `n` times and the settles that
+/// follow in `wait_until` are done (the visitor's state says so).
+async fn settled(stack: &EdgeStack, state: &str, cookies: &BTreeMap<String, String>) {
+    let base = stack.worker.url();
+    for _ in 0..100 {
+        let r = send(&base, "GET", "/queue/position", cookies, &[]).await;
+        if r.body.contains(&format!(r#""state":"{state}""#)) {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    panic!("the visitor never reached {state}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_admitted_buyer_reloads_prefetches_and_follows_links_and_orders_once() {
+    let stack = stack(false).await;
+    let base = stack.worker.url();
+    // Someone waits: the room is busy, so nothing passes on idleness.
+    stack.queue.enter(&user(0)).await;
+    let ann = admitted(&stack).await;
+    let nav = [("accept", NAVIGATION), ("sec-fetch-site", "same-origin")];
+
+    // Three loads of a checkout page (a reload, back, a second tab).
+    for i in 0..3 {
+        let r = send(&base, "GET", "/tickets/7", &ann, &nav).await;
+        assert_eq!(r.status, 200, "load {i}: {}", r.body);
+    }
+    // A prefetch of another page, and a link from another site.
+    let prefetch = [("accept", NAVIGATION), ("sec-purpose", "prefetch")];
+    let r = send(&base, "GET", "/tickets/8", &ann, &prefetch).await;
+    assert_eq!(r.status, 200, "prefetch: {}", r.body);
+    let cross = [("accept", NAVIGATION), ("sec-fetch-site", "cross-site")];
+    let r = send(&base, "GET", "/tickets/7", &ann, &cross).await;
+    assert_eq!(r.status, 200, "cross-site navigation: {}", r.body);
+    // HEAD follows the GET route.
+    let r = send(&base, "HEAD", "/tickets/7", &ann, &nav).await;
+    assert_eq!(r.status, 200, "HEAD");
+    // The token was not spent by any of it: the order passes, once.
+    let api = [
+        ("accept", "application/json"),
+        ("sec-fetch-site", "same-origin"),
+    ];
+    let order = send(&base, "POST", "/orders", &ann, &api).await;
+    assert_eq!(order.status, 200, "the order: {}", order.body);
+    settled(&stack, "ordered", &ann).await;
+    // The confirmation page after the order still loads; a second order is
+    // refused.
+    let r = send(&base, "GET", "/tickets/7/confirmation", &ann, &nav).await;
+    assert_eq!(r.status, 200, "the page after the order: {}", r.body);
+    let again = send(&base, "POST", "/orders", &ann, &api).await;
+    assert_eq!((again.status, again.error().as_str()), (409, "token_used"));
+
+    let hits = stack.origin.hits();
+    let orders = hits.iter().filter(|h| h.path == "/orders").count();
+    assert_eq!(orders, 1, "one order reached the shop: {hits:?}");
+    assert_eq!(
+        hits.len(),
+        3 + 1 + 1 + 1 + 1 + 1,
+        "every load reached the shop"
+    );
+    // A stranger without cookies does not pass the busy room.
+    let none = BTreeMap::new();
+    let r = send(&base, "GET", "/tickets/7", &none, &nav).await;
+    assert_eq!(r.status, 303, "a stranger: {}", r.body);
+    stack.queue.assert_conserved().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn nothing_the_browser_does_by_itself_spends_a_turn() {
+    let stack = stack(false).await;
+    let base = stack.worker.url();
+    stack.queue.enter(&user(0)).await;
+    let ann = admitted(&stack).await;
+    let api = [("accept", "application/json")];
+
+    // A prefetch of a spend route never consumes: declined, token intact.
+    for purpose in [
+        ("sec-purpose", "prefetch"),
+        ("sec-purpose", "prefetch;prerender"),
+        ("purpose", "prefetch"),
+        ("next-router-prefetch", "1"),
+    ] {
+        let r = send(&base, "GET", "/claim/1", &ann, &[api[0], purpose]).await;
+        assert_eq!(
+            (r.status, r.error().as_str()),
+            (503, "prefetch_declined"),
+            "{purpose:?}"
+        );
+        assert_eq!(r.header("cache-control"), Some("no-store"));
+    }
+    // Another site's request carries no token: its cookie is not used.
+    let cross = [api[0], ("sec-fetch-site", "cross-site")];
+    let r = send(&base, "POST", "/orders", &ann, &cross).await;
+    assert_eq!((r.status, r.error().as_str()), (403, "queue_required"));
+    let r = send(&base, "GET", "/claim/1", &ann, &cross).await;
+    assert_eq!((r.status, r.error().as_str()), (403, "queue_required"));
+    assert!(stack.origin.hits().is_empty(), "nothing reached the shop");
+    // The visitor's own request still has its turn.
+    let own = [api[0], ("sec-fetch-site", "same-origin")];
+    let r = send(&base, "GET", "/claim/1", &ann, &own).await;
+    assert_eq!(r.status, 200, "{}", r.body);
+    settled(&stack, "ordered", &ann).await;
+
+    // A stranger's prefetch of a page writes nothing and passes nothing.
+    let before = stack.snapshot().await;
+    let none = BTreeMap::new();
+    let r = send(
+        &base,
+        "GET",
+        "/tickets/9",
+        &none,
+        &[api[0], ("sec-purpose", "prefetch")],
+    )
+    .await;
+    assert_eq!((r.status, r.error().as_str()), (503, "prefetch_declined"));
+    assert_eq!(stack.snapshot().await, before, "a prefetch wrote to Redis");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn spellings_of_a_protected_path_cannot_skip_the_gate() {
+    let stack = stack(false).await;
+    let base = stack.worker.url();
+    stack.queue.enter(&user(0)).await;
+    let none = BTreeMap::new();
+    let api = [("accept", "application/json")];
+    for (method, path) in [
+        ("GET", "/Tickets/7"),
+        ("GET", "/TICKETS/7"),
+        ("GET", "/tickets/%2e/7"),
+        ("GET", "//tickets/7"),
+        ("GET", "/tickets//7"),
+        ("GET", "/%74ickets/7"),
+        ("GET", "/tickets;x=1/7"),
+        ("GET", "/tickets"),
+        ("HEAD", "/tickets/7"),
+        ("POST", "/Orders"),
+        ("POST", "/orders/"),
+        ("POST", "/x/%2e%2e/orders"),
+        ("GET", "/CLAIM/1"),
+    ] {
+        let r = send(&base, method, path, &none, &api).await;
+        assert_eq!(r.status, 403, "{method} {path}: {}", r.body);
+        if method != "HEAD" {
+            assert_eq!(r.error(), "queue_required", "{method} {path}");
+        }
+    }
+    assert!(stack.origin.hits().is_empty(), "{:?}", stack.origin.hits());
+    // Other paths are still the origin's.
+    let r = send(&base, "GET", "/ticketsx", &none, &api).await;
+    assert_eq!(r.status, 200);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_idle_room_admits_a_page_with_a_token_for_the_order() {
+    let stack = stack(true).await;
+    let base = stack.worker.url();
+    let mut jar = BTreeMap::new();
+    let nav = [("accept", NAVIGATION)];
+    // A newcomer's page passes at once: a visitor and an order token come
+    // with it (the token cookie SameSite=Strict: no other site spends it).
+    let r = send(&base, "GET", "/tickets/7", &jar, &nav).await;
+    assert_eq!(r.status, 200, "{}", r.body);
+    keep(&mut jar, &r);
+    let token = r
+        .set_cookies()
+        .into_iter()
+        .find(|c| c.starts_with("qg_token="))
+        .expect("a token cookie");
+    assert!(token.contains("SameSite=Strict"), "{token}");
+    assert!(jar.contains_key("qg_visitor"), "{jar:?}");
+    // Reloads pass on the session; the order spends the token once.
+    for _ in 0..2 {
+        assert_eq!(
+            send(&base, "GET", "/tickets/7", &jar, &nav).await.status,
+            200
+        );
+    }
+    let order = send(
+        &base,
+        "POST",
+        "/orders",
+        &jar,
+        &[("accept", "application/json")],
+    )
+    .await;
+    assert_eq!(order.status, 200, "{}", order.body);
+    settled(&stack, "ordered", &jar).await;
+    assert_eq!(
+        send(&base, "GET", "/tickets/7", &jar, &nav).await.status,
+        200
+    );
+    let again = send(
+        &base,
+        "POST",
+        "/orders",
+        &jar,
+        &[("accept", "application/json")],
+    )
+    .await;
+    assert_eq!((again.status, again.error().as_str()), (409, "token_used"));
+    // The order freed the slot: the session lives on without one.
+    let mut conn = stack.queue.conn.clone();
+    let active: u64 = redis::cmd("ZCARD")
+        .arg(stack.queue.keys.active())
+        .query_async(&mut conn)
+        .await
+        .expect("ZCARD");
+    assert_eq!(active, 0, "the order settled and freed its slot");
+    stack.queue.assert_conserved().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_turn_nobody_comes_for_ends_its_session_and_a_visit_holds_the_slot_for_it() {
+    let stack = EdgeStack::start_with(
+        Settings {
+            entry_budget_per_minute: 0,
+            idle_passthrough: false,
+            token_ttl_ms: 1_500,
+            activation_jitter_ms: 0,
+            ..Settings::default()
+        },
+        "anonymous",
+        RedisServer::start(),
+        &[("ENTRY_CHALLENGE", "off"), ("PROTECTED_ROUTES", ROUTES)],
+    )
+    .await;
+    let base = stack.worker.url();
+    stack.queue.enter(&user(0)).await;
+    let nav = [("accept", NAVIGATION)];
+    let conn = stack.queue.conn.clone();
+    let slot = |uid: String| {
+        let mut conn = conn.clone();
+        let key = stack.queue.keys.active();
+        async move {
+            redis::cmd("ZSCORE")
+                .arg(key)
+                .arg(uid)
+                .query_async::<Option<u64>>(&mut conn)
+                .await
+                .expect("ZSCORE")
+        }
+    };
+
+    // Bea comes: her first page makes token and slot last the session (10
+    // minutes by default), not the 1.5 s a turn waits for its visitor.
+    let bea = admitted(&stack).await;
+    let bea_id = bea["qg_visitor"].split('.').next().unwrap().to_string();
+    let before = slot(bea_id.clone()).await.expect("a slot");
+    assert_eq!(
+        send(&base, "GET", "/tickets/1", &bea, &nav).await.status,
+        200
+    );
+    let after = slot(bea_id.clone()).await.expect("a slot");
+    assert!(
+        after >= before + 590_000,
+        "the visit holds the slot for the session: {before} → {after}"
+    );
+    // Cal is admitted and never comes: his turn runs out, and his session
+    // with it.
+    let cal = admitted(&stack).await;
+    tokio::time::sleep(Duration::from_millis(1_800)).await;
+    stack.admit(0, 0).await;
+    let r = send(&base, "GET", "/tickets/1", &cal, &nav).await;
+    assert_eq!(r.status, 303, "a lapsed turn has no session: {}", r.body);
+    assert_eq!(
+        send(&base, "GET", "/tickets/1", &bea, &nav).await.status,
+        200
+    );
+    assert!(
+        slot(bea_id).await.is_some(),
+        "Bea's slot outlived the turn's TTL"
+    );
+    stack.queue.assert_conserved().await;
+}
