@@ -67,6 +67,13 @@ if address then
   end
   bucket = (tokens - 1) .. SEP .. now
 end
+-- A page holds its slot for the whole session, and a pass needs no proof
+-- of work: browsing an idle room may fill at most half of the slots, so
+-- junk page loads can never hold them all (SECURITY.md); the rest are for
+-- orders and for the line, whose places cost a solved challenge.
+if mode == 'browse' and 2 * (redis.call('ZCARD', KEYS[3]) + 1) > tonumber(cfg[CF_MAX_ACTIVE]) then
+  return {R.QUEUE, R.FULL}
+end
 local refused = pass_admit(KEYS[3], KEYS[5], now, cfg[CF_MAX_ACTIVE], cfg[CF_RATE_NOW], cfg[CF_ADMIT_RATE_PER_SECOND],
   cfg[CF_TICK_MS])
 if refused then return {R.QUEUE, refused} end

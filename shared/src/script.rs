@@ -191,7 +191,7 @@ pub static PASS: Script = Script::new(
     "pass",
     true,
     shipped!("pass"),
-    "c09ec036292b088775f62b39b1bd79efce9edf48",
+    "e2d738eab7b6a8cf4ad6d0fdf672305783e34dce",
 );
 /// Seals a pre-queue after its opening and fixes the draw's seed.
 pub static DRAW_OPEN: Script = Script::new(

@@ -386,3 +386,40 @@ async fn a_turn_nobody_comes_for_ends_its_session_and_a_visit_holds_the_slot_for
     );
     stack.queue.assert_conserved().await;
 }
+
+/// The abuse case: page loads in an idle room need no proof of work, and
+/// each holds a slot for a session, so junk loads from fresh identities
+/// could hold every slot for 10 minutes. They fill at most half; orders and
+/// the line keep the rest.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn junk_page_loads_in_an_idle_room_hold_at_most_half_the_slots() {
+    let stack = EdgeStack::start_with(
+        Settings {
+            entry_budget_per_minute: 0,
+            idle_passthrough: true,
+            max_active: 4,
+            ..Settings::default()
+        },
+        "anonymous",
+        RedisServer::start(),
+        &[("ENTRY_CHALLENGE", "off"), ("PROTECTED_ROUTES", ROUTES)],
+    )
+    .await;
+    let base = stack.worker.url();
+    let none = BTreeMap::new();
+    let api = [("accept", "application/json")];
+    let mut passed = 0;
+    for _ in 0..5 {
+        let r = send(&base, "GET", "/tickets/7", &none, &api).await;
+        match r.status {
+            200 => passed += 1,
+            403 => assert_eq!(r.error(), "queue_required"),
+            other => panic!("{other}: {}", r.body),
+        }
+    }
+    assert_eq!(passed, 2, "half of 4 slots");
+    // An order without a token still passes on a free slot.
+    let order = send(&base, "POST", "/orders", &none, &api).await;
+    assert_eq!(order.status, 200, "{}", order.body);
+    stack.queue.assert_conserved().await;
+}
