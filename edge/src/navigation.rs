@@ -96,6 +96,12 @@ pub fn return_target(raw: &str) -> Result<String, ReturnError> {
     Ok(decoded.into_owned())
 }
 
+/// Whether `path` (decoded) may be a return target: a path on this site,
+/// not the room, within [`MAX_RETURN`].
+pub fn is_return_target(path: &str) -> bool {
+    check_path(path).is_ok()
+}
+
 fn check_path(path: &str) -> Result<(), ReturnError> {
     // Counted in characters, as the API's `maxLength` counts them.
     if path.chars().count() > MAX_RETURN {

@@ -145,3 +145,110 @@ mod tests {
         }
     }
 }
+
+/// The largest form body kept through the room (bytes): a checkout form's
+/// fields, not an upload.
+pub const MAX_KEPT_FORM: usize = 16 * 1024;
+
+/// The most fields a kept form may have.
+pub const MAX_KEPT_FIELDS: usize = 256;
+
+/// A person's form `POST` that must go through the room first: its action
+/// and fields, which the room's page sends again (same method, same body)
+/// on Continue instead of letting a 303 turn it into a `GET` (README,
+/// *Browse and spend routes*).
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct KeptForm {
+    /// Where it was sent: the path and query.
+    pub action: String,
+    /// Its fields in order, decoded.
+    pub fields: Vec<(String, String)>,
+}
+
+/// Whether a form `POST` may be kept: `application/x-www-form-urlencoded`
+/// (what a plain `<form method=post>` sends; a file upload's multipart
+/// body is not kept), with a `Content-Length` within [`MAX_KEPT_FORM`],
+/// sent by this site's own page (`Sec-Fetch-Site: same-origin`): another
+/// site's form kept and re-sent with the visitor's token on Continue would
+/// be a forged order.
+pub fn keeps_form(
+    content_type: Option<&str>,
+    content_length: Option<&str>,
+    fetch_site: Option<&str>,
+) -> bool {
+    let urlencoded = content_type.is_some_and(|t| {
+        t.split(';').next().is_some_and(|m| {
+            m.trim()
+                .eq_ignore_ascii_case("application/x-www-form-urlencoded")
+        })
+    });
+    let small = content_length
+        .and_then(|n| n.trim().parse::<usize>().ok())
+        .is_some_and(|n| n <= MAX_KEPT_FORM);
+    let own = fetch_site.is_some_and(|s| s.trim().eq_ignore_ascii_case("same-origin"));
+    urlencoded && small && own
+}
+
+/// The fields of an urlencoded body (`+` as space, percent-decoded), or
+/// `None` when it is too big, has too many fields or is not UTF-8.
+pub fn form_fields(body: &str) -> Option<Vec<(String, String)>> {
+    if body.len() > MAX_KEPT_FORM {
+        return None;
+    }
+    let decode = |s: &str| {
+        percent_decode_str(&s.replace('+', " "))
+            .decode_utf8()
+            .ok()
+            .map(|c| c.into_owned())
+    };
+    let fields: Option<Vec<(String, String)>> = body
+        .split('&')
+        .filter(|pair| !pair.is_empty())
+        .map(|pair| {
+            let (k, v) = pair.split_once('=').unwrap_or((pair, ""));
+            Some((decode(k)?, decode(v)?))
+        })
+        .collect();
+    fields.filter(|f| f.len() <= MAX_KEPT_FIELDS)
+}
+
+#[cfg(test)]
+mod form_tests {
+    use super::*;
+
+    #[test]
+    fn only_a_small_urlencoded_form_of_our_own_is_kept() {
+        let form = Some("application/x-www-form-urlencoded; charset=UTF-8");
+        let own = Some("same-origin");
+        assert!(keeps_form(form, Some("120"), own));
+        assert!(!keeps_form(form, Some("120"), Some("cross-site")));
+        assert!(!keeps_form(form, Some("120"), Some("same-site")));
+        assert!(!keeps_form(form, Some("120"), None));
+        assert!(!keeps_form(form, None, own), "a chunked body");
+        assert!(!keeps_form(form, Some("16385"), own));
+        assert!(!keeps_form(
+            Some("multipart/form-data; boundary=x"),
+            Some("120"),
+            own
+        ));
+        assert!(!keeps_form(Some("application/json"), Some("12"), own));
+    }
+
+    #[test]
+    fn fields_are_decoded_in_order() {
+        assert_eq!(
+            form_fields("seat=A+12&qty=2&note=caf%C3%A9%26more&empty=&flag").unwrap(),
+            vec![
+                ("seat".into(), "A 12".into()),
+                ("qty".into(), "2".into()),
+                ("note".into(), "café&more".into()),
+                ("empty".into(), String::new()),
+                ("flag".into(), String::new()),
+            ]
+        );
+        assert_eq!(form_fields("").unwrap(), vec![]);
+        assert_eq!(form_fields("a=%FF"), None);
+        assert_eq!(form_fields(&"a=1&".repeat(300)), None);
+        assert_eq!(form_fields(&"a".repeat(MAX_KEPT_FORM + 1)), None);
+    }
+}

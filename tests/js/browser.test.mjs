@@ -610,9 +610,46 @@ test("a person who opens a protected page is sent to the room and back to that p
     await page.click("#continue");
     await page.waitForURL(/\/tickets\/7\?seat=A12$/);
     assert.equal(await page.textContent("#ticket"), "Ticket 7 is yours");
-    // The token is spent: opening the page again goes back to the room.
-    await page.goto(base + "/tickets/7");
-    assert.equal(new URL(page.url()).pathname, "/queue");
+    // A page of the checkout is a browse route (README, *Browse and spend
+    // routes*): reloading it, or opening it again, passes on the session.
+    await page.reload();
+    assert.equal(await page.textContent("#ticket"), "Ticket 7 is yours");
+    await page.goto(base + "/tickets/8");
+    assert.equal(await page.textContent("#ticket"), "Ticket 8 is yours");
+    assert.deepEqual(problems.filter((p) => /Content Security Policy|Uncaught/.test(p)), []);
+  } finally {
+    if (browser) await browser.close();
+    stop(stack.child);
+  }
+});
+
+test("a form posted to the order route in a busy room is kept and sent again on Continue: one order, its fields", { timeout: 120_000 }, async () => {
+  mkdirSync(artifacts, { recursive: true });
+  const stack = startStack(["--admit-rate", "4", "--challenge-difficulty", "5000", "--exit-after", "110"]);
+  let browser;
+  try {
+    const base = await stack.url;
+    await crowd(base, 24);
+    browser = await launch();
+    const page = await browser.newPage();
+    const problems = [];
+    page.on("console", (m) => { if (m.type() === "error") problems.push(m.text()); });
+    await page.goto(base + "/checkout");
+    await page.fill('input[name="seat"]', "B 7 & more");
+    await page.click("#form-order");
+    // The room, at its own address (a reload asks for the room, not the
+    // POST again), its Continue leading to the form's action.
+    await page.waitForURL(/\/queue\?/);
+    assert.equal(new URL(page.url()).searchParams.get("return"), "/orders");
+    await page.reload();
+    await page.waitForSelector('#continue:not([hidden])[aria-disabled="false"]', { timeout: 60_000 });
+    await page.screenshot({ path: join(artifacts, "browser-form-admitted.png") });
+    await page.click("#continue");
+    await page.waitForURL(/\/orders$/);
+    const reply = JSON.parse(await page.textContent("body"));
+    assert.deepEqual(reply.fields, { item: "ticket", seat: "B 7 & more" });
+    const shop = await (await fetch(base + "/_demo/conditions")).json();
+    assert.equal(shop.orders, 1, JSON.stringify(shop));
     assert.deepEqual(problems.filter((p) => /Content Security Policy|Uncaught/.test(p)), []);
   } finally {
     if (browser) await browser.close();

@@ -53,6 +53,7 @@ pub fn render(
     back: Option<&str>,
     turnstile: Option<&TurnstileConfig>,
     choice: &Choice,
+    form: Option<&queuegate_edge::visit::KeptForm>,
 ) -> String {
     let (noscript, builtin) = files.language.split_once('\n').unwrap_or(("", "{}"));
     let mut data = serde_json::json!({
@@ -62,6 +63,11 @@ pub fn render(
         "texts": config.texts_for(choice.lang),
         "locale": choice.locale,
     });
+    // A person's form sent before their turn: the page sends it again on
+    // Continue (its fields are text in JSON, never markup).
+    if let Some(f) = form {
+        data["form"] = serde_json::json!(f);
+    }
     if let Some(t) = turnstile {
         data["turnstile"] = serde_json::json!({ "siteKey": t.site_key, "script": t.script_url });
     }
@@ -162,7 +168,7 @@ mod tests {
         turnstile: Option<&TurnstileConfig>,
         choice: &Choice,
     ) -> String {
-        super::render(&files(), config, queue, back, turnstile, choice)
+        super::render(&files(), config, queue, back, turnstile, choice, None)
     }
 
     fn content_security_policy(turnstile: Option<&str>) -> String {

@@ -169,6 +169,11 @@ async fn checkout() -> Html<&'static str> {
 <p>One ticket, ready to order.</p>
 <button id="order" type="button">Place order</button>
 <p id="result" role="status" aria-live="polite"></p>
+<form method="post" action="/orders">
+<input type="hidden" name="item" value="ticket">
+<label>Seat <input name="seat" value="A 12"></label>
+<button id="form-order" type="submit">Order with a form</button>
+</form>
 <script>
 document.getElementById("order").addEventListener("click", async () => {
   const out = document.getElementById("result");
@@ -262,9 +267,15 @@ async fn order(
             ),
         );
     }
-    // An order is empty or a JSON object; anything else is the visitor's
-    // mistake (a 4xx, which the origin control leaves to the visitor).
-    if !body.is_empty()
+    // An order is empty, a JSON object or a plain form's fields (which
+    // the reply shows); anything else is the visitor's mistake (a 4xx,
+    // which the origin control leaves to the visitor).
+    let form = h("content-type")
+        .starts_with("application/x-www-form-urlencoded")
+        .then(|| queuegate_edge::visit::form_fields(&String::from_utf8_lossy(&body)))
+        .flatten();
+    if form.is_none()
+        && !body.is_empty()
         && !serde_json::from_slice::<serde_json::Value>(&body).is_ok_and(|v| v.is_object())
     {
         return (
@@ -291,10 +302,13 @@ async fn order(
         );
     }
     let n = shop.orders.fetch_add(1, Ordering::SeqCst) + 1;
-    (
-        StatusCode::CREATED,
-        Json(serde_json::json!({ "order": n, "user": user })),
-    )
+    let mut reply = serde_json::json!({ "order": n, "user": user });
+    if let Some(fields) = form {
+        let fields: serde_json::Map<String, serde_json::Value> =
+            fields.into_iter().map(|(k, v)| (k, v.into())).collect();
+        reply["fields"] = fields.into();
+    }
+    (StatusCode::CREATED, Json(reply))
 }
 
 /// `GET /_demo/conditions`: the conditions and what they did so far.

@@ -17,9 +17,10 @@ mod page;
 mod position;
 mod reply;
 
+use queuegate_edge::visit::{self, KeptForm};
 use queuegate_edge::{navigation, url};
 use queuegate_shared::{QueueId, QueueKeys, UserId};
-use worker::{Context, Date, Env};
+use worker::{Context, Date, Env, Method};
 
 use crate::config::{EdgeConfig, QueueChoiceError};
 use crate::error::EdgeError;
@@ -106,13 +107,56 @@ impl App {
                     navigation::prefers_html(req.headers().get("accept").ok().flatten().as_deref());
                 let wanted = url::path_and_query(&req.inner().url()).to_string();
                 let path = req.path();
+                // A person's form POST: a copy of its body (the runtime
+                // tees it), kept in case the room comes first.
+                let post = method == Method::Post;
+                let header = |name: &str| req.headers().get(name).ok().flatten();
+                let copy = if person
+                    && post
+                    && visit::keeps_form(
+                        header("content-type").as_deref(),
+                        header("content-length").as_deref(),
+                        header("sec-fetch-site").as_deref(),
+                    ) {
+                    (*req).clone().ok()
+                } else {
+                    None
+                };
+                let accept_language = header("accept-language");
                 match self.gate(req, ctx).await {
                     Err(e) if person && e.sends_to_room() => {
                         let queue = self
                             .config
                             .protecting_queue(method.as_ref(), &path)
-                            .ok_or(EdgeError::NotFound)?;
-                        http::see_other(&navigation::room_location(queue.as_str(), &wanted))
+                            .ok_or(EdgeError::NotFound)?
+                            .clone();
+                        if !post {
+                            return http::see_other(&navigation::room_location(
+                                queue.as_str(),
+                                &wanted,
+                            ));
+                        }
+                        // Never a 303: it would turn the POST into a GET of
+                        // its action. A kept form is sent again from the
+                        // room on Continue; any other POST's Continue leads
+                        // to CONTINUE_URL.
+                        let form = match copy {
+                            Some(mut copy) if navigation::is_return_target(&wanted) => {
+                                copy.text().await.ok().and_then(|body| {
+                                    visit::form_fields(&body).map(|fields| KeptForm {
+                                        action: wanted.clone(),
+                                        fields,
+                                    })
+                                })
+                            }
+                            _ => None,
+                        };
+                        let back = form.as_ref().map(|f| f.action.as_str());
+                        let room = self
+                            .room(&queue, back, accept_language.as_deref(), form.as_ref())
+                            .await?;
+                        http::set(room.headers(), "vary", "accept, accept-language")?;
+                        Ok(room)
                     }
                     other => other,
                 }

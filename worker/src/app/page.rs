@@ -1,7 +1,10 @@
 //! `GET /queue`: the waiting-room page in the visitor's language, with its
-//! security headers ([`crate::page`] renders it).
+//! security headers ([`crate::page`] renders it). A person's form `POST`
+//! that must wait for their turn gets the same page, keeping the form.
 
+use queuegate_edge::visit::KeptForm;
 use queuegate_edge::{navigation, url};
+use queuegate_shared::QueueId;
 
 use super::App;
 use crate::error::EdgeError;
@@ -18,17 +21,31 @@ impl App {
             .map(navigation::return_target)
             .transpose()
             .map_err(|e| EdgeError::BadRequest(e.to_string()))?;
-        let turnstile = self.config.guard.turnstile.as_ref();
         let accept_language = req.headers().get("accept-language").ok().flatten();
-        let choice = queuegate_edge::lang::choose(accept_language.as_deref(), crate::i18n::CODES);
+        self.room(&queue, back.as_deref(), accept_language.as_deref(), None)
+            .await
+    }
+
+    /// The room of `queue`, Continue leading to `back` (else
+    /// `CONTINUE_URL`), and with `form` the form to send again there.
+    pub(super) async fn room(
+        &self,
+        queue: &QueueId,
+        back: Option<&str>,
+        accept_language: Option<&str>,
+        form: Option<&KeptForm>,
+    ) -> Result<Response, EdgeError> {
+        let turnstile = self.config.guard.turnstile.as_ref();
+        let choice = queuegate_edge::lang::choose(accept_language, crate::i18n::CODES);
         let files = crate::page::files(choice.lang).await?;
         let html = crate::page::render(
             &files,
             &self.config.page,
             queue.as_str(),
-            back.as_deref(),
+            back,
             turnstile,
             &choice,
+            form,
         );
         let resp = Response::from_html(html).map_err(js_err)?;
         let h = resp.headers();

@@ -423,3 +423,65 @@ async fn junk_page_loads_in_an_idle_room_hold_at_most_half_the_slots() {
     assert_eq!(order.status, 200, "{}", order.body);
     stack.queue.assert_conserved().await;
 }
+
+/// A person's form POST to the order route in a busy room is kept in the
+/// room's page (sent again on Continue: tests/js/browser.test.mjs), never
+/// turned into a GET; another site's form is not kept (re-sent with the
+/// visitor's token it would be a forged order), nor is a file upload.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_form_sent_before_the_turn_is_kept_only_from_our_own_pages() {
+    let stack = stack(false).await;
+    let base = stack.worker.url();
+    stack.queue.enter(&user(0)).await;
+    let before = stack.snapshot().await;
+    let form = |site: &'static str, content_type: &'static str| {
+        [
+            ("accept", NAVIGATION),
+            ("sec-fetch-site", site),
+            ("content-type", content_type),
+        ]
+    };
+    let http = reqwest::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .build()
+        .expect("client");
+    let post = |headers: [(&'static str, &'static str); 3], body: &'static str| {
+        let mut req = http.post(format!("{base}/orders")).body(body);
+        for (k, v) in headers {
+            req = req.header(k, v);
+        }
+        async move {
+            let resp = req.send().await.expect("POST");
+            (
+                resp.status().as_u16(),
+                resp.text().await.unwrap_or_default(),
+            )
+        }
+    };
+    let urlencoded = "application/x-www-form-urlencoded";
+    let (status, page) = post(form("same-origin", urlencoded), "item=ticket&seat=A+12%26b").await;
+    assert_eq!(status, 200, "{page}");
+    assert!(
+        page.contains(
+            r#""form":{"action":"/orders","fields":[["item","ticket"],["seat","A 12&b"]]}"#
+        ),
+        "{page}"
+    );
+    assert!(page.contains(r#""continueUrl":"/orders""#));
+    for (site, content_type) in [
+        ("cross-site", urlencoded),
+        ("same-site", urlencoded),
+        ("same-origin", "multipart/form-data; boundary=x"),
+    ] {
+        let (status, page) = post(form(site, content_type), "item=ticket").await;
+        assert_eq!(status, 200, "{site} {content_type}");
+        assert!(!page.contains(r#""form":"#), "{site} {content_type}: kept");
+        assert!(!page.contains(r#""continueUrl":"/orders""#));
+    }
+    assert!(stack.origin.hits().is_empty());
+    assert_eq!(
+        stack.snapshot().await,
+        before,
+        "keeping a form wrote to Redis"
+    );
+}
