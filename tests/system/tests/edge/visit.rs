@@ -485,3 +485,105 @@ async fn a_form_sent_before_the_turn_is_kept_only_from_our_own_pages() {
         "keeping a form wrote to Redis"
     );
 }
+
+/// `session_renew`: each page moves the session's end to now +
+/// `session_ms`, never past its cap (30 minutes after it opened). The cap
+/// is tested on a session record made old by hand: its cap 3 s away.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_renewed_session_moves_with_each_page_but_never_past_its_cap() {
+    let stack = EdgeStack::start_with(
+        Settings {
+            entry_budget_per_minute: 0,
+            idle_passthrough: false,
+            session_ms: 60_000,
+            token_ttl_ms: 30_000,
+            session_renew: true,
+            ..Settings::default()
+        },
+        "anonymous",
+        RedisServer::start(),
+        &[("ENTRY_CHALLENGE", "off"), ("PROTECTED_ROUTES", ROUTES)],
+    )
+    .await;
+    let base = stack.worker.url();
+    stack.queue.enter(&user(0)).await;
+    let ann = admitted(&stack).await;
+    let id = ann["qg_visitor"].split('.').next().unwrap().to_string();
+    let key = stack
+        .queue
+        .keys
+        .session(&queuegate_shared::UserId::new(&id).unwrap());
+    let mut conn = stack.queue.conn.clone();
+    let nav = [("accept", NAVIGATION)];
+    let record = |conn: &mut redis::aio::MultiplexedConnection| {
+        let (conn, key) = (conn.clone(), key.clone());
+        async move {
+            let mut conn = conn;
+            let rec: String = redis::cmd("GET")
+                .arg(&key)
+                .query_async(&mut conn)
+                .await
+                .expect("a session record");
+            rec.split('|')
+                .map(|f| f.parse::<u64>().unwrap())
+                .collect::<Vec<u64>>()
+        }
+    };
+    assert_eq!(
+        send(&base, "GET", "/tickets/1", &ann, &nav).await.status,
+        200
+    );
+    let first = record(&mut conn).await;
+    tokio::time::sleep(Duration::from_millis(1_100)).await;
+    assert_eq!(
+        send(&base, "GET", "/tickets/1", &ann, &nav).await.status,
+        200
+    );
+    let second = record(&mut conn).await;
+    assert!(
+        second[1] >= first[1] + 1_000,
+        "renewed: {first:?} → {second:?}"
+    );
+    assert_eq!(second[2], first[2], "the cap never moves");
+    // Age the session: its cap 3 s from now, its turn (token and slot,
+    // which a session's pages make end with it) ending with it. A page
+    // moves the end to the cap, not a minute on.
+    let now = second[1] - 60_000;
+    let aged = format!("{}|{}|{}|1", second[0], now + 2_000, now + 3_000);
+    let _: () = redis::cmd("SET")
+        .arg(&key)
+        .arg(aged)
+        .arg("PX")
+        .arg(2_000)
+        .query_async(&mut conn)
+        .await
+        .expect("SET");
+    let token_key = stack
+        .queue
+        .keys
+        .token(&queuegate_shared::UserId::new(&id).unwrap());
+    let token: String = redis::cmd("GET")
+        .arg(&token_key)
+        .query_async(&mut conn)
+        .await
+        .expect("a token record");
+    let mut t: Vec<String> = token.split('|').map(str::to_string).collect();
+    t[2] = (now + 2_000).to_string();
+    let _: () = redis::cmd("SET")
+        .arg(&token_key)
+        .arg(t.join("|"))
+        .arg("PX")
+        .arg(2_000)
+        .query_async(&mut conn)
+        .await
+        .expect("SET");
+    assert_eq!(
+        send(&base, "GET", "/tickets/1", &ann, &nav).await.status,
+        200
+    );
+    let capped = record(&mut conn).await;
+    assert!(capped[1] <= now + 3_000, "never past the cap: {capped:?}");
+    tokio::time::sleep(Duration::from_millis(3_500)).await;
+    let r = send(&base, "GET", "/tickets/1", &ann, &nav).await;
+    assert_eq!(r.status, 303, "the session ended at its cap: {}", r.body);
+}
