@@ -665,6 +665,69 @@ mod tests {
     }
 
     #[test]
+    fn routes_browse_or_spend_by_method_unless_told() {
+        let c = config(&[(
+            "PROTECTED_ROUTES",
+            "POST /orders, GET /checkout/*, browse POST /cart/*, SPEND get /claim/*",
+        )])
+        .unwrap();
+        let kind = |m: &str, p: &str| c.protection(m, p).map(|(_, k)| k);
+        assert_eq!(kind("POST", "/orders"), Some(RouteKind::Spend));
+        assert_eq!(kind("GET", "/checkout/1"), Some(RouteKind::Browse));
+        assert_eq!(kind("POST", "/cart/add"), Some(RouteKind::Browse));
+        assert_eq!(kind("GET", "/claim/1"), Some(RouteKind::Spend));
+        // HEAD follows GET and never spends.
+        assert_eq!(kind("HEAD", "/checkout/1"), Some(RouteKind::Browse));
+        assert_eq!(kind("HEAD", "/claim/1"), Some(RouteKind::Browse));
+        assert_eq!(kind("HEAD", "/orders"), None);
+        // Paths match as the origin routes them; a prefix covers its root.
+        for p in [
+            "/Checkout/1",
+            "/checkout/./1",
+            "//checkout//1",
+            "/%63heckout/1",
+            "/checkout",
+        ] {
+            assert_eq!(kind("GET", p), Some(RouteKind::Browse), "{p}");
+        }
+        assert_eq!(kind("POST", "/ORDERS/"), Some(RouteKind::Spend));
+        assert_eq!(kind("GET", "/checkoutx"), None);
+        // A path too long to normalise is gated, never passed.
+        assert_eq!(kind("GET", &"/a".repeat(5_000)), Some(RouteKind::Spend));
+    }
+
+    #[test]
+    fn two_lines_that_treat_one_request_differently_are_refused() {
+        for (routes, named) in [
+            (
+                "GET /checkout/*, spend GET /checkout/pay",
+                "GET /checkout/pay",
+            ),
+            ("spend GET /a/*, GET /a/b/*", "GET /a/b"),
+            ("POST /orders, POST /orders@other", "POST /orders"),
+            ("GET /x, spend GET /X/", "GET /x"),
+        ] {
+            let e = config(&[("PROTECTED_ROUTES", routes), ("QUEUES", "main,other")])
+                .unwrap_err()
+                .to_string();
+            assert!(
+                e.contains("both match") && e.contains(named),
+                "{routes}: {e}"
+            );
+        }
+        // Agreeing or disjoint lines are fine.
+        for routes in [
+            "GET /checkout/*, GET /checkout/pay",
+            "GET /orders, POST /orders",
+            "spend GET /claim/*, GET /checkout/*",
+        ] {
+            assert!(config(&[("PROTECTED_ROUTES", routes)]).is_ok(), "{routes}");
+        }
+        let e = config(&[("PROTECTED_ROUTES", "GET /a*b")]).unwrap_err();
+        assert!(e.to_string().contains("`*` may only end a path"), "{e}");
+    }
+
+    #[test]
     fn protected_routes_parse_and_match() {
         let c = config(&[("PROTECTED_ROUTES", "POST /orders, put /checkout/*")]).unwrap();
         assert!(c.is_protected("PUT", "/checkout/42"));
