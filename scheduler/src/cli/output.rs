@@ -47,11 +47,21 @@ pub(super) fn print(done: Done, queue: &str, json: bool) {
             }
         ),
         Done::Notice(now) => {
-            let was = now
-                .previous
-                .map_or("none".to_string(), |p| format!("{p:?}"));
-            match now.notice {
-                Some(t) => println!("queue {}: notice {t:?} (was {was})", now.queue),
+            let langs = |texts: &std::collections::BTreeMap<String, String>| {
+                texts
+                    .iter()
+                    .map(|(l, t)| format!(", {l}: {t:?}"))
+                    .collect::<String>()
+            };
+            let was = now.previous.as_ref().map_or("none".to_string(), |p| {
+                format!("{p:?}{}", langs(&now.previous_texts))
+            });
+            match &now.notice {
+                Some(t) => println!(
+                    "queue {}: notice {t:?}{} (was {was})",
+                    now.queue,
+                    langs(&now.texts)
+                ),
                 None => println!("queue {}: notice cleared (was {was})", now.queue),
             }
         }
