@@ -30,6 +30,19 @@ impl App {
             turnstile,
             &choice,
         );
+        // The shop's token script, as a CSP source: this site's origin
+        // (as the visitor asked for it) and the configured path.
+        let page = &self.config.page;
+        let script_url = page
+            .token_script
+            .as_ref()
+            .and_then(|path| Some(format!("{}{path}", url::origin(&own_url)?)));
+        let token = script_url
+            .as_deref()
+            .map(|script_url| crate::page::TokenSources {
+                script_url,
+                connect: &page.token_connect,
+            });
         let resp = Response::from_html(html).map_err(js_err)?;
         let h = resp.headers();
         http::set(h, "cache-control", "no-store")?;
@@ -39,6 +52,7 @@ impl App {
             &crate::page::content_security_policy(
                 &files.template,
                 turnstile.map(|t| t.script_origin()),
+                token,
             ),
         )?;
         http::set(h, "x-content-type-options", "nosniff")?;
