@@ -741,3 +741,124 @@ test("a Korean visitor gets the page in Korean, times in Korean", { timeout: 120
     stop(stack.child);
   }
 });
+
+const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
+async function until(check, ms, what) {
+  const end = Date.now() + ms;
+  while (!check()) {
+    if (Date.now() > end) throw new Error(`not within ${ms} ms: ${what}`);
+    await sleep(50);
+  }
+}
+// A Redis command against the stack's redis-server, as an operator would.
+const redisCli = (url, ...args) => execFileSync("redis-cli", ["-u", url, ...args], { encoding: "utf8", timeout: 10_000 }).trim();
+
+// Issue 36: a phone that slept must learn its state when it wakes. Headless
+// Chromium's pages are always visible, so a hidden tab shown again is
+// emulated (document.visibilityState and its event); offline and online
+// are the browser's own (the context's network), and a page restored from
+// the back/forward cache its own pageshow event. Each poll is counted when
+// the worker's answer reaches the browser (near the head the worker may
+// answer from its snapshot, so Redis does not see every poll).
+test("the page polls at once when it wakes (shown again, restored, back online), never twice at once", { timeout: 150_000 }, async () => {
+  mkdirSync(artifacts, { recursive: true });
+  const stack = startStack(["--admit-rate", "1", "--challenge-difficulty", "5000", "--exit-after", "140"]);
+  const dir = mkdtempSync(join(tmpdir(), "qg-wake-"));
+  let browser;
+  try {
+    const base = await stack.url;
+    // Paused: the line stands still and the page waits the longest
+    // interval between polls, so a prompt poll can only be a wake-up.
+    assert.match(operator(stack.redis(), dir)("pause", "main"), /paused/);
+    await crowd(base, 2);
+    browser = await launch();
+    const context = await browser.newContext();
+    await context.addInitScript(spies);
+    const page = await context.newPage();
+    const problems = [], sent = [], answered = [];
+    page.on("console", (m) => { if (m.type() === "error") problems.push(m.text()); });
+    page.on("request", (r) => { if (/\/queue\/position\?/.test(r.url())) sent.push(Date.now()); });
+    page.on("response", (r) => { if (/\/queue\/position\?/.test(r.url())) answered.push({ at: Date.now(), status: r.status() }); });
+    await page.goto(base + "/queue");
+    await page.waitForSelector("#figures:not([hidden])", { timeout: 60_000 });
+    assert.equal(await number(page, "#position"), 3);
+    const lastReply = async () => (await page.evaluate(() => window.__qg.calls)).filter((c) => c.reply).pop();
+    const first = await lastReply();
+    assert.equal(first.state, "waiting");
+    assert.ok(first.retryAfterMs >= 10_000, `the page's timer waits ${first.retryAfterMs} ms`);
+    const visibility = (state) => page.evaluate((s) => {
+      Object.defineProperty(document, "visibilityState", { value: s, configurable: true });
+      Object.defineProperty(document, "hidden", { value: s === "hidden", configurable: true });
+      document.dispatchEvent(new Event("visibilitychange"));
+    }, state);
+    // One wake-up: a poll within a second of it, answered by the worker,
+    // seen at Redis, long before the page's timer was due.
+    const wakes = [];
+    const wakesUp = async (how, wake) => {
+      await sleep(2_500); // past the page's "just answered" guard
+      const before = answered.length, due = (await lastReply()).at + (await lastReply()).retryAfterMs;
+      const at = Date.now();
+      await wake();
+      await until(() => answered.length > before, 3_000, `a poll after ${how}`);
+      const took = answered[before].at - at;
+      assert.equal(answered[before].status, 200, how);
+      assert.ok(took < 1_500, `${how}: polled ${took} ms after`);
+      assert.ok(answered[before].at < due, `${how}: before the timer (due in ${due - at} ms)`);
+      wakes.push(`${how} ${took} ms`);
+    };
+
+    // Hidden: no poll (the timer keeps its own pace); shown again: at once.
+    await sleep(2_500);
+    let before = sent.length;
+    await visibility("hidden");
+    await sleep(1_500);
+    assert.equal(sent.length, before, "a hidden page does not poll on hiding");
+    await wakesUp("shown again", () => visibility("visible"));
+
+    // Offline, then online (the browser's own events).
+    await sleep(2_500);
+    before = sent.length;
+    await context.setOffline(true);
+    await sleep(1_000);
+    assert.equal(sent.length, before, "going offline is no reason to poll");
+    await wakesUp("back online", () => context.setOffline(false));
+
+    // Restored from the back/forward cache (this page is no-store, so
+    // Chromium reloads it instead; the event is what a cache restore fires).
+    await wakesUp("restored (pageshow, persisted)", () => page.evaluate(() =>
+      window.dispatchEvent(new PageTransitionEvent("pageshow", { persisted: true })))); 
+    // An ordinary pageshow (a first load) is no wake-up.
+    await sleep(2_500);
+    before = sent.length;
+    await page.evaluate(() => window.dispatchEvent(new PageTransitionEvent("pageshow", { persisted: false })));
+    await sleep(1_500);
+    assert.equal(sent.length, before, "a pageshow without the cache");
+
+    // Never two at once: every wake-up event together, and again while
+    // that poll is held in flight, makes one poll.
+    await sleep(2_500);
+    await page.route("**/queue/position*", async (route) => { await sleep(1_500); await route.continue(); }, { times: 1 });
+    before = sent.length;
+    const all = () => page.evaluate(() => {
+      Object.defineProperty(document, "visibilityState", { value: "visible", configurable: true });
+      document.dispatchEvent(new Event("visibilitychange"));
+      window.dispatchEvent(new Event("online"));
+      window.dispatchEvent(new PageTransitionEvent("pageshow", { persisted: true }));
+    });
+    await all();
+    await sleep(500);
+    await all();
+    await sleep(3_500);
+    assert.equal(sent.length - before, 1, `one poll for six wake-up events, sent ${sent.length - before}`);
+    // The page still shows its place, and its timer runs on.
+    assert.equal(await number(page, "#position"), 3);
+    assert.deepEqual(problems.filter((p) => /Content Security Policy|Uncaught/.test(p)), []);
+    console.log(`wake-up polls: ${wakes.join(", ")}`);
+  } catch (e) {
+    throw new Error(`${e.message}\n--- stack log ---\n${stack.log().slice(-4000)}`);
+  } finally {
+    if (browser) await browser.close();
+    stop(stack.child);
+    rmSync(dir, { recursive: true, force: true });
+  }
+});
