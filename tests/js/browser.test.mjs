@@ -714,9 +714,10 @@ test("the operator's notice shows on the page within a poll, as text; a revocati
   }
 });
 
-test("a Korean visitor gets the page in Korean, times in Korean", { timeout: 120_000 }, async () => {
+test("a Korean visitor gets the page in Korean, times in Korean, and the notice in Korean", { timeout: 120_000 }, async () => {
   mkdirSync(artifacts, { recursive: true });
   const stack = startStack(["--admit-rate", "0.05", "--challenge-difficulty", "5000", "--exit-after", "110"]);
+  const dir = mkdtempSync(join(tmpdir(), "qg-korean-"));
   let browser;
   try {
     const base = await stack.url;
@@ -735,10 +736,27 @@ test("a Korean visitor gets the page in Korean, times in Korean", { timeout: 120
     // "You will be admitted at about {t}" in Korean, the time in Korean.
     await page.waitForSelector("#eta-at:not([hidden])", { timeout: 30_000 });
     assert.match(await page.textContent("#eta-at"), /(오전|오후) \d{1,2}:\d{2}/);
+    // The operator's notice in Korean beside the default (issue 36): this
+    // visitor sees the Korean text, as text; an English browser the
+    // default.
+    const run = operator(stack.redis(), dir);
+    assert.match(run("notice", "main", "--set", "Sizes S and M are sold out", "--lang", "ko=S, M 사이즈 <b>품절</b>",
+      "--lang", "de=Größen S und M ausverkauft"), /ko: "S, M 사이즈 <b>품절<\/b>"/);
+    await page.waitForSelector("#notice:not([hidden])", { timeout: 45_000 });
+    assert.equal(await page.textContent("#notice"), "S, M 사이즈 <b>품절</b>");
+    assert.equal(await page.$("#notice b"), null, "text, not markup");
+    const english = await browser.newContext({ locale: "en-US" });
+    const other = await english.newPage();
+    await other.goto(base + "/queue");
+    await other.waitForSelector("#notice:not([hidden])", { timeout: 60_000 });
+    assert.equal(await other.textContent("#notice"), "Sizes S and M are sold out");
+    assert.match(await other.title(), /Demo shop — waiting room$/, "the operator's PAGE_TITLE in every language");
+    await english.close();
     await page.screenshot({ path: join(artifacts, "browser-korean.png") });
   } finally {
     if (browser) await browser.close();
     stop(stack.child);
+    rmSync(dir, { recursive: true, force: true });
   }
 });
 
