@@ -168,6 +168,12 @@ async fn the_notice_speaks_each_visitors_language_and_bad_texts_change_nothing()
         "{text}"
     );
     notice_becomes(&mut ann, Some(default)).await;
+    let (_, status) = cli(&["status", "main"]);
+    assert!(
+        status.contains(&format!("  notice      {default:?}\n"))
+            && status.contains("    zh-Hant   \"S 與 M 尺寸已售完\"\n"),
+        "{status}"
+    );
     for (asked, want) in [
         ("de-AT,de;q=0.9,en;q=0.5", "Größen S und M sind ausverkauft"),
         ("zh-TW", "S 與 M 尺寸已售完"),
