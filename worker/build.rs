@@ -71,9 +71,15 @@ fn main() {
             .and_then(|s| s.to_str())
             .unwrap_or_default()
             .to_string();
-        if lang.len() != 2 || !lang.bytes().all(|b| b.is_ascii_lowercase()) {
+        // `de`, or a language and its script (`zh-Hant`).
+        let (primary, script) = lang.split_once('-').unwrap_or((&lang, ""));
+        let script_ok = script.is_empty()
+            || (script.len() == 4
+                && script.starts_with(|c: char| c.is_ascii_uppercase())
+                && script[1..].bytes().all(|b| b.is_ascii_lowercase()));
+        if primary.len() != 2 || !primary.bytes().all(|b| b.is_ascii_lowercase()) || !script_ok {
             fail(&format!(
-                "{}: name a translation by its two-letter language code",
+                "{}: name a translation by its two-letter language code, with its script if needed (de, zh-Hant)",
                 path.display()
             ));
         }

@@ -35,8 +35,21 @@ pub fn choose(accept_language: Option<&str>, languages: &[&'static str]) -> Choi
         .collect();
     ranges.sort_by(|a, b| b.0.cmp(&a.0).then(a.1.cmp(&b.1)));
     for (_, _, tag) in ranges {
-        let primary = tag.split('-').next().unwrap_or("").to_ascii_lowercase();
-        if let Some(lang) = languages.iter().find(|l| **l == primary) {
+        let lower = tag.to_ascii_lowercase();
+        let mut subtags = lower.split('-');
+        let primary = subtags.next().unwrap_or("");
+        let rest: Vec<&str> = subtags.collect();
+        // Chinese in Traditional script: zh-Hant, and the regions that
+        // write it (Taiwan, Hong Kong, Macao) unless Simplified is named;
+        // every other zh is Simplified (`zh`).
+        let traditional = primary == "zh"
+            && (rest.contains(&"hant")
+                || (!rest.contains(&"hans")
+                    && rest.iter().any(|s| matches!(*s, "tw" | "hk" | "mo"))));
+        let own = traditional
+            .then(|| languages.iter().find(|l| **l == "zh-Hant"))
+            .flatten();
+        if let Some(lang) = own.or_else(|| languages.iter().find(|l| **l == primary)) {
             let well_formed =
                 tag.len() <= 35 && tag.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-');
             return Choice {
@@ -59,7 +72,7 @@ pub fn choose(accept_language: Option<&str>, languages: &[&'static str]) -> Choi
 mod tests {
     use super::*;
 
-    const PAGE: &[&str] = &["en", "de", "ja", "ko", "zh"];
+    const PAGE: &[&str] = &["en", "de", "ja", "ko", "zh", "zh-Hant"];
 
     fn pick(header: &str) -> (&'static str, String) {
         let c = choose(Some(header), PAGE);
@@ -78,6 +91,23 @@ mod tests {
         );
         assert_eq!(pick("en;q=0.5, ja;q=0.9"), ("ja", "ja".into()));
         assert_eq!(pick("zh-Hans-CN"), ("zh", "zh-Hans-CN".into()));
+        // Traditional Chinese for zh-Hant and for Taiwan, Hong Kong and
+        // Macao; Simplified for the rest of zh.
+        for (asked, lang) in [
+            ("zh-TW", "zh-Hant"),
+            ("zh-hk", "zh-Hant"),
+            ("zh-MO", "zh-Hant"),
+            ("zh-Hant", "zh-Hant"),
+            ("zh-Hant-CN", "zh-Hant"),
+            ("zh-Hans-HK", "zh"),
+            ("zh-CN", "zh"),
+            ("zh-SG", "zh"),
+            ("zh", "zh"),
+        ] {
+            assert_eq!(pick(asked), (lang, asked.into()), "{asked}");
+        }
+        // Without a Traditional text, Traditional asks get the Chinese there is.
+        assert_eq!(choose(Some("zh-TW"), &["en", "zh"]).lang, "zh");
         assert_eq!(pick("DE-at"), ("de", "DE-at".into()));
         assert_eq!(pick("ko;q=0, de"), ("de", "de".into()));
         assert_eq!(pick("ko;q=abc, de;q=0.1"), ("de", "de".into()));

@@ -19,6 +19,19 @@ pub fn host(url: &str) -> &str {
     authority.rsplit_once('@').map_or(authority, |(_, h)| h)
 }
 
+/// The origin of an absolute URL (`https://shop.example:8443`), when its
+/// scheme is http(s) and its host only the characters a host has (so it
+/// can stand in a header such as a CSP as it is).
+pub fn origin(url: &str) -> Option<String> {
+    let (scheme, _) = url.split_once("://")?;
+    let host = host(url);
+    let clean = !host.is_empty()
+        && host
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b".-:[]".contains(&b));
+    (matches!(scheme, "http" | "https") && clean).then(|| format!("{scheme}://{host}"))
+}
+
 /// The path of an absolute URL, without the query.
 pub fn path(url: &str) -> &str {
     let rest = path_and_query(url);
@@ -37,6 +50,30 @@ pub fn query_param<'a>(url: &'a str, name: &str) -> Option<&'a str> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn origins_are_scheme_and_host_only_when_clean() {
+        assert_eq!(
+            origin("https://shop.example:8443/queue?x=1").as_deref(),
+            Some("https://shop.example:8443")
+        );
+        assert_eq!(
+            origin("http://127.0.0.1:8787/queue").as_deref(),
+            Some("http://127.0.0.1:8787")
+        );
+        assert_eq!(
+            origin("https://[::1]:9/").as_deref(),
+            Some("https://[::1]:9")
+        );
+        for bad in [
+            "ftp://a.example/",
+            "https://a;b.example/",
+            "https:///x",
+            "nothing",
+        ] {
+            assert_eq!(origin(bad), None, "{bad}");
+        }
+    }
 
     #[test]
     fn urls_split_without_the_url_crate() {

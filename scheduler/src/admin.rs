@@ -32,8 +32,10 @@ mod body;
 use auth::Who;
 use body::{body, BypassBody, NoticeBody, ResetQuery, RevokeBody, ScheduleBody};
 
-/// The largest request body taken (a notice is at most 280 characters).
-pub const MAX_BODY: usize = 4 * 1024;
+/// The largest request body taken: a notice with a text in each of the
+/// page's nine languages, each up to 280 characters of up to 4 bytes of
+/// UTF-8 (JSON-escaped), fits.
+pub const MAX_BODY: usize = 16 * 1024;
 
 /// What every route needs.
 #[derive(Clone)]
@@ -382,12 +384,15 @@ async fn reset(
     answer(s.perform(&who, action).await)
 }
 
-/// Sets (`text`) or clears the notice of `queue`.
-fn notice(queue: String, text: Option<String>) -> Action {
+/// Sets (`text`, with `texts` per language) or clears the notice of
+/// `queue`.
+fn notice(queue: String, text: Option<String>, texts: Vec<(String, String)>) -> Action {
     Action::Notice(Notice {
         queue: Some(queue),
         text,
-        input: "notice",
+        texts,
+        input: "text",
+        texts_input: "texts",
     })
 }
 
@@ -401,7 +406,10 @@ async fn set_notice(
         Ok(b) => b,
         Err(e) => return e.into_response(),
     };
-    answer(s.perform(&who, notice(queue, Some(b.text))).await)
+    answer(
+        s.perform(&who, notice(queue, Some(b.text), b.texts.0))
+            .await,
+    )
 }
 
 async fn clear_notice(
@@ -409,5 +417,5 @@ async fn clear_notice(
     Extension(who): Extension<Who>,
     Path(queue): Path<String>,
 ) -> Response {
-    answer(s.perform(&who, notice(queue, None)).await)
+    answer(s.perform(&who, notice(queue, None, Vec::new())).await)
 }

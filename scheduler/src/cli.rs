@@ -92,14 +92,20 @@ pub enum Command {
     /// Set or clear a short notice to the line ("sizes S and M are sold
     /// out"): one line of plain text, at most 280 characters, shown on the
     /// waiting-room page and in every state reply within seconds (the
-    /// edge reads it with its snapshot), without a redeploy.
+    /// edge reads it with its snapshot), without a redeploy. --lang gives
+    /// it in other languages: a visitor whose page is in one of them sees
+    /// that text, everybody else the default (--set).
     Notice {
         /// The queue (may be left out when only one is configured).
         queue: Option<String>,
-        /// The notice.
+        /// The notice (its default text).
         #[arg(long, value_name = "TEXT", required_unless_present = "clear")]
         set: Option<String>,
-        /// Remove the notice.
+        /// The notice in one language of the page (en, de, es, fr, ja, ko,
+        /// pt, zh, zh-Hant), as LANG=TEXT; repeat for more.
+        #[arg(long = "lang", value_name = "LANG=TEXT", requires = "set")]
+        langs: Vec<String>,
+        /// Remove the notice (and its texts in every language).
         #[arg(long, conflicts_with = "set")]
         clear: bool,
     },
@@ -329,11 +335,27 @@ fn parse(command: Command, config: &Config) -> Result<(Action, bool), CliError> 
             schedule.queue = one(queue)?;
             (Action::Schedule(schedule), false)
         }
-        Command::Notice { queue, set, .. } => {
+        Command::Notice {
+            queue, set, langs, ..
+        } => {
+            let texts = langs
+                .iter()
+                .map(|l| {
+                    l.split_once('=')
+                        .map(|(lang, text)| (lang.trim().to_string(), text.to_string()))
+                        .ok_or_else(|| {
+                            ActionError::BadInput(format!(
+                                "--lang {l:?}: give a language and its text as LANG=TEXT (de=Ausverkauft)"
+                            ))
+                        })
+                })
+                .collect::<Result<Vec<_>, _>>()?;
             let mut notice = Notice {
                 queue: None,
                 text: set,
+                texts,
                 input: "--set",
+                texts_input: "--lang",
             };
             notice.text()?;
             notice.queue = one(queue)?;

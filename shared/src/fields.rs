@@ -153,6 +153,10 @@ names!(
         /// The operator's notice to the line (`queuegate-scheduler
         /// notice`; absent: none), shown on the page and in every reply.
         NOTICE = "notice",
+        /// The notice's texts per language besides its default (a JSON
+        /// object `{"de": "…"}`, `crate::notice::encode_texts`; absent:
+        /// none), each shown to visitors whose page is in its language.
+        NOTICE_TEXTS = "notice_texts",
     }
 );
 
@@ -515,6 +519,7 @@ mod tests {
                 config::MARKS_AT,
                 config::MARKS_SHIFT,
                 config::NOTICE,
+                config::NOTICE_TEXTS,
                 config::SETTINGS_VERSION,
                 config::SETTINGS_APPLIED,
             ];

@@ -36,6 +36,99 @@ pub fn check(text: &str) -> Result<&str, NoticeError> {
     Ok(text)
 }
 
+/// The languages a notice can be given in: the waiting-room page's own
+/// (`worker/assets/i18n/`, English first; a worker test keeps the two
+/// lists equal), so every text given can be shown to someone.
+pub const LANGUAGES: &[&str] = &["en", "de", "es", "fr", "ja", "ko", "pt", "zh", "zh-Hant"];
+
+/// The most texts a notice holds besides its default: one per language
+/// of the page.
+pub const MAX_LANGUAGES: usize = LANGUAGES.len();
+
+/// Why a notice's texts per language were refused.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum TextsError {
+    /// A tag that is not one of [`LANGUAGES`].
+    #[error("{0:?} is not a language of the page (use one of: {list})", list = LANGUAGES.join(", "))]
+    UnknownLanguage(String),
+    /// The same language twice.
+    #[error("{0:?} is given twice")]
+    Twice(String),
+    /// More than [`MAX_LANGUAGES`] texts.
+    #[error(
+        "too many languages: {0} given, at most {MAX_LANGUAGES} (one per language of the page)"
+    )]
+    TooMany(usize),
+    /// One of the texts is not a notice.
+    #[error("the {lang:?} text: {why}")]
+    Text {
+        /// Its language.
+        lang: String,
+        /// Why it was refused.
+        why: NoticeError,
+    },
+}
+
+/// A notice's texts per language, checked: every tag one of
+/// [`LANGUAGES`] (exactly as spelt there), none twice, at most
+/// [`MAX_LANGUAGES`], each text a notice ([`check`], trimmed). Returns
+/// them in the order given.
+pub fn check_texts(texts: &[(String, String)]) -> Result<Vec<(String, String)>, TextsError> {
+    if texts.len() > MAX_LANGUAGES {
+        return Err(TextsError::TooMany(texts.len()));
+    }
+    let mut out: Vec<(String, String)> = Vec::with_capacity(texts.len());
+    for (lang, text) in texts {
+        if !LANGUAGES.contains(&lang.as_str()) {
+            return Err(TextsError::UnknownLanguage(lang.clone()));
+        }
+        if out.iter().any(|(l, _)| l == lang) {
+            return Err(TextsError::Twice(lang.clone()));
+        }
+        let text = check(text).map_err(|why| TextsError::Text {
+            lang: lang.clone(),
+            why,
+        })?;
+        out.push((lang.clone(), text.to_string()));
+    }
+    Ok(out)
+}
+
+/// Checked texts as stored in the config hash's `notice_texts` field: a
+/// JSON object `{"de": "…"}` ('' for none).
+pub fn encode_texts(texts: &[(String, String)]) -> String {
+    if texts.is_empty() {
+        return String::new();
+    }
+    let map: serde_json::Map<String, serde_json::Value> = texts
+        .iter()
+        .map(|(l, t)| (l.clone(), serde_json::Value::String(t.clone())))
+        .collect();
+    serde_json::Value::Object(map).to_string()
+}
+
+/// The `notice_texts` field read back: what is not an object of known
+/// languages' texts is left out (the default text is shown instead).
+pub fn decode_texts(field: &str) -> Vec<(String, String)> {
+    let Ok(serde_json::Value::Object(map)) = serde_json::from_str::<serde_json::Value>(field)
+    else {
+        return Vec::new();
+    };
+    map.into_iter()
+        .filter(|(l, _)| LANGUAGES.contains(&l.as_str()))
+        .filter_map(|(l, t)| Some((l, t.as_str()?.to_string())))
+        .collect()
+}
+
+/// The text of a notice for a visitor whose page is in `lang`: that
+/// language's own text if given, else the default.
+pub fn for_language<'a>(default: &'a str, texts: &'a [(String, String)], lang: &str) -> &'a str {
+    texts
+        .iter()
+        .find(|(l, _)| l == lang)
+        .map_or(default, |(_, t)| t.as_str())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -56,5 +149,67 @@ mod tests {
         for bad in ["one\ntwo", "a\u{1b}[31mred", "tab\there", "nul\0"] {
             assert_eq!(check(bad), Err(NoticeError::Control), "{bad:?}");
         }
+    }
+
+    fn pairs(list: &[(&str, &str)]) -> Vec<(String, String)> {
+        list.iter()
+            .map(|(l, t)| (l.to_string(), t.to_string()))
+            .collect()
+    }
+
+    #[test]
+    fn texts_per_language_are_checked_and_stored_as_json() {
+        let ok = check_texts(&pairs(&[("de", " Ausverkauft "), ("zh-Hant", "已售完")])).unwrap();
+        assert_eq!(ok, pairs(&[("de", "Ausverkauft"), ("zh-Hant", "已售完")]));
+        let field = encode_texts(&ok);
+        assert_eq!(decode_texts(&field), ok);
+        assert_eq!(encode_texts(&[]), "");
+        assert_eq!(decode_texts(""), Vec::new());
+        assert_eq!(decode_texts("[1]"), Vec::new());
+        assert_eq!(
+            decode_texts(r#"{"xx":"?","de":1,"fr":"Épuisé"}"#),
+            pairs(&[("fr", "Épuisé")])
+        );
+        assert_eq!(for_language("Sold out", &ok, "de"), "Ausverkauft");
+        assert_eq!(for_language("Sold out", &ok, "fr"), "Sold out");
+
+        for (bad, why) in [
+            (
+                pairs(&[("xx", "?")]),
+                "\"xx\" is not a language of the page",
+            ),
+            (
+                pairs(&[("DE", "?")]),
+                "\"DE\" is not a language of the page",
+            ),
+            (
+                pairs(&[("zh-TW", "?")]),
+                "use one of: en, de, es, fr, ja, ko, pt, zh, zh-Hant",
+            ),
+            (pairs(&[("de", "a"), ("de", "b")]), "\"de\" is given twice"),
+            (
+                pairs(&[("de", "a\nb")]),
+                "the \"de\" text: the notice must be one line",
+            ),
+            (
+                pairs(&[("de", " ")]),
+                "the \"de\" text: the notice is empty",
+            ),
+        ] {
+            let e = check_texts(&bad).unwrap_err().to_string();
+            assert!(e.contains(why), "{bad:?}: {e}");
+        }
+        let long = pairs(&[("fr", &"é".repeat(MAX_CHARS + 1))]);
+        assert!(check_texts(&long)
+            .unwrap_err()
+            .to_string()
+            .contains("longer than 280"));
+        let many: Vec<(String, String)> = (0..=MAX_LANGUAGES)
+            .map(|i| (LANGUAGES[i % LANGUAGES.len()].to_string(), "x".to_string()))
+            .collect();
+        assert_eq!(
+            check_texts(&many),
+            Err(TextsError::TooMany(MAX_LANGUAGES + 1))
+        );
     }
 }

@@ -219,7 +219,7 @@ pub static SET_NOTICE: Script = Script::new(
     "set_notice",
     false,
     shipped!("set_notice"),
-    "b4cae3daf2ef593fc6f7dde675222ad8cc9af98c",
+    "7ebc17ae5284493facf452cfbd37107ba1cf8b23",
 );
 /// Gives back a token whose consume's reply was lost.
 pub static UNCONSUME: Script = Script::new(
@@ -497,8 +497,9 @@ mod tests {
             ("admit", "at"),
             ("admit", "last"),
             ("admit", "at_rank"),
-            ("admit", "page"), // HSCAN
-            ("enter", "got"),  // HMGET of an address and a solution field
+            ("admit", "page"),        // HSCAN
+            ("enter", "got"),         // HMGET of an address and a solution field
+            ("set_notice", "before"), // HMGET of the notice's two fields
         ];
         let declared_args = ["admit"];
         let texts = all()

@@ -68,6 +68,7 @@ snapshot_fields! {
     HeadFront = config::HEAD_FRONT,
     HeadCount = config::HEAD_COUNT,
     Notice = config::NOTICE,
+    NoticeTexts = config::NOTICE_TEXTS,
     MarksShift = config::MARKS_SHIFT,
 }
 
@@ -131,8 +132,11 @@ pub struct Snapshot {
     pub sealed: u64,
     /// The last draw, when its slots can be evaluated here.
     pub draw: Option<SnapDraw>,
-    /// The operator's notice to the line, if any.
+    /// The operator's notice to the line, if any: its default text.
     pub notice: Option<String>,
+    /// The notice's texts per language besides the default
+    /// (`crate::notice::for_language` picks a visitor's).
+    pub notice_texts: Vec<(String, String)>,
 }
 
 impl Snapshot {
@@ -173,6 +177,9 @@ impl Snapshot {
             head_front: int(Field::HeadFront).unwrap_or(0),
             head_count: int(Field::HeadCount).unwrap_or(0),
             notice: text(Field::Notice).map(String::from),
+            notice_texts: text(Field::NoticeTexts)
+                .map(crate::notice::decode_texts)
+                .unwrap_or_default(),
             sealed: int(Field::DrawNumber).unwrap_or(0),
             draw: (|| {
                 let base = int(Field::DrawBase)?;
@@ -463,6 +470,7 @@ pub(crate) mod tests {
             sealed: 0,
             draw: None,
             notice: None,
+            notice_texts: Vec::new(),
         }
     }
 
@@ -629,6 +637,7 @@ pub(crate) mod tests {
             "",
             "",
             "",
+            "",
         ]
         .iter()
         .map(|t| Some(t.to_string()))
@@ -640,6 +649,12 @@ pub(crate) mod tests {
         assert_eq!(
             Snapshot::decode(&told).and_then(|s| s.notice).as_deref(),
             Some("Sizes S and M are sold out")
+        );
+        // With its texts per language, and without those it cannot show.
+        told[Field::NoticeTexts as usize] = Some(r#"{"de":"S und M ausverkauft","xx":"?"}"#.into());
+        assert_eq!(
+            Snapshot::decode(&told).map(|s| s.notice_texts),
+            Some(vec![("de".to_string(), "S und M ausverkauft".to_string())])
         );
         // A draw is read once seeded and signed for an opening.
         let mut drawn = full.clone();
@@ -680,12 +695,12 @@ pub(crate) mod tests {
         // Marks moved on by the visitors gone from ahead of them since they
         // were written; one the shift passes is dropped.
         marked[11] = Some("120:120,37801:37801,45362:45400".into());
-        marked[24] = Some("175".into());
+        marked[Field::MarksShift as usize] = Some("175".into());
         assert_eq!(
             Snapshot::decode(&marked).unwrap().marks,
             [(37_626, 37_801), (45_187, 45_400)]
         );
-        marked[24] = Some("x".into());
+        marked[Field::MarksShift as usize] = Some("x".into());
         assert_eq!(Snapshot::decode(&marked).unwrap().marks.len(), 3);
     }
 

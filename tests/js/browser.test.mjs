@@ -751,9 +751,10 @@ test("the operator's notice shows on the page within a poll, as text; a revocati
   }
 });
 
-test("a Korean visitor gets the page in Korean, times in Korean", { timeout: 120_000 }, async () => {
+test("a Korean visitor gets the page in Korean, times in Korean, and the notice in Korean", { timeout: 120_000 }, async () => {
   mkdirSync(artifacts, { recursive: true });
   const stack = startStack(["--admit-rate", "0.05", "--challenge-difficulty", "5000", "--exit-after", "110"]);
+  const dir = mkdtempSync(join(tmpdir(), "qg-korean-"));
   let browser;
   try {
     const base = await stack.url;
@@ -772,9 +773,291 @@ test("a Korean visitor gets the page in Korean, times in Korean", { timeout: 120
     // "You will be admitted at about {t}" in Korean, the time in Korean.
     await page.waitForSelector("#eta-at:not([hidden])", { timeout: 30_000 });
     assert.match(await page.textContent("#eta-at"), /(오전|오후) \d{1,2}:\d{2}/);
+    // The operator's notice in Korean beside the default (issue 36): this
+    // visitor sees the Korean text, as text; an English browser the
+    // default.
+    const run = operator(stack.redis(), dir);
+    assert.match(run("notice", "main", "--set", "Sizes S and M are sold out", "--lang", "ko=S, M 사이즈 <b>품절</b>",
+      "--lang", "de=Größen S und M ausverkauft"), /ko: "S, M 사이즈 <b>품절<\/b>"/);
+    await page.waitForSelector("#notice:not([hidden])", { timeout: 45_000 });
+    assert.equal(await page.textContent("#notice"), "S, M 사이즈 <b>품절</b>");
+    assert.equal(await page.$("#notice b"), null, "text, not markup");
+    const english = await browser.newContext({ locale: "en-US" });
+    const other = await english.newPage();
+    await other.goto(base + "/queue");
+    await other.waitForSelector("#notice:not([hidden])", { timeout: 60_000 });
+    assert.equal(await other.textContent("#notice"), "Sizes S and M are sold out");
+    assert.match(await other.title(), /Demo shop — waiting room$/, "the operator's PAGE_TITLE in every language");
+    await english.close();
     await page.screenshot({ path: join(artifacts, "browser-korean.png") });
   } finally {
     if (browser) await browser.close();
     stop(stack.child);
+    rmSync(dir, { recursive: true, force: true });
+  }
+});
+
+const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
+async function until(check, ms, what) {
+  const end = Date.now() + ms;
+  while (!check()) {
+    if (Date.now() > end) throw new Error(`not within ${ms} ms: ${what}`);
+    await sleep(50);
+  }
+}
+// A Redis command against the stack's redis-server, as an operator would.
+const redisCli = (url, ...args) => execFileSync("redis-cli", ["-u", url, ...args], { encoding: "utf8", timeout: 10_000 }).trim();
+
+// Issue 36: a phone that slept must learn its state when it wakes. Headless
+// Chromium's pages are always visible, so a hidden tab shown again is
+// emulated (document.visibilityState and its event); offline and online
+// are the browser's own (the context's network), and a page restored from
+// the back/forward cache its own pageshow event. Each poll is counted when
+// the worker's answer reaches the browser (near the head the worker may
+// answer from its snapshot, so Redis does not see every poll).
+test("the page polls at once when it wakes (shown again, restored, back online), never twice at once", { timeout: 150_000 }, async () => {
+  mkdirSync(artifacts, { recursive: true });
+  const stack = startStack(["--admit-rate", "1", "--challenge-difficulty", "5000", "--exit-after", "140"]);
+  const dir = mkdtempSync(join(tmpdir(), "qg-wake-"));
+  let browser;
+  try {
+    const base = await stack.url;
+    // Paused: the line stands still and the page waits the longest
+    // interval between polls, so a prompt poll can only be a wake-up.
+    assert.match(operator(stack.redis(), dir)("pause", "main"), /paused/);
+    await crowd(base, 2);
+    browser = await launch();
+    const context = await browser.newContext();
+    await context.addInitScript(spies);
+    const page = await context.newPage();
+    const problems = [], sent = [], answered = [];
+    page.on("console", (m) => { if (m.type() === "error") problems.push(m.text()); });
+    page.on("request", (r) => { if (/\/queue\/position\?/.test(r.url())) sent.push(Date.now()); });
+    page.on("response", (r) => { if (/\/queue\/position\?/.test(r.url())) answered.push({ at: Date.now(), status: r.status() }); });
+    await page.goto(base + "/queue");
+    await page.waitForSelector("#figures:not([hidden])", { timeout: 60_000 });
+    assert.equal(await number(page, "#position"), 3);
+    const lastReply = async () => (await page.evaluate(() => window.__qg.calls)).filter((c) => c.reply).pop();
+    const first = await lastReply();
+    assert.equal(first.state, "waiting");
+    assert.ok(first.retryAfterMs >= 10_000, `the page's timer waits ${first.retryAfterMs} ms`);
+    const visibility = (state) => page.evaluate((s) => {
+      Object.defineProperty(document, "visibilityState", { value: s, configurable: true });
+      Object.defineProperty(document, "hidden", { value: s === "hidden", configurable: true });
+      document.dispatchEvent(new Event("visibilitychange"));
+    }, state);
+    // One wake-up: a poll within a second of it, answered by the worker,
+    // seen at Redis, long before the page's timer was due.
+    const wakes = [];
+    const wakesUp = async (how, wake) => {
+      await sleep(2_500); // past the page's "just answered" guard
+      const before = answered.length, due = (await lastReply()).at + (await lastReply()).retryAfterMs;
+      const at = Date.now();
+      await wake();
+      await until(() => answered.length > before, 3_000, `a poll after ${how}`);
+      const took = answered[before].at - at;
+      assert.equal(answered[before].status, 200, how);
+      assert.ok(took < 1_500, `${how}: polled ${took} ms after`);
+      assert.ok(answered[before].at < due, `${how}: before the timer (due in ${due - at} ms)`);
+      wakes.push(`${how} ${took} ms`);
+    };
+
+    // Hidden: no poll (the timer keeps its own pace); shown again: at once.
+    await sleep(2_500);
+    let before = sent.length;
+    await visibility("hidden");
+    await sleep(1_500);
+    assert.equal(sent.length, before, "a hidden page does not poll on hiding");
+    await wakesUp("shown again", () => visibility("visible"));
+
+    // Offline, then online (the browser's own events).
+    await sleep(2_500);
+    before = sent.length;
+    await context.setOffline(true);
+    await sleep(1_000);
+    assert.equal(sent.length, before, "going offline is no reason to poll");
+    await wakesUp("back online", () => context.setOffline(false));
+
+    // Restored from the back/forward cache (this page is no-store, so
+    // Chromium reloads it instead; the event is what a cache restore fires).
+    await wakesUp("restored (pageshow, persisted)", () => page.evaluate(() =>
+      window.dispatchEvent(new PageTransitionEvent("pageshow", { persisted: true })))); 
+    // An ordinary pageshow (a first load) is no wake-up.
+    await sleep(2_500);
+    before = sent.length;
+    await page.evaluate(() => window.dispatchEvent(new PageTransitionEvent("pageshow", { persisted: false })));
+    await sleep(1_500);
+    assert.equal(sent.length, before, "a pageshow without the cache");
+
+    // Never two at once: every wake-up event together, and again while
+    // that poll is held in flight, makes one poll.
+    await sleep(2_500);
+    await page.route("**/queue/position*", async (route) => { await sleep(1_500); await route.continue(); }, { times: 1 });
+    before = sent.length;
+    const all = () => page.evaluate(() => {
+      Object.defineProperty(document, "visibilityState", { value: "visible", configurable: true });
+      document.dispatchEvent(new Event("visibilitychange"));
+      window.dispatchEvent(new Event("online"));
+      window.dispatchEvent(new PageTransitionEvent("pageshow", { persisted: true }));
+    });
+    await all();
+    await sleep(500);
+    await all();
+    await sleep(3_500);
+    assert.equal(sent.length - before, 1, `one poll for six wake-up events, sent ${sent.length - before}`);
+    // The page still shows its place, and its timer runs on.
+    assert.equal(await number(page, "#position"), 3);
+    assert.deepEqual(problems.filter((p) => /Content Security Policy|Uncaught/.test(p)), []);
+    console.log(`wake-up polls: ${wakes.join(", ")}`);
+  } catch (e) {
+    throw new Error(`${e.message}\n--- stack log ---\n${stack.log().slice(-4000)}`);
+  } finally {
+    if (browser) await browser.close();
+    stop(stack.child);
+    rmSync(dir, { recursive: true, force: true });
+  }
+});
+
+// Issue 36: signed in, the shop's login token expires during the wait
+// (Clerk's after 60 s). The demo shop is the login service (queuegate-dev
+// --signed-in 60): its token script keeps a token until the page asks for
+// a fresh one, the worst a login library can do, so every expiry is a 401
+// the page must mend. Over a three-minute wait behind two buyers on a
+// paused line, the buyer keeps one place (the same ticket in Redis, the
+// same position on the page), is never told the visit could not be
+// verified, and is admitted in turn after the resume.
+const WAIT_S = 180;
+
+test("signed in: tokens living 60 s, refreshed by the page over a 3-minute wait, keep one place", { timeout: 330_000 }, async () => {
+  mkdirSync(artifacts, { recursive: true });
+  const stack = startStack(["--signed-in", "60", "--admit-rate", "1", "--exit-after", "320"]);
+  const dir = mkdtempSync(join(tmpdir(), "qg-login-"));
+  let browser, keepAlive;
+  try {
+    const base = await stack.url;
+    const admin = operator(stack.redis(), dir);
+    assert.match(admin("pause", "main"), /paused/);
+    // A login token from the shop, as the buyer's browser would get it.
+    const tokenFor = async (user) => {
+      const r = await fetch(`${base}/_demo/token`, { headers: { cookie: `demo_user=${user}` } });
+      assert.equal(r.status, 200);
+      return r.text();
+    };
+    const asUser = async (user, method, path) => {
+      const r = await fetch(`${base}${path}?queue=main`, { method, headers: { authorization: `Bearer ${await tokenFor(user)}` } });
+      return [r.status, await r.json()];
+    };
+    // Two buyers ahead, who keep polling with fresh tokens so they stay.
+    for (const u of ["ahead-1", "ahead-2"]) {
+      const [status, reply] = await asUser(u, "POST", "/queue/enter");
+      assert.equal(status, 200, JSON.stringify(reply));
+    }
+    keepAlive = setInterval(() => {
+      for (const u of ["ahead-1", "ahead-2"]) asUser(u, "GET", "/queue/position").catch(() => {});
+    }, 20_000);
+
+    browser = await launch();
+    const context = await browser.newContext();
+    await context.addCookies([{ name: "demo_user", value: "buyer-1", url: base }]);
+    await context.addInitScript(spies);
+    const page = await context.newPage();
+    const problems = [];
+    page.on("console", (m) => { if (m.type() === "error" && !/401/.test(m.text())) problems.push(m.text()); });
+    const resp = await page.goto(base + "/queue");
+    assert.match(resp.headers()["content-security-policy"], new RegExp(`script-src 'sha256-[^']+' ${base}/_demo/queuegate-token.js;`));
+    await page.waitForSelector("#figures:not([hidden])", { timeout: 60_000 });
+    assert.equal(await number(page, "#position"), 3);
+    const ticket = () => redisCli(stack.redis(), "ZSCORE", "qg:{main}:waiting", "buyer-1");
+    const entered = ticket();
+    assert.match(entered, /^\d+$/, "the place is the subject's: buyer-1 is in line");
+    const t0 = Date.now();
+
+    // The wait: the page polls at the paused line's pace (about 30 s).
+    while (Date.now() - t0 < WAIT_S * 1000) {
+      await sleep(10_000);
+      assert.equal(ticket(), entered, `the same ticket after ${Math.round((Date.now() - t0) / 1000)} s`);
+      assert.ok(await page.isHidden("#rejoin"), "no Try again button");
+    }
+    const { calls, said } = await page.evaluate(() => window.__qg);
+    const replies = calls.filter((c) => c.reply);
+    const refused = replies.filter((c) => c.error);
+    const minted = (await (await fetch(`${base}/_demo/logins`)).json()).minted["buyer-1"];
+    // Every refusal was an expired token, each mended by a fresh one.
+    assert.ok(refused.length >= 1, `a token expired during the wait: ${JSON.stringify(replies)}`);
+    assert.deepEqual([...new Set(refused.map((c) => c.error))], ["identity_invalid"]);
+    assert.ok(minted >= refused.length + 1, `${minted} tokens for ${refused.length} expiries`);
+    const waiting = replies.filter((c) => c.state === "waiting");
+    assert.ok(waiting.length >= 5, `${waiting.length} answers in ${WAIT_S} s`);
+    assert.deepEqual([...new Set(waiting.map((c) => c.position))], [3], "one place all along");
+    assert.ok(!said.some(([, t]) => /could not verify/.test(t)), said.map(([, t]) => t).join(" | "));
+    assert.equal(await number(page, "#position"), 3);
+    console.log(`signed in over ${Math.round((Date.now() - t0) / 1000)} s: ${waiting.length} answers, `
+      + `${refused.length} expired tokens refused (401), ${minted} tokens minted, ticket ${entered} kept`);
+
+    // Resumed: the two ahead first, then this buyer, with the same subject.
+    assert.match(admin("resume", "main"), /open|resumed/);
+    await page.waitForSelector('#continue:not([hidden])[aria-disabled="false"]', { timeout: 60_000 });
+    const [, ahead] = await asUser("ahead-2", "GET", "/queue/position");
+    assert.equal(ahead.state, "admitted", "the buyers ahead went first");
+    await page.screenshot({ path: join(artifacts, "browser-signed-in.png") });
+    assert.deepEqual(problems.filter((p) => /Content Security Policy|Uncaught/.test(p)), []);
+  } catch (e) {
+    throw new Error(`${e.message}\n--- stack log ---\n${stack.log().slice(-4000)}`);
+  } finally {
+    clearInterval(keepAlive);
+    if (browser) await browser.close();
+    stop(stack.child);
+    rmSync(dir, { recursive: true, force: true });
+  }
+});
+
+// Signed in, but no token comes (the buyer is not logged in at the shop):
+// the page asks the token script again, forcing a refresh, three times
+// (after 1, 2 and 4 s), then says it could not verify the visit and offers
+// Try again; once the buyer has logged in, Try again takes a place.
+test("signed in without a token: asked again three times, then the error and Try again, which works once logged in", { timeout: 120_000 }, async () => {
+  mkdirSync(artifacts, { recursive: true });
+  const stack = startStack(["--signed-in", "60", "--admit-rate", "1", "--exit-after", "110"]);
+  const dir = mkdtempSync(join(tmpdir(), "qg-nologin-"));
+  let browser;
+  try {
+    const base = await stack.url;
+    assert.match(operator(stack.redis(), dir)("pause", "main"), /paused/);
+    browser = await launch();
+    const context = await browser.newContext();
+    await context.addInitScript(spies);
+    const page = await context.newPage();
+    const problems = [];
+    page.on("console", (m) => { if (m.type() === "error" && !/40[13]/.test(m.text())) problems.push(m.text()); });
+    const tokenAsks = [];
+    page.on("request", (r) => { if (/\/_demo\/token/.test(r.url())) tokenAsks.push(Date.now()); });
+    const t0 = Date.now();
+    await page.goto(base + "/queue");
+    await page.waitForFunction(() => /could not verify/.test(document.querySelector("#status").textContent),
+      null, { timeout: 30_000 });
+    const took = Date.now() - t0;
+    const calls = (await page.evaluate(() => window.__qg.calls)).filter((c) => !c.reply);
+    assert.equal(calls.length, 4, `one enter and three retries: ${JSON.stringify(calls)}`);
+    assert.equal(tokenAsks.length, 4, "the token script asked the shop before each");
+    assert.ok(took >= 7_000 && took < 20_000, `the error after ${took} ms (1 + 2 + 4 s of retries)`);
+    assert.equal(await page.textContent("#rejoin"), "Try again");
+    assert.equal(await page.isVisible("#figures"), false);
+    await page.screenshot({ path: join(artifacts, "browser-signed-out.png") });
+    // No more polls once it has said so.
+    await sleep(5_000);
+    assert.equal((await page.evaluate(() => window.__qg.calls)).filter((c) => !c.reply).length, 4);
+    // Logged in now (the shop's session cookie): Try again takes a place.
+    await context.addCookies([{ name: "demo_user", value: "late-buyer", url: base }]);
+    await page.click("#rejoin");
+    await page.waitForSelector("#figures:not([hidden])", { timeout: 20_000 });
+    assert.equal(await number(page, "#position"), 1);
+    assert.equal(redisCli(stack.redis(), "ZSCORE", "qg:{main}:waiting", "late-buyer") !== "", true);
+    assert.deepEqual(problems.filter((p) => /Content Security Policy|Uncaught/.test(p)), []);
+  } catch (e) {
+    throw new Error(`${e.message}\n--- stack log ---\n${stack.log().slice(-4000)}`);
+  } finally {
+    if (browser) await browser.close();
+    stop(stack.child);
+    rmSync(dir, { recursive: true, force: true });
   }
 });

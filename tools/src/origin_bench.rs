@@ -92,6 +92,7 @@ pub async fn run(opts: &Options, control: bool) -> anyhow::Result<Run> {
         entry_challenge: Some("off"),
         origin: Default::default(),
         turnstile_stand_in: false,
+        signed_in_token_lifetime_s: None,
     })
     .await?;
     let (keys, mut conn) = stack.main_queue().await?;

@@ -95,7 +95,14 @@ pub struct StackOptions {
     /// Turnstile on, against a local stand-in of its script and
     /// `siteverify` ([`crate::turnstile_stand_in`]).
     pub turnstile_stand_in: bool,
+    /// Signed-in mode: `IDENTITY_MODE=jwt`, with the demo shop as the
+    /// login service whose tokens live this many seconds, handed to the
+    /// page by its token script (`PAGE_TOKEN_SCRIPT`).
+    pub signed_in_token_lifetime_s: Option<u64>,
 }
+
+/// The demo's `JWT_SECRET` in signed-in mode (loopback demos and tests only).
+pub const DEMO_JWT_SECRET: &str = "demo-login-jwt-secret-0123456789abcdef";
 
 impl Default for StackOptions {
     /// The local demo's settings (`queuegate-dev` without flags).
@@ -112,6 +119,7 @@ impl Default for StackOptions {
             entry_challenge: None,
             origin: Conditions::default(),
             turnstile_stand_in: false,
+            signed_in_token_lifetime_s: None,
         }
     }
 }
@@ -192,7 +200,14 @@ impl Stack {
             "redis_rest=info"
         };
         let gateway = Gateway::builder(&redis.url()).env("RUST_LOG", log).start();
-        let shop_url = crate::demo_origin::start_with(ORIGIN_SECRET, opts.origin).await?;
+        let login = opts
+            .signed_in_token_lifetime_s
+            .map(|lifetime_s| crate::demo_origin::Login {
+                jwt_secret: DEMO_JWT_SECRET.into(),
+                lifetime_s,
+            });
+        let shop_url =
+            crate::demo_origin::start_with_login(ORIGIN_SECRET, opts.origin, login.clone()).await?;
         let rate = opts.admit_rate.to_string();
         let max_active = opts.max_active.to_string();
         let budget = opts.entry_budget.map(|n| n.to_string());
@@ -223,6 +238,12 @@ impl Stack {
             .var("COOKIE_SECURE", "false");
         if let Some(c) = opts.entry_challenge {
             worker = worker.var("ENTRY_CHALLENGE", c);
+        }
+        if login.is_some() {
+            worker = worker
+                .var("IDENTITY_MODE", "jwt")
+                .secret("JWT_SECRET", DEMO_JWT_SECRET)
+                .var("PAGE_TOKEN_SCRIPT", crate::demo_origin::TOKEN_SCRIPT);
         }
         if opts.turnstile_stand_in {
             let (script, verify) = crate::turnstile_stand_in::start().await?;

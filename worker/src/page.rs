@@ -56,11 +56,13 @@ pub fn render(
     form: Option<&queuegate_edge::visit::KeptForm>,
 ) -> String {
     let (noscript, builtin) = files.language.split_once('\n').unwrap_or(("", "{}"));
+    let texts = config.texts_for(choice.lang);
+    let title = title(config, &texts, builtin);
     let mut data = serde_json::json!({
         "queue": queue,
         "heading": config.heading,
         "continueUrl": back.unwrap_or(&config.continue_url),
-        "texts": config.texts_for(choice.lang),
+        "texts": texts,
         "locale": choice.locale,
     });
     // A person's form sent before their turn: the page sends it again on
@@ -71,12 +73,18 @@ pub fn render(
     if let Some(t) = turnstile {
         data["turnstile"] = serde_json::json!({ "siteKey": t.site_key, "script": t.script_url });
     }
+    if config.signed_in {
+        data["signedIn"] = true.into();
+    }
+    if let Some(script) = &config.token_script {
+        data["tokenScript"] = script.as_str().into();
+    }
     // Inside <script type="application/json">: no "<" may close the tag.
     let data = data.to_string().replace('<', "\\u003c");
     // Until the script knows the visitor's state (or without JavaScript at
     // all) the heading is the neutral title: "You are in the queue" would be
     // untrue while the browser is still being checked or the queue not open.
-    let title = escape_html(&config.title);
+    let title = escape_html(&title);
     fill(
         &files.template,
         &[
@@ -90,6 +98,31 @@ pub fn render(
             ("{{texts}}", builtin),
         ],
     )
+}
+
+/// The English title when neither the operator nor the language gives one.
+const TITLE_EN: &str = "Waiting room";
+
+/// The page's `<title>` in its language: the operator's `title` text for
+/// it (`PAGE_TEXTS`), else `PAGE_TITLE`, else the language's own
+/// (`builtin`, its texts as JSON), else English.
+fn title(
+    config: &PageConfig,
+    texts: &serde_json::Map<String, serde_json::Value>,
+    builtin: &str,
+) -> String {
+    let text = |v: &serde_json::Value| v.get("title")?.as_str().map(str::to_string);
+    texts
+        .get("title")
+        .and_then(|t| t.as_str().map(str::to_string))
+        .or_else(|| config.title.clone())
+        .or_else(|| {
+            serde_json::from_str::<serde_json::Value>(builtin)
+                .ok()
+                .as_ref()
+                .and_then(text)
+        })
+        .unwrap_or_else(|| TITLE_EN.to_string())
 }
 
 /// `template` with each placeholder replaced, in one pass: what is put in
@@ -116,13 +149,30 @@ fn fill(template: &str, values: &[(&str, &str)]) -> String {
     out
 }
 
+/// What the page's CSP allows for the shop's token script: the script's
+/// full URL (this site's origin and `PAGE_TOKEN_SCRIPT`: a CSP source with
+/// a path matches that file only) and the origins it may fetch from.
+#[derive(Debug, Clone, Copy)]
+pub struct TokenSources<'a> {
+    /// `https://shop.example/auth/queuegate-token.js`.
+    pub script_url: &'a str,
+    /// `PAGE_TOKEN_CONNECT`.
+    pub connect: &'a [String],
+}
+
 /// The Content-Security-Policy: only our own inline script (by hash),
 /// requests to our own origin, no framing. `worker-src blob:` lets that
 /// script run its proof-of-work solver in a Web Worker made from a string
 /// of its own, so no other script can load. With Turnstile on, exactly
 /// what Turnstile documents on top: its script and its frame from its own
-/// origin (`turnstile`, Cloudflare's unless a test's stand-in).
-pub fn content_security_policy(template: &str, turnstile: Option<&str>) -> String {
+/// origin (`turnstile`, Cloudflare's unless a test's stand-in). With a
+/// token script (`token`), exactly that file of this site, and the
+/// origins it fetches tokens from.
+pub fn content_security_policy(
+    template: &str,
+    turnstile: Option<&str>,
+    token: Option<TokenSources<'_>>,
+) -> String {
     // One template per isolate (its asset): hashed once.
     static HASH: OnceLock<String> = OnceLock::new();
     let hash = HASH.get_or_init(|| {
@@ -133,13 +183,22 @@ pub fn content_security_policy(template: &str, turnstile: Option<&str>) -> Strin
             .unwrap_or_default();
         STANDARD.encode(Sha256::digest(script.as_bytes()))
     });
-    let (script_from, frames) = match turnstile {
+    let (mut script_from, frames) = match turnstile {
         Some(origin) => (format!(" {origin}"), format!("frame-src {origin}; ")),
         None => (String::new(), String::new()),
     };
+    let mut connect = String::new();
+    if let Some(t) = token {
+        script_from.push(' ');
+        script_from.push_str(t.script_url);
+        for origin in t.connect {
+            connect.push(' ');
+            connect.push_str(origin);
+        }
+    }
     format!(
         "default-src 'none'; script-src 'sha256-{hash}'{script_from}; style-src 'unsafe-inline'; \
-         connect-src 'self'; worker-src blob:; {frames}img-src 'self' data:; base-uri 'none'; \
+         connect-src 'self'{connect}; worker-src blob:; {frames}img-src 'self' data:; base-uri 'none'; \
          form-action 'self'; frame-ancestors 'none'"
     )
 }
@@ -172,7 +231,7 @@ mod tests {
     }
 
     fn content_security_policy(turnstile: Option<&str>) -> String {
-        super::content_security_policy(TEMPLATE, turnstile)
+        super::content_security_policy(TEMPLATE, turnstile, None)
     }
 
     fn en() -> Choice {
@@ -306,9 +365,10 @@ mod tests {
         ] {
             assert!(TEMPLATE.contains(needle), "the page lacks {needle}");
         }
-        // Every visitor's browser loads it (and every isolate reads it once).
+        // Every visitor's browser loads it (and every isolate reads it
+        // once); 24 KiB since it asks for login tokens and wakes up.
         assert!(
-            TEMPLATE.len() < 20 * 1024,
+            TEMPLATE.len() < 24 * 1024,
             "the page grew to {} bytes",
             TEMPLATE.len()
         );
@@ -328,6 +388,83 @@ mod tests {
         // Permission is asked in one place only: the button's click handler.
         assert_eq!(TEMPLATE.matches("requestPermission(").count(), 1);
         assert_eq!(TEMPLATE.matches("await ask()").count(), 1);
+    }
+
+    #[test]
+    fn the_title_is_the_operators_else_the_languages_own() {
+        let de = || Files {
+            template: Rc::from(TEMPLATE),
+            language: Rc::from(include_str!(concat!(
+                env!("OUT_DIR"),
+                "/assets/page/de.txt"
+            ))),
+        };
+        let german = Choice {
+            lang: "de",
+            locale: "de-DE".into(),
+        };
+        let title = |c: &PageConfig, files: Files, choice: &Choice| {
+            let html = super::render(&files, c, "main", None, None, choice, None);
+            let start = html.find("<title>").unwrap() + 7;
+            html[start..start + html[start..].find("</title>").unwrap()].to_string()
+        };
+        let plain = page(&[]).unwrap();
+        assert_eq!(title(&plain, files(), &en()), "Waiting room");
+        assert_eq!(title(&plain, de(), &german), "Warteraum");
+        let named = page(&[("PAGE_TITLE", "Drop & Co")]).unwrap();
+        assert_eq!(title(&named, de(), &german), "Drop &amp; Co");
+        let own = page(&[
+            ("PAGE_TITLE", "Drop"),
+            ("PAGE_TEXTS", r#"{"de":{"title":"Drop – Warteraum"}}"#),
+        ])
+        .unwrap();
+        assert_eq!(title(&own, de(), &german), "Drop – Warteraum");
+        assert_eq!(title(&own, files(), &en()), "Drop");
+    }
+
+    #[test]
+    fn a_token_script_is_allowed_as_one_file_and_named_to_the_page() {
+        let c = PageConfig::from_pairs(&[
+            ("IDENTITY_MODE", "jwt"),
+            ("PAGE_TOKEN_SCRIPT", "/auth/qg-token.js"),
+            ("PAGE_TOKEN_CONNECT", "https://clerk.shop.example"),
+        ])
+        .unwrap();
+        let html = render(&c, "main", None, None, &en());
+        assert!(html.contains(r#""signedIn":true"#), "{html}");
+        assert!(
+            html.contains(r#""tokenScript":"/auth/qg-token.js""#),
+            "{html}"
+        );
+        let csp = super::content_security_policy(
+            TEMPLATE,
+            None,
+            Some(TokenSources {
+                script_url: "https://shop.example/auth/qg-token.js",
+                connect: &c.token_connect,
+            }),
+        );
+        let directive = |name: &str| {
+            csp.split(';')
+                .map(str::trim)
+                .find(|d| d.starts_with(name))
+                .unwrap_or_default()
+                .to_string()
+        };
+        let script_src = directive("script-src ");
+        assert!(script_src.starts_with("script-src 'sha256-"), "{csp}");
+        assert!(
+            script_src.ends_with("' https://shop.example/auth/qg-token.js"),
+            "{csp}"
+        );
+        assert_eq!(script_src.split_whitespace().count(), 3, "{csp}");
+        assert_eq!(
+            directive("connect-src "),
+            "connect-src 'self' https://clerk.shop.example"
+        );
+        // Anonymous: nothing of it.
+        let plain = render(&page(&[]).unwrap(), "main", None, None, &en());
+        assert!(!plain.contains(r#""signedIn""#) && !plain.contains(r#""tokenScript""#));
     }
 
     #[test]

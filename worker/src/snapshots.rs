@@ -71,15 +71,19 @@ impl SnapshotCache {
     }
 
     /// The operator's notice in the snapshot held for `queue`, without a
-    /// refresh.
-    pub fn notice(&self, queue: &str) -> Option<String> {
+    /// refresh, for a visitor whose page is in the language `lang` gives
+    /// (asked only when the notice has texts per language).
+    pub fn notice(&self, queue: &str, lang: impl FnOnce() -> &'static str) -> Option<String> {
         let list = self.0.lock().unwrap_or_else(|p| p.into_inner());
-        list.iter()
-            .find(|e| e.queue == queue)?
-            .snapshot
-            .as_ref()?
-            .notice
-            .clone()
+        let snapshot = list.iter().find(|e| e.queue == queue)?.snapshot.as_ref()?;
+        let default = snapshot.notice.as_deref()?;
+        if snapshot.notice_texts.is_empty() {
+            return Some(default.to_string());
+        }
+        Some(
+            queuegate_shared::notice::for_language(default, &snapshot.notice_texts, lang())
+                .to_string(),
+        )
     }
 
     /// Keeps what a refresh read (None: nothing usable, e.g. before the
@@ -130,13 +134,15 @@ mod tests {
             sealed: 0,
             draw: None,
             notice: None,
+            notice_texts: Vec::new(),
         }
     }
 
     #[test]
     fn the_notice_is_read_from_the_snapshot_held() {
         let cache = SnapshotCache::default();
-        assert_eq!(cache.notice("main"), None);
+        let unasked = || -> &'static str { panic!("no texts per language: no language needed") };
+        assert_eq!(cache.notice("main", unasked), None);
         cache.get_or_start("main", 1_000);
         cache.record(
             "main",
@@ -145,8 +151,28 @@ mod tests {
                 ..plain(1_000)
             })),
         );
-        assert_eq!(cache.notice("main").as_deref(), Some("S and M sold out"));
-        assert_eq!(cache.notice("other"), None);
+        assert_eq!(
+            cache.notice("main", unasked).as_deref(),
+            Some("S and M sold out")
+        );
+        assert_eq!(cache.notice("other", unasked), None);
+        // With texts per language: the visitor's, else the default.
+        cache.record(
+            "main",
+            Some(Arc::new(Snapshot {
+                notice: Some("S and M sold out".into()),
+                notice_texts: vec![("de".into(), "S und M ausverkauft".into())],
+                ..plain(1_000)
+            })),
+        );
+        assert_eq!(
+            cache.notice("main", || "de").as_deref(),
+            Some("S und M ausverkauft")
+        );
+        assert_eq!(
+            cache.notice("main", || "fr").as_deref(),
+            Some("S and M sold out")
+        );
     }
 
     #[test]

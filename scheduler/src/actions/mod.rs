@@ -254,7 +254,9 @@ mod tests {
             Action::Notice(Notice {
                 queue: q(),
                 text: None,
+                texts: Vec::new(),
                 input: "notice",
+                texts_input: "texts",
             }),
             Action::Reset(Reset {
                 queue: q(),

@@ -56,6 +56,8 @@ pub struct QueueStatus {
     pub origin: OriginStatus,
     pub stats: BTreeMap<String, i64>,
     pub notice: Option<String>,
+    /// The notice's texts per language (`notice --lang`).
+    pub notice_texts: BTreeMap<String, String>,
 }
 
 /// Origin control as the lease holder last recorded it.
@@ -125,5 +127,14 @@ async fn read(conn: &mut RedisConn, keys: &QueueKeys) -> Result<QueueStatus, Act
         origin: OriginStatus::of(&s.config),
         stats: s.counters(),
         notice: s.config.get(cf::NOTICE).cloned(),
+        notice_texts: s
+            .config
+            .get(cf::NOTICE_TEXTS)
+            .map(|t| {
+                queuegate_shared::notice::decode_texts(t)
+                    .into_iter()
+                    .collect()
+            })
+            .unwrap_or_default(),
     })
 }

@@ -112,9 +112,39 @@ pub(super) struct ResetQuery {
     pub(super) force: bool,
 }
 
-/// `PUT …/notice`.
+/// `PUT …/notice`: the default text, and optionally a text per language.
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub(super) struct NoticeBody {
     pub(super) text: String,
+    #[serde(default)]
+    pub(super) texts: NoticeTexts,
+}
+
+/// `texts`: a JSON object of strings by language (`{"de": "…"}`), read in
+/// order; the languages and texts are checked by the action.
+#[derive(Debug, Default)]
+pub(super) struct NoticeTexts(pub(super) Vec<(String, String)>);
+
+impl<'de> Deserialize<'de> for NoticeTexts {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct Visit;
+        impl<'de> serde::de::Visitor<'de> for Visit {
+            type Value = NoticeTexts;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("an object of texts by language, e.g. {\"de\": \"…\"}")
+            }
+            fn visit_map<A: serde::de::MapAccess<'de>>(
+                self,
+                mut map: A,
+            ) -> Result<NoticeTexts, A::Error> {
+                let mut out = Vec::new();
+                while let Some((lang, text)) = map.next_entry::<String, String>()? {
+                    out.push((lang, text));
+                }
+                Ok(NoticeTexts(out))
+            }
+        }
+        d.deserialize_map(Visit)
+    }
 }

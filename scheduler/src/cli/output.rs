@@ -47,11 +47,21 @@ pub(super) fn print(done: Done, queue: &str, json: bool) {
             }
         ),
         Done::Notice(now) => {
-            let was = now
-                .previous
-                .map_or("none".to_string(), |p| format!("{p:?}"));
-            match now.notice {
-                Some(t) => println!("queue {}: notice {t:?} (was {was})", now.queue),
+            let langs = |texts: &std::collections::BTreeMap<String, String>| {
+                texts
+                    .iter()
+                    .map(|(l, t)| format!(", {l}: {t:?}"))
+                    .collect::<String>()
+            };
+            let was = now.previous.as_ref().map_or("none".to_string(), |p| {
+                format!("{p:?}{}", langs(&now.previous_texts))
+            });
+            match &now.notice {
+                Some(t) => println!(
+                    "queue {}: notice {t:?}{} (was {was})",
+                    now.queue,
+                    langs(&now.texts)
+                ),
                 None => println!("queue {}: notice cleared (was {was})", now.queue),
             }
         }
@@ -125,10 +135,16 @@ fn render(s: &QueueStatus) -> String {
         stat(sf::REFUSED_REUSED),
         stat(sf::REFUSED_STALE),
         stat(sf::REFUSED_TURNSTILE),
-    ) + &bypassed(s) + &s
-        .notice
-        .as_ref()
-        .map_or(String::new(), |n| format!("  notice      {n:?}\n"))
+    ) + &bypassed(s)
+        + &s
+            .notice
+            .as_ref()
+            .map_or(String::new(), |n| format!("  notice      {n:?}\n"))
+        + &s
+            .notice_texts
+            .iter()
+            .map(|(lang, t)| format!("    {lang:<9} {t:?}\n"))
+            .collect::<String>()
 }
 
 fn render_visitor(v: &VisitorView) -> String {
@@ -237,10 +253,13 @@ mod tests {
             ])),
             stats: BTreeMap::from([("entered".into(), 5000), ("admitted".into(), 3796)]),
             notice: Some("S and M sold out".into()),
+            notice_texts: BTreeMap::from([("de".into(), "S und M ausverkauft".into())]),
         };
         let text = render(&s);
         assert!(
-            text.ends_with("  notice      \"S and M sold out\"\n"),
+            text.ends_with(
+                "  notice      \"S and M sold out\"\n    de        \"S und M ausverkauft\"\n"
+            ),
             "{text}"
         );
         assert!(text.contains("active      56 / 1000"), "{text}");

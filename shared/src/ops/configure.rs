@@ -88,28 +88,54 @@ impl Operation for SetState<'_> {
 }
 
 /// Set (or, with `None`, clear) the operator's notice to the line; the
-/// text is checked with [`crate::notice::check`] first.
+/// text is checked with [`crate::notice::check`] first, the texts per
+/// language with [`crate::notice::check_texts`].
 #[derive(Debug, Clone, Copy)]
 pub struct SetNotice<'a> {
     /// The queue.
     pub keys: &'a QueueKeys,
-    /// The checked notice, or None to clear it.
+    /// The checked notice (its default text), or None to clear it.
     pub notice: Option<&'a str>,
+    /// Its checked texts per language (ignored when clearing).
+    pub texts: &'a [(String, String)],
+}
+
+/// A notice as it was before a [`SetNotice`].
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct NoticeBefore {
+    /// Its default text ('' none).
+    pub text: String,
+    /// Its texts per language.
+    pub texts: Vec<(String, String)>,
 }
 
 impl Operation for SetNotice<'_> {
-    /// The notice before ('' none).
-    type Reply = String;
+    type Reply = NoticeBefore;
 
     fn invocation(&self) -> Invocation {
+        let texts = match self.notice {
+            Some(_) => crate::notice::encode_texts(self.texts),
+            None => String::new(),
+        };
         Invocation {
             script: &SET_NOTICE,
             keys: vec![self.keys.config()],
-            args: vec![self.notice.unwrap_or_default().to_string()],
+            args: vec![self.notice.unwrap_or_default().to_string(), texts],
         }
     }
 
-    fn decode(&self, value: Value) -> Result<String, DecodeError> {
-        Ok(value.as_text().unwrap_or_default().to_string())
+    fn decode(&self, value: Value) -> Result<NoticeBefore, DecodeError> {
+        let items = value.into_array("set_notice")?;
+        let text = |i: usize| {
+            items
+                .get(i)
+                .and_then(Value::as_text)
+                .unwrap_or_default()
+                .to_string()
+        };
+        Ok(NoticeBefore {
+            text: text(0),
+            texts: crate::notice::decode_texts(&text(1)),
+        })
     }
 }

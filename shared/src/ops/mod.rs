@@ -25,7 +25,7 @@ pub use admit::{rate_bucket_cap, Admit, AdmitCounts, AdmitReply, Refused, RATE_B
 pub use browse::{Browse, BrowseReply, Look};
 pub use bypass::{Bypass, BypassCall, BypassReply};
 pub use challenge::{ChallengeTerms, Terms};
-pub use configure::{Configure, SetNotice, SetState, StateSwitch};
+pub use configure::{Configure, NoticeBefore, SetNotice, SetState, StateSwitch};
 pub use consume::{Consume, ConsumeReply};
 pub use draw::{parse_rounds, DrawOpen, DrawPlace, DrawSeed, DrawState, Drawing, Placed};
 pub use enter::{Enter, EnterReply, Refusal};

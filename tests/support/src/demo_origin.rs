@@ -2,7 +2,10 @@
 //! button posts the order, and `POST /orders`, which accepts only requests
 //! that carry a valid queuegate signature (the check every origin should
 //! make; see README "Origin verification"). For demos and tests it can be
-//! made to fail or slow down at run time: `POST /_demo/conditions`.
+//! made to fail or slow down at run time: `POST /_demo/conditions`. With a
+//! [`Login`] it is also the shop's login service for signed-in mode: it
+//! mints short-lived HS256 login tokens and serves the token script the
+//! waiting-room page loads (`PAGE_TOKEN_SCRIPT`).
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -83,6 +86,39 @@ impl Conditions {
     }
 }
 
+/// The shop's login for signed-in mode (`IDENTITY_MODE=jwt`): the buyer is
+/// the `demo_user` cookie; `GET /_demo/token` answers an HS256 JWT for
+/// them living `lifetime_s`, signed with `jwt_secret` (the worker's
+/// `JWT_SECRET`); `GET /_demo/queuegate-token.js` is the token script
+/// (`PAGE_TOKEN_SCRIPT`); `GET /_demo/logins` counts the tokens minted per
+/// buyer.
+#[derive(Debug, Clone)]
+pub struct Login {
+    /// The worker's `JWT_SECRET`.
+    pub jwt_secret: String,
+    /// How long a token lives (its `exp` minus now).
+    pub lifetime_s: u64,
+}
+
+/// The path of the demo shop's token script.
+pub const TOKEN_SCRIPT: &str = "/_demo/queuegate-token.js";
+
+/// The demo shop's token script: `window.queuegateToken()` as a shop
+/// writes it over its login library. This one keeps its token until the
+/// page asks for a fresh one (`forceRefresh`, after a 401), the worst a
+/// library can do, so the page's refresh is what keeps a buyer signed in.
+const TOKEN_JS: &str = r#"(() => {
+  let token = null;
+  window.queuegateToken = async ({ forceRefresh } = {}) => {
+    if (!token || forceRefresh) {
+      const r = await fetch("/_demo/token", { credentials: "same-origin", cache: "no-store" });
+      token = r.ok ? await r.text() : null;
+    }
+    return token;
+  };
+})();
+"#;
+
 /// The demo shop's state.
 #[derive(Debug)]
 struct Shop {
@@ -92,6 +128,9 @@ struct Shop {
     /// Signed orders received, and how many were answered 503 on purpose.
     attempts: AtomicU64,
     failed: AtomicU64,
+    /// Signed-in mode's login, and the tokens minted per buyer.
+    login: Option<Login>,
+    minted: Mutex<std::collections::BTreeMap<String, u64>>,
 }
 
 impl Shop {
@@ -103,14 +142,24 @@ impl Shop {
 
 /// The shop's router, verifying signatures with `secret`.
 pub fn router(secret: &str, conditions: Conditions) -> Router {
+    router_with(secret, conditions, None)
+}
+
+/// [`router`], with the login of signed-in mode when `login` is given.
+pub fn router_with(secret: &str, conditions: Conditions, login: Option<Login>) -> Router {
     let shop = Arc::new(Shop {
         secret: secret.as_bytes().to_vec(),
         orders: AtomicU64::new(0),
         conditions: Mutex::new(conditions),
         attempts: AtomicU64::new(0),
         failed: AtomicU64::new(0),
+        login,
+        minted: Mutex::new(Default::default()),
     });
     Router::new()
+        .route("/_demo/token", get(login_token))
+        .route(TOKEN_SCRIPT, get(token_script))
+        .route("/_demo/logins", get(logins))
         .route("/", get(home))
         .route("/checkout", get(checkout))
         .route("/orders", post(order))
@@ -140,14 +189,76 @@ pub async fn start(secret: &str) -> Result<String, ShopError> {
 
 /// Starts the shop answering under `conditions` (validated).
 pub async fn start_with(secret: &str, conditions: Conditions) -> Result<String, ShopError> {
+    start_with_login(secret, conditions, None).await
+}
+
+/// [`start_with`], with the login of signed-in mode when `login` is given.
+pub async fn start_with_login(
+    secret: &str,
+    conditions: Conditions,
+    login: Option<Login>,
+) -> Result<String, ShopError> {
     conditions.validate().map_err(ShopError::Conditions)?;
     let listener = tokio::net::TcpListener::bind((crate::LOOPBACK, 0)).await?;
     let url = format!("http://{}", listener.local_addr()?);
-    let app = router(secret, conditions);
+    let app = router_with(secret, conditions, login);
     tokio::spawn(async move {
         let _ = axum::serve(listener, app).await;
     });
     Ok(url)
+}
+
+/// `GET /_demo/token`: a login token for the buyer of the `demo_user`
+/// cookie (401 without one, 404 without a login).
+async fn login_token(State(shop): State<Arc<Shop>>, headers: HeaderMap) -> (StatusCode, String) {
+    let Some(login) = &shop.login else {
+        return (StatusCode::NOT_FOUND, "no login in this demo".into());
+    };
+    let cookies = headers
+        .get("cookie")
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or_default();
+    let Some(user) = queuegate_edge::cookie::cookie(cookies, "demo_user") else {
+        return (StatusCode::UNAUTHORIZED, "not signed in".into());
+    };
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs());
+    let token = queuegate_edge::identity::sign_jwt(
+        login.jwt_secret.as_bytes(),
+        &serde_json::json!({ "sub": user, "iat": now, "exp": now + login.lifetime_s }),
+    );
+    let mut minted = shop.minted.lock().unwrap_or_else(|e| e.into_inner());
+    *minted.entry(user.to_string()).or_default() += 1;
+    (StatusCode::OK, token)
+}
+
+/// `GET /_demo/queuegate-token.js`: the token script (404 without a login).
+async fn token_script(
+    State(shop): State<Arc<Shop>>,
+) -> (StatusCode, [(&'static str, &'static str); 1], &'static str) {
+    match shop.login {
+        Some(_) => (
+            StatusCode::OK,
+            [("content-type", "text/javascript")],
+            TOKEN_JS,
+        ),
+        None => (
+            StatusCode::NOT_FOUND,
+            [("content-type", "text/plain")],
+            "no login",
+        ),
+    }
+}
+
+/// `GET /_demo/logins`: `{"minted": {"<buyer>": n}}`.
+async fn logins(State(shop): State<Arc<Shop>>) -> Json<serde_json::Value> {
+    let minted = shop
+        .minted
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .clone();
+    Json(serde_json::json!({ "minted": minted }))
 }
 
 async fn home() -> Html<&'static str> {

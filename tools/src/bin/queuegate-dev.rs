@@ -80,6 +80,12 @@ struct Args {
     /// Turnstile path without the internet.
     #[arg(long)]
     turnstile_stand_in: bool,
+    /// Signed-in mode (IDENTITY_MODE=jwt) with the demo shop as the login
+    /// service: the buyer is the `demo_user` cookie, whose login tokens
+    /// live this many seconds; the page gets fresh ones from the shop's
+    /// token script (PAGE_TOKEN_SCRIPT=/_demo/queuegate-token.js).
+    #[arg(long, value_name = "TOKEN_LIFETIME_S", value_parser = clap::value_parser!(u64).range(5..=86_400))]
+    signed_in: Option<u64>,
     /// Stop by itself after this many seconds (0: run until Ctrl-C).
     #[arg(long, default_value_t = 0)]
     exit_after: u64,
@@ -165,6 +171,7 @@ async fn main() -> anyhow::Result<()> {
         challenge_difficulty: Some(queue.challenge_max_number),
         origin,
         turnstile_stand_in: args.turnstile_stand_in,
+        signed_in_token_lifetime_s: args.signed_in,
         ..StackOptions::default()
     })
     .await?;
@@ -184,6 +191,11 @@ async fn main() -> anyhow::Result<()> {
         stack.redis.url(),
         stack.gateway.url()
     );
+    if let Some(s) = args.signed_in {
+        println!(
+            "  signed in: set the cookie demo_user=<name> on {url}, then open /queue (login tokens live {s} s; minted: {url}/_demo/logins)"
+        );
+    }
     println!("press Ctrl-C to stop");
 
     let stats = Arc::new(Tally::default());

@@ -221,6 +221,7 @@ pub async fn run(opts: &Options) -> anyhow::Result<Report> {
         entry_challenge: None,
         origin: Default::default(),
         turnstile_stand_in: false,
+        signed_in_token_lifetime_s: None,
     })
     .await?;
     let (keys, mut conn) = stack.main_queue().await?;

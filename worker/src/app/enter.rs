@@ -67,7 +67,7 @@ impl App {
         match reply {
             EnterReply::Entered(observed) => {
                 let place = Place::of(self.place_key(), req.cookies(), &queue, &visitor.user);
-                self.state_reply(&queue, observed, visitor.new_cookie, Some(place))
+                self.state_reply(&queue, observed, visitor.new_cookie, Some(place), &req)
             }
             EnterReply::Full { .. } => Err(EdgeError::QueueFull),
             EnterReply::Closed(_) => Err(EdgeError::QueueClosed),

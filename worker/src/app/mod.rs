@@ -105,7 +105,8 @@ impl App {
                 // path they wanted; JSON clients keep the JSON refusal.
                 let person =
                     navigation::prefers_html(req.headers().get("accept").ok().flatten().as_deref());
-                let wanted = url::path_and_query(&req.inner().url()).to_string();
+                let own_url = req.inner().url();
+                let wanted = url::path_and_query(&own_url).to_string();
                 let path = req.path();
                 // A person's form POST: a copy of its body (the runtime
                 // tees it), kept in case the room comes first.
@@ -153,7 +154,13 @@ impl App {
                         };
                         let back = form.as_ref().map(|f| f.action.as_str());
                         let room = self
-                            .room(&queue, back, accept_language.as_deref(), form.as_ref())
+                            .room(
+                                &own_url,
+                                &queue,
+                                back,
+                                accept_language.as_deref(),
+                                form.as_ref(),
+                            )
                             .await?;
                         http::set(room.headers(), "vary", "accept, accept-language")?;
                         Ok(room)

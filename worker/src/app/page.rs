@@ -22,14 +22,22 @@ impl App {
             .transpose()
             .map_err(|e| EdgeError::BadRequest(e.to_string()))?;
         let accept_language = req.headers().get("accept-language").ok().flatten();
-        self.room(&queue, back.as_deref(), accept_language.as_deref(), None)
-            .await
+        self.room(
+            &own_url,
+            &queue,
+            back.as_deref(),
+            accept_language.as_deref(),
+            None,
+        )
+        .await
     }
 
-    /// The room of `queue`, Continue leading to `back` (else
-    /// `CONTINUE_URL`), and with `form` the form to send again there.
+    /// The room of `queue` asked for at `own_url`, Continue leading to
+    /// `back` (else `CONTINUE_URL`), and with `form` the form to send again
+    /// there.
     pub(super) async fn room(
         &self,
+        own_url: &str,
         queue: &QueueId,
         back: Option<&str>,
         accept_language: Option<&str>,
@@ -47,6 +55,19 @@ impl App {
             &choice,
             form,
         );
+        // The shop's token script, as a CSP source: this site's origin
+        // (as the visitor asked for it) and the configured path.
+        let page = &self.config.page;
+        let script_url = page
+            .token_script
+            .as_ref()
+            .and_then(|path| Some(format!("{}{path}", url::origin(own_url)?)));
+        let token = script_url
+            .as_deref()
+            .map(|script_url| crate::page::TokenSources {
+                script_url,
+                connect: &page.token_connect,
+            });
         let resp = Response::from_html(html).map_err(js_err)?;
         let h = resp.headers();
         http::set(h, "cache-control", "no-store")?;
@@ -56,6 +77,7 @@ impl App {
             &crate::page::content_security_policy(
                 &files.template,
                 turnstile.map(|t| t.script_origin()),
+                token,
             ),
         )?;
         http::set(h, "x-content-type-options", "nosniff")?;

@@ -39,9 +39,9 @@ impl App {
                     Held::Ticket { .. } => 0.0,
                 };
                 match answer::answer(&snap, held, now, spread) {
-                    Some(EdgeAnswer::State(state)) => return self.reply(&queue, state, None),
+                    Some(EdgeAnswer::State(state)) => return self.reply(&queue, state, None, req),
                     Some(EdgeAnswer::Drawn { state, ticket }) => {
-                        let resp = self.reply(&queue, state, None)?;
+                        let resp = self.reply(&queue, state, None, req)?;
                         let c = self.place_cookie(&place::mint(
                             self.place_key(),
                             &queue,
@@ -67,7 +67,7 @@ impl App {
                 user: &visitor.user,
             })
             .await?;
-        self.state_reply(&queue, observed, None, Some(place))
+        self.state_reply(&queue, observed, None, Some(place), req)
     }
 
     /// The isolate's snapshot of `queue` at `now`, refreshed with one

@@ -14,7 +14,7 @@ use worker::Date;
 use super::App;
 use crate::config::IdentityMode;
 use crate::error::EdgeError;
-use crate::http::{self, Response};
+use crate::http::{self, Request, Response};
 use crate::random;
 
 /// The place cookie a request brought, checked once: the visitor it must
@@ -63,6 +63,7 @@ impl App {
         observed: Observed,
         visitor_cookie: Option<String>,
         place: Option<Place<'_>>,
+        req: &Request,
     ) -> Result<Response, EdgeError> {
         let place_cookie = match (&observed, place) {
             // Every exact reply re-signs the place with the time of this
@@ -97,7 +98,7 @@ impl App {
             _ => 0.0,
         };
         let state = observed.into_user_state(&Settings::default(), spread);
-        let resp = self.reply(queue, state, visitor_cookie)?;
+        let resp = self.reply(queue, state, visitor_cookie, req)?;
         if let Some(c) = place_cookie {
             http::append(resp.headers(), "set-cookie", &c)?;
         }
@@ -110,11 +111,18 @@ impl App {
         queue: &QueueId,
         state: UserState,
         visitor_cookie: Option<String>,
+        req: &Request,
     ) -> Result<Response, EdgeError> {
+        // The notice in the page's language (the same choice the page
+        // made from Accept-Language), when it has texts per language.
+        let lang = || {
+            let accept_language = req.headers().get("accept-language").ok().flatten();
+            queuegate_edge::lang::choose(accept_language.as_deref(), crate::i18n::CODES).lang
+        };
         let reply = StateReply {
             state,
             queue: queue.to_string(),
-            notice: self.snapshots.notice(queue.as_str()),
+            notice: self.snapshots.notice(queue.as_str(), lang),
         };
         let resp = http::json(200, &reply)?;
         let state = reply.state;

@@ -7,8 +7,9 @@ use super::{err, ConfigError};
 /// page").
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PageConfig {
-    /// `<title>`.
-    pub title: String,
+    /// `PAGE_TITLE`, the `<title>` in every language (None: each
+    /// language's own, "Waiting room" in English).
+    pub title: Option<String>,
     /// The heading; empty keeps the default text.
     pub heading: String,
     /// CSS colour of buttons and the progress bar.
@@ -20,6 +21,16 @@ pub struct PageConfig {
     /// Overrides for one language (`"de": {…}` in `PAGE_TEXTS`), which win
     /// over those of every language.
     pub texts_by_lang: Vec<(String, serde_json::Map<String, serde_json::Value>)>,
+    /// Signed in (`IDENTITY_MODE=jwt`): the page sends the shop's login
+    /// token, and asks for a fresh one when a poll is refused 401.
+    pub signed_in: bool,
+    /// `PAGE_TOKEN_SCRIPT`: the shop's script (a path on this site) that
+    /// defines `window.queuegateToken()`, which the page asks for the
+    /// login token before each call (signed in only).
+    pub token_script: Option<String>,
+    /// `PAGE_TOKEN_CONNECT`: the origins that script may fetch from
+    /// besides this site (the login service's token endpoint).
+    pub token_connect: Vec<String>,
 }
 
 impl PageConfig {
@@ -33,8 +44,9 @@ impl PageConfig {
         PageConfig::from_lookup(&|k| map.get(k).cloned())
     }
 
-    /// Reads `PAGE_TITLE`, `PAGE_HEADING`, `PAGE_ACCENT`, `CONTINUE_URL` and
-    /// `PAGE_TEXTS`.
+    /// Reads `PAGE_TITLE`, `PAGE_HEADING`, `PAGE_ACCENT`, `CONTINUE_URL`,
+    /// `PAGE_TEXTS`, `PAGE_TOKEN_SCRIPT` and `PAGE_TOKEN_CONNECT` (and
+    /// `IDENTITY_MODE`, which the token settings need to be `jwt`).
     pub fn from_lookup(get: &impl Fn(&str) -> Option<String>) -> Result<PageConfig, ConfigError> {
         let text = |name: &str, default: &str| super::var_or(get, name, default);
         let accent = text("PAGE_ACCENT", "#3b5bdb");
@@ -59,15 +71,109 @@ impl PageConfig {
             None => (serde_json::Map::new(), Vec::new()),
             Some(json) => page_texts(&json)?,
         };
+        let signed_in = text("IDENTITY_MODE", "anonymous") == "jwt";
+        let some = |name: &str| get(name).filter(|v| !v.trim().is_empty());
+        let token_script = some("PAGE_TOKEN_SCRIPT")
+            .map(|p| token_script(p.trim(), signed_in))
+            .transpose()?;
+        let token_connect = match some("PAGE_TOKEN_CONNECT") {
+            None => Vec::new(),
+            Some(_) if token_script.is_none() => {
+                return Err(err(
+                    "PAGE_TOKEN_CONNECT",
+                    "is for the script of PAGE_TOKEN_SCRIPT, which is not set",
+                ))
+            }
+            Some(list) => token_connect(&list)?,
+        };
         Ok(PageConfig {
-            title: text("PAGE_TITLE", "Waiting room"),
+            title: some("PAGE_TITLE"),
             heading: text("PAGE_HEADING", ""),
             accent,
             continue_url,
             texts,
             texts_by_lang,
+            signed_in,
+            token_script,
+            token_connect,
         })
     }
+}
+
+/// The longest `PAGE_TOKEN_SCRIPT` path.
+const MAX_SCRIPT_PATH: usize = 200;
+
+/// The most origins `PAGE_TOKEN_CONNECT` names.
+const MAX_CONNECT: usize = 4;
+
+/// `PAGE_TOKEN_SCRIPT`: a path on this site (`/auth/queuegate-token.js`),
+/// of the characters a CSP source can carry as they are, outside the
+/// worker's own `/queue` paths; signed in only.
+fn token_script(path: &str, signed_in: bool) -> Result<String, ConfigError> {
+    let bad = |why: &str| err("PAGE_TOKEN_SCRIPT", why);
+    if !signed_in {
+        return Err(bad(
+            "is for signed-in mode (IDENTITY_MODE=jwt): anonymous visitors have no login token",
+        ));
+    }
+    if !path.starts_with('/') || path.starts_with("//") {
+        return Err(bad(
+            "must be a path on this site, like /auth/queuegate-token.js (not a URL: the page's CSP allows a script from this site only)",
+        ));
+    }
+    if path.len() > MAX_SCRIPT_PATH
+        || !path
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"/._~-".contains(&b))
+    {
+        return Err(bad(
+            "may hold only letters, digits and / . _ ~ - (no query, no spaces), at most 200 characters",
+        ));
+    }
+    if path.split('/').any(|s| s == "." || s == "..") || path.ends_with('/') {
+        return Err(bad("must name a file, without . or .. segments"));
+    }
+    if path == "/queue" || path.starts_with("/queue/") {
+        return Err(bad(
+            "must not be under /queue (the worker's own routes): serve it from the shop",
+        ));
+    }
+    Ok(path.to_string())
+}
+
+/// `PAGE_TOKEN_CONNECT`: https origins (`https://clerk.shop.example`),
+/// separated by spaces or commas, at most [`MAX_CONNECT`]; loopback http
+/// for tests.
+fn token_connect(list: &str) -> Result<Vec<String>, ConfigError> {
+    let mut out: Vec<String> = Vec::new();
+    for origin in list.split([',', ' ']).filter(|o| !o.is_empty()) {
+        let (scheme, host) = origin.split_once("://").unwrap_or(("", ""));
+        let loopback = scheme == "http"
+            && ["127.0.0.1:", "localhost:", "[::1]:"]
+                .iter()
+                .any(|p| host.starts_with(p));
+        let host_ok = !host.is_empty()
+            && host.len() <= 253
+            && host
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b".-:[]".contains(&b));
+        if !(scheme == "https" || loopback) || !host_ok {
+            return Err(err(
+                "PAGE_TOKEN_CONNECT",
+                format!("{origin:?} is not an origin like https://login.example.com (https, a host, no path, no wildcard)"),
+            ));
+        }
+        if !out.iter().any(|o| o == origin) {
+            out.push(origin.to_string());
+        }
+    }
+    if out.len() > MAX_CONNECT {
+        return Err(err(
+            "PAGE_TOKEN_CONNECT",
+            format!("names {} origins, at most {MAX_CONNECT}", out.len()),
+        ));
+    }
+    Ok(out)
 }
 
 impl PageConfig {
@@ -141,6 +247,108 @@ mod tests {
         assert!(page(&[("CONTINUE_URL", "javascript:alert(1)")]).is_err());
         assert!(page(&[("PAGE_TEXTS", "[1]")]).is_err());
         assert!(page(&[("PAGE_TEXTS", r#"{"a":1}"#)]).is_err());
+    }
+
+    #[test]
+    fn the_token_script_is_a_path_of_this_site_in_signed_in_mode_only() {
+        let jwt = |pairs: &[(&'static str, &'static str)]| {
+            let mut all = vec![("IDENTITY_MODE", "jwt")];
+            all.extend_from_slice(pairs);
+            page(&all)
+        };
+        let c = jwt(&[
+            ("PAGE_TOKEN_SCRIPT", "/auth/queuegate-token.js"),
+            (
+                "PAGE_TOKEN_CONNECT",
+                "https://clerk.shop.example, https://securetoken.googleapis.com",
+            ),
+        ])
+        .unwrap();
+        assert!(c.signed_in);
+        assert_eq!(c.token_script.as_deref(), Some("/auth/queuegate-token.js"));
+        assert_eq!(
+            c.token_connect,
+            [
+                "https://clerk.shop.example",
+                "https://securetoken.googleapis.com"
+            ]
+        );
+        assert_eq!(jwt(&[]).unwrap().token_script, None);
+        assert!(!page(&[]).unwrap().signed_in);
+        for (pairs, why) in [
+            (
+                vec![
+                    ("IDENTITY_MODE", "anonymous"),
+                    ("PAGE_TOKEN_SCRIPT", "/t.js"),
+                ],
+                "is for signed-in mode",
+            ),
+            (
+                vec![("PAGE_TOKEN_SCRIPT", "https://cdn.example/t.js")],
+                "must be a path on this site",
+            ),
+            (
+                vec![("PAGE_TOKEN_SCRIPT", "//cdn.example/t.js")],
+                "must be a path on this site",
+            ),
+            (
+                vec![("PAGE_TOKEN_SCRIPT", "/t.js; script-src *")],
+                "may hold only",
+            ),
+            (vec![("PAGE_TOKEN_SCRIPT", "/t.js?v=1")], "may hold only"),
+            (
+                vec![("PAGE_TOKEN_SCRIPT", "/a/../queue/x.js")],
+                "without . or ..",
+            ),
+            (vec![("PAGE_TOKEN_SCRIPT", "/auth/")], "must name a file"),
+            (
+                vec![("PAGE_TOKEN_SCRIPT", "/queue/t.js")],
+                "must not be under /queue",
+            ),
+            (
+                vec![("PAGE_TOKEN_CONNECT", "https://a.example")],
+                "PAGE_TOKEN_SCRIPT, which is not set",
+            ),
+            (
+                vec![
+                    ("PAGE_TOKEN_SCRIPT", "/t.js"),
+                    ("PAGE_TOKEN_CONNECT", "http://evil.example"),
+                ],
+                "is not an origin",
+            ),
+            (
+                vec![
+                    ("PAGE_TOKEN_SCRIPT", "/t.js"),
+                    ("PAGE_TOKEN_CONNECT", "https://*.example"),
+                ],
+                "is not an origin",
+            ),
+            (
+                vec![
+                    ("PAGE_TOKEN_SCRIPT", "/t.js"),
+                    ("PAGE_TOKEN_CONNECT", "https://a.example/path"),
+                ],
+                "is not an origin",
+            ),
+            (
+                vec![
+                    ("PAGE_TOKEN_SCRIPT", "/t.js"),
+                    (
+                        "PAGE_TOKEN_CONNECT",
+                        "https://a.b https://b.b https://c.b https://d.b https://e.b",
+                    ),
+                ],
+                "at most 4",
+            ),
+        ] {
+            let mut all = vec![("IDENTITY_MODE", "jwt")];
+            all.extend(pairs.iter().filter(|(k, _)| *k != "IDENTITY_MODE"));
+            if let Some(mode) = pairs.iter().find(|(k, _)| *k == "IDENTITY_MODE") {
+                all[0] = *mode;
+            }
+            let e = page(&all).unwrap_err();
+            assert!(e.to_string().contains(why), "{pairs:?}: {e}");
+        }
     }
 
     #[test]

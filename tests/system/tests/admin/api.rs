@@ -61,7 +61,13 @@ impl Api {
 /// rewrites other fields every tick).
 async fn operator_fields(q: &TestQueue) -> Vec<String> {
     let mut out = Vec::new();
-    for f in [cf::STATE, cf::NOTICE, cf::OPENS_AT, cf::CLOSES_AT] {
+    for f in [
+        cf::STATE,
+        cf::NOTICE,
+        cf::NOTICE_TEXTS,
+        cf::OPENS_AT,
+        cf::CLOSES_AT,
+    ] {
         out.push(q.config_field(f).await);
     }
     out
@@ -211,6 +217,15 @@ async fn every_cli_action_works_over_http_and_is_audited() {
     api.ops(Method::POST, "/admin/v1/queues/main/close", None)
         .await;
     let before = operator_fields(&q).await;
+    // Ten texts: more than the page has languages.
+    let too_many = format!(
+        r#"{{"text":"Sold out","texts":{{{}}}}}"#,
+        ["en", "de", "es", "fr", "ja", "ko", "pt", "zh", "zh-Hant", "it"]
+            .iter()
+            .map(|l| format!(r#""{l}":"x""#))
+            .collect::<Vec<_>>()
+            .join(",")
+    );
     for (method, path, body, want, code) in [
         (
             Method::POST,
@@ -299,9 +314,49 @@ async fn every_cli_action_works_over_http_and_is_audited() {
         (
             Method::PUT,
             "/admin/v1/queues/main/notice",
-            Some(&format!(r#"{{"text":"{}"}}"#, "x".repeat(5000))),
+            Some(&format!(r#"{{"text":"{}"}}"#, "x".repeat(20_000))),
             StatusCode::PAYLOAD_TOO_LARGE,
             "payload_too_large",
+        ),
+        // Texts per language (issue 36): an unknown language, a text too
+        // long, too many languages, a text that is no string.
+        (
+            Method::PUT,
+            "/admin/v1/queues/main/notice",
+            Some(r#"{"text":"Sold out","texts":{"xx":"?"}}"#),
+            StatusCode::BAD_REQUEST,
+            "bad_request",
+        ),
+        (
+            Method::PUT,
+            "/admin/v1/queues/main/notice",
+            Some(&format!(
+                r#"{{"text":"Sold out","texts":{{"de":"{}"}}}}"#,
+                "ü".repeat(281)
+            )),
+            StatusCode::BAD_REQUEST,
+            "bad_request",
+        ),
+        (
+            Method::PUT,
+            "/admin/v1/queues/main/notice",
+            Some(&too_many),
+            StatusCode::BAD_REQUEST,
+            "bad_request",
+        ),
+        (
+            Method::PUT,
+            "/admin/v1/queues/main/notice",
+            Some(r#"{"text":"Sold out","texts":{"de":null}}"#),
+            StatusCode::BAD_REQUEST,
+            "bad_request",
+        ),
+        (
+            Method::PUT,
+            "/admin/v1/queues/main/notice",
+            Some(r#"{"text":"Sold out","texts":["de","Ausverkauft"]}"#),
+            StatusCode::BAD_REQUEST,
+            "bad_request",
         ),
     ] {
         let (status, reply) = api.ops(method.clone(), path, body).await;
@@ -314,6 +369,28 @@ async fn every_cli_action_works_over_http_and_is_audited() {
             reply["message"].as_str().is_some_and(|m| !m.is_empty()),
             "{reply}"
         );
+    }
+    assert_eq!(operator_fields(&q).await, before, "refusals change nothing");
+    // Each notice refusal says what is wrong.
+    for (body, why) in [
+        (
+            r#"{"text":"Sold out","texts":{"xx":"?"}}"#.to_string(),
+            "texts: \"xx\" is not a language of the page (use one of: en, de, es, fr, ja, ko, pt, zh, zh-Hant)",
+        ),
+        (
+            format!(r#"{{"text":"Sold out","texts":{{"de":"{}"}}}}"#, "ü".repeat(281)),
+            "texts: the \"de\" text: the notice is longer than 280 characters",
+        ),
+        (
+            too_many.clone(),
+            "texts: too many languages: 10 given, at most 9",
+        ),
+    ] {
+        let (_, reply) = api
+            .ops(Method::PUT, "/admin/v1/queues/main/notice", Some(&body))
+            .await;
+        let message = reply["message"].as_str().unwrap_or_default();
+        assert!(message.contains(why), "{body}: {reply}");
     }
     assert_eq!(operator_fields(&q).await, before, "refusals change nothing");
 
@@ -346,16 +423,41 @@ async fn every_cli_action_works_over_http_and_is_audited() {
     assert_eq!(status, StatusCode::OK, "{body}");
     assert_eq!(
         body,
-        json!({"queue": "main", "notice": "Sizes S and M are sold out", "previous": null})
+        json!({"queue": "main", "notice": "Sizes S and M are sold out", "texts": {},
+            "previous": null, "previous_texts": {}})
     );
     assert_eq!(
         q.config_field(cf::NOTICE).await,
         "Sizes S and M are sold out"
     );
+    // With texts per language: stored beside the default, reported back.
+    let (status, body) = api
+        .ops(
+            Method::PUT,
+            "/admin/v1/queues/main/notice",
+            Some(r#"{"text":"Sold out","texts":{"de":"Ausverkauft","zh-Hant":"已售完"}}"#),
+        )
+        .await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    assert_eq!(
+        body,
+        json!({"queue": "main", "notice": "Sold out",
+            "texts": {"de": "Ausverkauft", "zh-Hant": "已售完"},
+            "previous": "Sizes S and M are sold out", "previous_texts": {}})
+    );
+    let stored: Value = serde_json::from_str(&q.config_field(cf::NOTICE_TEXTS).await)
+        .expect("the texts are a JSON object");
+    assert_eq!(stored, json!({"de": "Ausverkauft", "zh-Hant": "已售完"}));
     let (_, body) = api
         .ops(Method::DELETE, "/admin/v1/queues/main/notice", None)
         .await;
-    assert_eq!(body["previous"], "Sizes S and M are sold out");
+    assert_eq!(body["previous"], "Sold out");
+    assert_eq!(body["previous_texts"]["de"], "Ausverkauft");
+    assert_eq!(
+        q.config_field(cf::NOTICE_TEXTS).await,
+        "",
+        "cleared with it"
+    );
 
     // One implementation: the CLI's pause is what the API then reads, and
     // the CLI's action is in its own audit line.

@@ -121,7 +121,7 @@ async fn every_documented_admin_status_matches_the_document() {
     const VISITOR: &str = "/admin/v1/queues/{queue}/visitors/{user}";
     const REVOCATION: &str = "/admin/v1/queues/{queue}/visitors/{user}/revocation";
     const SETTINGS: &str = "/admin/v1/queues/{queue}/settings";
-    let big = format!(r#"{{"text":"{}"}}"#, "x".repeat(5_000));
+    let big = format!(r#"{{"text":"{}"}}"#, "x".repeat(20_000));
 
     ck.check("GET", LIST, LIST, None, false, 200).await;
     ck.check("GET", ONE, "/admin/v1/queues/main", None, false, 200)
@@ -205,6 +205,24 @@ async fn every_documented_admin_status_matches_the_document() {
         NOTICE,
         "/admin/v1/queues/main/notice",
         Some(r#"{"text":" "}"#),
+        false,
+        400,
+    )
+    .await;
+    ck.check(
+        "PUT",
+        NOTICE,
+        "/admin/v1/queues/main/notice",
+        Some(r#"{"text":"Sold out","texts":{"de":"Ausverkauft","zh-Hant":"已售完"}}"#),
+        false,
+        200,
+    )
+    .await;
+    ck.check(
+        "PUT",
+        NOTICE,
+        "/admin/v1/queues/main/notice",
+        Some(r#"{"text":"Sold out","texts":{"xx":"?"}}"#),
         false,
         400,
     )
@@ -304,7 +322,7 @@ async fn every_documented_admin_status_matches_the_document() {
         ck.check("PUT", SETTINGS, &settings, Some(bad), false, 400)
             .await;
     }
-    let big_settings = format!(r#"{{"max_active":{}}}"#, "1".repeat(5_000));
+    let big_settings = format!(r#"{{"max_active":{}}}"#, "1".repeat(20_000));
     ck.check("PUT", SETTINGS, &settings, Some(&big_settings), false, 413)
         .await;
     ck.check("DELETE", SETTINGS, &settings, None, false, 200)

@@ -2,7 +2,9 @@
 //! `Accept-Language` among the built-in translations, English otherwise;
 //! `lang`, `<noscript>` and the locale for numbers and times follow it;
 //! `PAGE_TEXTS` overrides every language or one; a bad `PAGE_TEXTS` stops
-//! the worker with the reason. The wasm under workerd.
+//! the worker with the reason. Issue 36: the title in each language,
+//! Traditional Chinese for zh-TW and zh-HK, and a shop's token script that
+//! the CSP allows as one file. The wasm under workerd.
 
 use queuegate_shared::Settings;
 use queuegate_system_tests::edge::EdgeStack;
@@ -87,22 +89,50 @@ async fn the_page_speaks_the_visitors_language_and_the_operators_words() {
     );
     assert_eq!(script_json(&html, "qg-config")["locale"], "de-AT");
 
-    // Every built-in language, and English for the rest.
-    for (asked, lang) in [
-        ("ja-JP", "ja"),
-        ("fr-CA", "fr"),
-        ("es-419", "es"),
-        ("pt-BR", "pt"),
-        ("zh-CN", "zh"),
-        ("en-GB", "en"),
-        ("sv-SE", "en"),
+    // Every built-in language, and English for the rest; the title in
+    // each (the stack sets no PAGE_TITLE).
+    for (asked, lang, title) in [
+        ("ja-JP", "ja", "待合室"),
+        ("fr-CA", "fr", "Salle d’attente"),
+        ("es-419", "es", "Sala de espera"),
+        ("pt-BR", "pt", "Sala de espera"),
+        ("zh-CN", "zh", "等候室"),
+        ("zh-TW", "zh-Hant", "等候室"),
+        ("zh-HK", "zh-Hant", "等候室"),
+        ("zh-Hant", "zh-Hant", "等候室"),
+        ("ko-KR", "ko", "대기실"),
+        ("en-GB", "en", "Waiting room"),
+        ("sv-SE", "en", "Waiting room"),
     ] {
-        let (_, html, _) = page(&stack, Some(asked)).await;
+        let (_, html, headers) = page(&stack, Some(asked)).await;
         assert!(
             html.contains(&format!(r#"<html lang="{lang}">"#)),
             "{asked}"
         );
+        assert_eq!(header(&headers, "content-language"), Some(lang), "{asked}");
+        assert!(
+            html.contains(&format!("<title>{title}</title>")),
+            "{asked}: {}",
+            html.lines()
+                .find(|l| l.contains("<title>"))
+                .unwrap_or_default()
+        );
     }
+    // German: the operator's German title text (PAGE_TEXTS) is not set,
+    // so the language's own.
+    let (_, html, _) = page(&stack, Some("de")).await;
+    assert!(html.contains("<title>Warteraum</title>"), "German title");
+    // Traditional Chinese, not Simplified, for Taiwan and Hong Kong.
+    let (_, html, _) = page(&stack, Some("zh-TW,zh;q=0.8")).await;
+    let texts = script_json(&html, "qg-texts");
+    assert_eq!(texts["waiting"], "請保持此頁面開啟，頁面會自動更新。");
+    assert_eq!(script_json(&html, "qg-config")["locale"], "zh-TW");
+    assert!(html.contains("<noscript><p>此等候室需要 JavaScript"));
+    let (_, html, _) = page(&stack, Some("zh-CN")).await;
+    assert_eq!(
+        script_json(&html, "qg-texts")["waiting"],
+        "请保持此页面打开，页面会自动更新。"
+    );
     let (_, html, _) = page(&stack, None).await;
     assert!(html.contains(r#"<html lang="en">"#));
     assert_eq!(script_json(&html, "qg-texts"), serde_json::json!({}));
@@ -122,4 +152,72 @@ async fn a_page_text_that_names_nothing_stops_the_worker_with_the_reason() {
     assert_eq!(status, 500, "{body}");
     let json: serde_json::Value = serde_json::from_str(&body).expect("JSON");
     assert_eq!(json["error"], "misconfigured");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_operators_title_per_language_and_a_token_script_the_csp_allows_as_one_file() {
+    let stack = EdgeStack::start_with(
+        Settings::default(),
+        "jwt",
+        RedisServer::start(),
+        &[
+            ("PAGE_TITLE", "Drop & Co"),
+            ("PAGE_TEXTS", r#"{"ja":{"title":"ドロップ待合室"}}"#),
+            ("PAGE_TOKEN_SCRIPT", "/auth/queuegate-token.js"),
+            ("PAGE_TOKEN_CONNECT", "https://clerk.shop.example"),
+        ],
+    )
+    .await;
+    let (status, html, headers) = page(&stack, Some("ja")).await;
+    assert_eq!(status, 200, "{html}");
+    assert!(
+        html.contains("<title>ドロップ待合室</title>"),
+        "the operator's Japanese title"
+    );
+    let (_, html, _) = page(&stack, Some("de")).await;
+    assert!(
+        html.contains("<title>Drop &amp; Co</title>"),
+        "PAGE_TITLE elsewhere"
+    );
+    let config = script_json(&html, "qg-config");
+    assert_eq!(config["signedIn"], true);
+    assert_eq!(config["tokenScript"], "/auth/queuegate-token.js");
+    // The CSP: the one file from this site, the login service's origin
+    // for its fetches, nothing else.
+    let csp = header(&headers, "content-security-policy").unwrap_or_default();
+    let directive = |name: &str| {
+        csp.split(';')
+            .map(str::trim)
+            .find(|d| d.starts_with(name))
+            .unwrap_or_default()
+            .to_string()
+    };
+    let script_src = directive("script-src ");
+    assert!(
+        script_src.ends_with(&format!("' {}/auth/queuegate-token.js", stack.worker.url())),
+        "{csp}"
+    );
+    assert_eq!(script_src.split_whitespace().count(), 3, "{csp}");
+    assert_eq!(
+        directive("connect-src "),
+        "connect-src 'self' https://clerk.shop.example"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_token_script_that_is_not_a_path_of_this_site_stops_the_worker_with_the_reason() {
+    let stack = EdgeStack::start_with(
+        Settings::default(),
+        "jwt",
+        RedisServer::start(),
+        &[("PAGE_TOKEN_SCRIPT", "https://cdn.example/token.js")],
+    )
+    .await;
+    let (status, body, _) = page(&stack, None).await;
+    assert_eq!(status, 500, "{body}");
+    let json: serde_json::Value = serde_json::from_str(&body).expect("JSON");
+    assert_eq!(json["error"], "misconfigured");
+    // The reason stays in the worker's log, never in the reply; the
+    // config's unit tests check its words.
+    assert!(!body.contains("PAGE_TOKEN_SCRIPT"), "{body}");
 }
