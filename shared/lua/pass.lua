@@ -11,13 +11,14 @@
 -- KEYS[1] waiting  KEYS[2] pre  KEYS[3] active  KEYS[4] config  KEYS[5] stats
 -- KEYS[6] token:<uid>  KEYS[7] status:<uid>
 -- KEYS[8] guard (HASH: client address → its budget `tokens|at`)
+-- KEYS[9] claims (a visitor holding one takes it up in line, not here)
 -- ARGV[1] uid  ARGV[2] a fresh entry token (the in-flight record's)
 -- ARGV[3] the client address group ('' no budget)
 -- Reply: {'ok'} · {'queue', why} ('holds' this visitor holds a token or
 --   a slot already: use it; or join the line: 'off' passthrough is off ·
 --   'closed' the queue takes no entries · 'revoked' an operator revoked
 --   this visitor · 'waiting' someone waits or a
---   pre-queue/draw exists · 'full' no free slot · 'rate' the rate allows
+--   pre-queue/draw exists, or this visitor holds a claim · 'full' no free slot · 'rate' the rate allows
 --   none now) · {'too_many', retry_after_ms} (the address spent its entry
 --   budget; only the refused_budget counter is written) · UNCONFIGURED.
 --   Nothing else is written unless the reply is {'ok'}.
@@ -41,7 +42,7 @@ local now = now_ms()
 local closes_at = tonumber(cfg[CF_CLOSES_AT] or '')
 if cfg[CF_STATE] ~= QS_OPEN or (closes_at and now >= closes_at) then return {R.QUEUE, R.CLOSED} end
 if before_opening(cfg, now) or drawing_left(cfg) > 0 or redis.call('ZCARD', KEYS[1]) > 0
-  or redis.call('EXISTS', KEYS[2]) == 1 then
+  or redis.call('EXISTS', KEYS[2]) == 1 or redis.call('ZSCORE', KEYS[9], uid) then
   return {R.QUEUE, R.WAITING}
 end
 -- The address's entry budget, as in enter: checked before the slot and

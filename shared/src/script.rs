@@ -103,35 +103,35 @@ pub static ENTER: Script = Script::new(
     "enter",
     true,
     shipped!("enter"),
-    "748563d3cd82894ec92402fcb185f298dcd36ea5",
+    "6f3d313784affcfcf8d977d0340b7ea9865d9a9c",
 );
 /// Reports a user's state and marks them as seen.
 pub static POSITION: Script = Script::new(
     "position",
     true,
     shipped!("position"),
-    "221d87e0b6b11667a3df859f5e25881077370a45",
+    "560f2fe03e31389b92d89b1f4fddca91a93b43bb",
 );
 /// One scheduler tick: sweeps, drops leavers, admits.
 pub static ADMIT: Script = Script::new(
     "admit",
     true,
     shipped!("admit"),
-    "4d75bd0e6cad4cb84c160da17060fdb4e840706c",
+    "ecb70e99ead22965bd52256bbeaf5abb914f3e11",
 );
 /// Compare-and-delete of an entry token.
 pub static CONSUME: Script = Script::new(
     "consume",
     true,
     shipped!("consume"),
-    "9d65ac006c7cf197fa215b27952cbe2df72eb249",
+    "3c0a79354ed6a3102370a22a5cd9e6d5d8b2be5e",
 );
 /// Records the origin's outcome after a consume.
 pub static SETTLE: Script = Script::new(
     "settle",
     true,
     shipped!("settle"),
-    "3760e1193401a5132b734a5c894df10a63742c2a",
+    "1d906d02c8f172161c1082fd87cba9765676225a",
 );
 /// Takes or extends the scheduler lease.
 pub static LEASE_ACQUIRE: Script = Script::new(
@@ -160,7 +160,7 @@ pub static CHALLENGE: Script = Script::new(
     "challenge",
     true,
     shipped!("challenge"),
-    "57380d8a0131cb46cfb24be4aebdc1aacc025fb8",
+    "3aa46d878a5527bb746f0b54136a1a2350dd6153",
 );
 /// Reads what the operator's `status` shows.
 pub static STATUS: Script = Script::new(
@@ -183,7 +183,7 @@ pub static ORIGIN_WINDOW: Script = Script::new(
     "origin_window",
     true,
     shipped!("origin_window"),
-    "8970dc5c0940a6d0738a88a106eadae87518a779",
+    "a102da08cb1243e87c226b89efb29e4b0871f414",
 );
 
 /// Idle passthrough of a token-less protected request.
@@ -191,21 +191,21 @@ pub static PASS: Script = Script::new(
     "pass",
     true,
     shipped!("pass"),
-    "d7ea90e10c005bf1b062deb4373f8866519c4e88",
+    "9d8a2472177868e5a8f58ac0018fa643c4d7c321",
 );
 /// Seals a pre-queue after its opening and fixes the draw's seed.
 pub static DRAW_OPEN: Script = Script::new(
     "draw_open",
     true,
     shipped!("draw_open"),
-    "5ceba7093fef3a50c89d49dcc57e8d042dc22389",
+    "a44e10c9628369926a60a7b933044a574d0c1285",
 );
 /// Places one batch of a running draw.
 pub static DRAW_PLACE: Script = Script::new(
     "draw_place",
     true,
     shipped!("draw_place"),
-    "cbdd65da6c92dbf2ccef0707fefcff28c66fee43",
+    "c567c2ef6897add72ec651571e658071168bb261",
 );
 /// Sets or clears a queue's opening and closing.
 pub static SCHEDULE: Script = Script::new(
@@ -226,7 +226,7 @@ pub static UNCONSUME: Script = Script::new(
     "unconsume",
     true,
     shipped!("unconsume"),
-    "3ae901828cba544de6099b88b65458522ae3bf32",
+    "326f285ea2f17aaf26f18ba0eb698e9b7a3f66b5",
 );
 
 /// Checks, uses, creates and revokes bypass links.
@@ -234,7 +234,7 @@ pub static BYPASS: Script = Script::new(
     "bypass",
     true,
     shipped!("bypass"),
-    "cc74f271401a868ba56cb0079ec8b0a82f64f453",
+    "7d0ce3888ca19b7cc92cf24b95a5b77409fe5380",
 );
 
 /// Revokes a visitor (ends its place or token) or lifts a revocation.
@@ -242,7 +242,7 @@ pub static REVOKE: Script = Script::new(
     "revoke",
     true,
     shipped!("revoke"),
-    "03fbac5c8de0099a02f5b9b12bc6334239fa7664",
+    "8ec84c347b308f236b8a865aaebfc2bb1465b709",
 );
 
 /// Changes a queue's run-time settings if nobody changed them meanwhile.
@@ -258,7 +258,7 @@ pub static VISITOR: Script = Script::new(
     "visitor",
     false,
     shipped!("visitor"),
-    "671933bd0bb00b99b2f1b3cf79b81fd4c384d1b4",
+    "92dafd99639ef026c8e79b480b4421587c56c7ac",
 );
 
 /// Every script, for preloading (SCRIPT LOAD) and the pinned-hash test.

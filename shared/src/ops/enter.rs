@@ -92,6 +92,7 @@ impl Operation for Enter<'_> {
                 k.pre(),
                 k.draw(),
                 k.groups(),
+                k.claims(),
             ],
             args: vec![
                 self.user.as_str().to_string(),

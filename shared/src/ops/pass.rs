@@ -93,6 +93,7 @@ impl Operation for Pass<'_> {
                 k.token(self.user),
                 k.status(self.user),
                 k.guard(),
+                k.claims(),
             ],
             args: vec![
                 self.user.as_str().to_string(),

@@ -505,6 +505,8 @@ async fn a_near_visitor_answered_at_the_edge_still_proves_it_is_alive() {
         admit_rate_per_second: RATE,
         idle_passthrough: false,
         abandon_after_ms: ABANDON_MS,
+        // No sleep grace: the silent one is to be dropped.
+        sleep_grace_ms: ABANDON_MS,
         poll_min_ms: 200,
         poll_max_ms: 1_000,
         exact_head_ms: 1_000,
@@ -607,6 +609,8 @@ async fn on_its_way_to_the_head_a_place_rises_only_by_the_estimates_error() {
         status_ttl_ms: 700_000,
         activation_jitter_ms: 0,
         abandon_after_ms: 4_000,
+        // No sleep grace: the far part's leavers are dropped in the zone.
+        sleep_grace_ms: 4_000,
         poll_min_ms: 200,
         poll_max_ms: 1_000,
         exact_zone_ms: 6_000,
