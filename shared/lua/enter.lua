@@ -150,8 +150,9 @@ if pow_field and (tonumber(ARGV[5]) <= now or used) then
   return {R.REUSED}
 end
 -- The cap on an address group's live places: its set's members still
--- pre-queued, being drawn or waiting (O(cap): the set never holds more
--- than the cap plus the places that ended since its last new place).
+-- pre-queued, being drawn, waiting or holding a claim (O(cap): the set
+-- never holds more than the cap plus the places that ended since its last
+-- new place).
 local cap = tonumber(cfg[CF_ENTRY_PLACES_PER_ADDRESS] or '0')
 local places_key, ended
 if cap > 0 and ARGV[3] ~= '' then
@@ -159,7 +160,7 @@ if cap > 0 and ARGV[3] ~= '' then
   local live = 0
   for _, m in ipairs(redis.call('SMEMBERS', places_key)) do
     if m ~= uid and (redis.call('ZSCORE', KEYS[1], m) or redis.call('ZSCORE', KEYS[9], m)
-      or (left > 0 and redis.call('ZSCORE', KEYS[10], m))) then
+      or (left > 0 and redis.call('ZSCORE', KEYS[10], m)) or redis.call('ZSCORE', KEYS[12], m)) then
       live = live + 1
     else
       ended[#ended + 1] = m

@@ -103,7 +103,7 @@ pub static ENTER: Script = Script::new(
     "enter",
     true,
     shipped!("enter"),
-    "6f3d313784affcfcf8d977d0340b7ea9865d9a9c",
+    "80053889fc5e38ea03380a9c09f458715f6bad97",
 );
 /// Reports a user's state and marks them as seen.
 pub static POSITION: Script = Script::new(
