@@ -12,10 +12,11 @@
 use std::time::{Duration, Instant};
 
 use queuegate_shared::fields::{stats as sf, status as st};
+use queuegate_shared::guard::{ClientAddress, EntryGuard};
 use queuegate_shared::keys::name;
 use queuegate_shared::ops::{
-    AdmitCounts, AdmitReply, EnterReply, Observed, Revoke, RevokeCall, RevokeReply, SetState,
-    VisitorRead, VisitorRecords,
+    AdmitCounts, AdmitReply, Enter, EnterReply, Observed, Refusal, Revoke, RevokeCall, RevokeReply,
+    SetState, VisitorRead, VisitorRecords,
 };
 use queuegate_shared::state::UserState;
 use queuegate_shared::{QueueState, Settings, UserId};
@@ -354,5 +355,58 @@ async fn enter_takes_a_claim_up_and_a_revocation_ends_one() {
     let c = tick(&q, 1).await;
     assert_eq!((c.admitted, c.claims), (1, 0), "{c:?}");
     assert!(is_admitted(&q.position(&user(1)).await));
+    q.assert_conserved().await;
+}
+
+/// Enters `u` from `address`.
+async fn enter_from(q: &TestQueue, u: &UserId, address: &ClientAddress) -> EnterReply {
+    q.run(&Enter {
+        keys: &q.keys,
+        user: u,
+        guard: EntryGuard {
+            address: Some(address),
+            solution: None,
+            missing: None,
+        },
+        token: None,
+    })
+    .await
+    .expect("enter")
+}
+
+/// `entry_places_per_address` counts a claim as a live place: an address
+/// at its cap cannot let its places go silent at the head and take new
+/// ones while they sit in claims.
+#[tokio::test]
+async fn a_claim_counts_toward_the_places_of_its_address() {
+    let redis = RedisServer::shared();
+    let settings = Settings {
+        entry_places_per_address: 1,
+        ..scaled()
+    };
+    let q = TestQueue::open(&redis.url(), "sleep-cap", settings).await;
+    q.set_lock("me").await;
+    set_state(&q, QueueState::Paused).await;
+    let home = ClientAddress::parse("203.0.113.7").expect("address");
+    assert!(matches!(
+        enter_from(&q, &user(0), &home).await,
+        EnterReply::Entered(Observed::Waiting(_))
+    ));
+    let slept_at = Instant::now();
+    tokio::time::sleep(PAST_ABANDON).await;
+    set_state(&q, QueueState::Open).await;
+    q.set_lock("me").await;
+    let c = tick(&q, 1).await;
+    assert_eq!((c.admitted, c.claimed), (0, 1), "{c:?}");
+    assert_eq!(
+        enter_from(&q, &user(1), &home).await,
+        EnterReply::Refused(Refusal::AddressFull { cap: 1 })
+    );
+    // Its holder still takes it up.
+    assert!(slept_at.elapsed() < Duration::from_millis(4_800));
+    let EnterReply::Entered(back) = enter_from(&q, &user(0), &home).await else {
+        panic!("the claim's holder refused");
+    };
+    assert_eq!(position(&back), Some(1));
     q.assert_conserved().await;
 }
