@@ -254,10 +254,12 @@ impl TestQueue {
     /// passthrough admits without a ticket (`passed`), and a visitor passed
     /// over asleep keeps its ticket in `claims` until it returns to the
     /// line or is dropped:
-    /// seq = entered − pre,
-    /// entered = waiting + claims + pre + unplaced + abandoned + withdrawn
-    ///   + admitted − passed,
-    /// admitted = active + ordered + expired + lapsed.
+    ///
+    /// ```text
+    /// seq      = entered − pre
+    /// entered  = waiting + claims + pre + unplaced + abandoned + withdrawn + admitted − passed
+    /// admitted = active + ordered + expired + lapsed
+    /// ```
     pub async fn assert_conserved(&self) {
         use queuegate_shared::fields::stats;
         // One MULTI/EXEC: a tick of a live scheduler (one script, atomic

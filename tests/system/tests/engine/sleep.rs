@@ -127,7 +127,7 @@ async fn keep_polling(
 #[tokio::test]
 async fn a_visitor_silent_four_minutes_near_the_head_keeps_its_place_and_is_admitted_on_return() {
     let redis = RedisServer::shared();
-    let q = open_paused(&redis, "sleep-back", scaled(), 20).await;
+    let q = open_paused(redis, "sleep-back", scaled(), 20).await;
     let asleep = user(2);
     let slept_at = Instant::now();
     let live: Vec<usize> = (0..20).filter(|&i| i != 2).collect();
@@ -196,7 +196,7 @@ async fn a_visitor_silent_four_minutes_near_the_head_keeps_its_place_and_is_admi
 #[tokio::test]
 async fn a_visitor_silent_past_the_grace_is_dropped() {
     let redis = RedisServer::shared();
-    let q = open_paused(&redis, "sleep-gone", scaled(), 14).await;
+    let q = open_paused(redis, "sleep-gone", scaled(), 14).await;
     // 1 and 2 sleep at the head; 8 sleeps further back.
     let sleepers = [1, 2, 8];
     let live: Vec<usize> = (0..14).filter(|i| !sleepers.contains(i)).collect();
@@ -255,7 +255,7 @@ async fn at_the_defaults_four_minutes_asleep_keeps_a_claim_and_six_and_two_third
     let s = Settings::default();
     assert_eq!((s.abandon_after_ms, s.sleep_grace()), (90_000, 300_000));
     let redis = RedisServer::shared();
-    let q = open_paused(&redis, "sleep-default", s.clone(), 4).await;
+    let q = open_paused(redis, "sleep-default", s.clone(), 4).await;
     let mut conn = q.conn.clone();
     // Forget every poll, then give each visitor its last one.
     for family in [name::SEEN, name::GRACE] {
@@ -318,7 +318,7 @@ async fn at_the_defaults_four_minutes_asleep_keeps_a_claim_and_six_and_two_third
 #[tokio::test]
 async fn enter_takes_a_claim_up_and_a_revocation_ends_one() {
     let redis = RedisServer::shared();
-    let q = open_paused(&redis, "sleep-ops", scaled(), 6).await;
+    let q = open_paused(redis, "sleep-ops", scaled(), 6).await;
     let slept_at = Instant::now();
     keep_polling(&q, &[0, 3, 4, 5], slept_at + PAST_ABANDON, None).await;
     set_state(&q, QueueState::Open).await;
