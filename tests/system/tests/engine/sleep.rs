@@ -410,3 +410,23 @@ async fn a_claim_counts_toward_the_places_of_its_address() {
     assert_eq!(position(&back), Some(1));
     q.assert_conserved().await;
 }
+
+/// The randomized run of `line.rs` with a sleep grace short enough that its
+/// users' gaps between requests (some hundreds of ms) put some of them to
+/// sleep at the head: claims are made and taken up, and every counter
+/// identity and every user's one state hold throughout.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_randomized_run_with_sleepers_conserves_every_user() {
+    let settings = Settings {
+        max_active: 15,
+        max_waiting: 120,
+        abandon_after_ms: 200,
+        sleep_grace_ms: 800,
+        poll_min_ms: 50,
+        poll_max_ms: 100,
+        ..queuegate_system_tests::fast_settings()
+    };
+    let claimed = crate::line::randomized_run("random-sleep", settings).await;
+    eprintln!("{claimed} passed over into claims");
+    assert!(claimed > 0, "nobody slept at the head");
+}
