@@ -739,7 +739,9 @@ pub(crate) async fn randomized_run(queue: &str, settings: Settings) -> u64 {
                     } else {
                         Outcome::ServerError
                     };
-                    let t = tokens[u].clone().unwrap();
+                    let t = tokens[u]
+                        .clone()
+                        .expect("an in-flight user holds its token");
                     q.settle(&id, &t, outcome).await;
                 }
             }
@@ -768,7 +770,7 @@ pub(crate) async fn randomized_run(queue: &str, settings: Settings) -> u64 {
         .arg(-1)
         .query_async::<Vec<String>>(&mut conn)
         .await
-        .unwrap()
+        .expect("ZRANGE")
         .into_iter()
         .collect();
     let active: HashSet<String> = redis::cmd("ZRANGE")
@@ -777,7 +779,7 @@ pub(crate) async fn randomized_run(queue: &str, settings: Settings) -> u64 {
         .arg(-1)
         .query_async::<Vec<String>>(&mut conn)
         .await
-        .unwrap()
+        .expect("ZRANGE")
         .into_iter()
         .collect();
     // A claim is a place: its holder's poll takes it up (back in line).
@@ -787,7 +789,7 @@ pub(crate) async fn randomized_run(queue: &str, settings: Settings) -> u64 {
         .arg(-1)
         .query_async::<Vec<String>>(&mut conn)
         .await
-        .unwrap()
+        .expect("ZRANGE")
         .into_iter()
         .collect();
     let mut by_state: BTreeMap<&'static str, usize> = BTreeMap::new();
