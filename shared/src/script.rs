@@ -167,7 +167,7 @@ pub static STATUS: Script = Script::new(
     "status",
     false,
     shipped!("status"),
-    "996a1b4a5636bdf05053341d66de694bbdc716b5",
+    "1e125451ac2e1732da7f20ebf177d854d68a6309",
 );
 /// Switches the operator's queue state.
 pub static SET_STATE: Script = Script::new(
