@@ -32,7 +32,8 @@ pub enum QueueNeeded {
     Off,
     /// The queue takes no entries now (not open, or past its closing).
     Closed,
-    /// Someone waits, or a pre-queue or its draw exists.
+    /// Someone waits, or a pre-queue or its draw exists, or this visitor
+    /// holds a claim (its place in line: the page takes it up).
     Waiting,
     /// This visitor holds a token or a slot already: they must use it.
     Holds,

@@ -15,10 +15,11 @@ use queuegate_shared::fields::{stats as sf, status as st};
 use queuegate_shared::guard::{ClientAddress, EntryGuard};
 use queuegate_shared::keys::name;
 use queuegate_shared::ops::{
-    AdmitCounts, AdmitReply, Enter, EnterReply, Observed, Refusal, Revoke, RevokeCall, RevokeReply,
-    SetState, VisitorRead, VisitorRecords,
+    AdmitCounts, AdmitReply, Enter, EnterReply, Observed, Pass, PassReply, QueueNeeded, Refusal,
+    Revoke, RevokeCall, RevokeReply, SetState, VisitorRead, VisitorRecords,
 };
 use queuegate_shared::state::UserState;
+use queuegate_shared::token::EntryToken;
 use queuegate_shared::{QueueState, Settings, UserId};
 use queuegate_system_tests::{grants, user, TestQueue};
 use queuegate_testkit::RedisServer;
@@ -402,6 +403,23 @@ async fn a_claim_counts_toward_the_places_of_its_address() {
         enter_from(&q, &user(1), &home).await,
         EnterReply::Refused(Refusal::AddressFull { cap: 1 })
     );
+    // The line is empty, so the gate's idle passthrough lets others
+    // through, but not the claim's holder: its place is in line.
+    let pass = |u: usize| {
+        let q = q.clone();
+        async move {
+            q.run(&Pass {
+                keys: &q.keys,
+                user: &user(u),
+                token: &EntryToken::from_random([u as u8; 16]),
+                address: None,
+            })
+            .await
+            .expect("pass")
+        }
+    };
+    assert_eq!(pass(0).await, PassReply::Queue(QueueNeeded::Waiting));
+    assert_eq!(pass(2).await, PassReply::Passed);
     // Its holder still takes it up.
     assert!(slept_at.elapsed() < Duration::from_millis(4_800));
     let EnterReply::Entered(back) = enter_from(&q, &user(0), &home).await else {
