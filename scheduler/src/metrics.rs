@@ -77,6 +77,8 @@ pub struct Metrics {
     origin_p95: Family<QueueLabel, FloatGauge>,
     rate_cuts: Family<QueueLabel, Counter>,
     pre_queued: Family<QueueLabel, Gauge>,
+    claims: Family<QueueLabel, Gauge>,
+    claimed: Family<QueueLabel, Counter>,
     draw_left: Family<QueueLabel, Gauge>,
     drawn: Family<QueueLabel, Counter>,
     bypassed: Family<QueueLabel, Counter>,
@@ -134,6 +136,8 @@ impl Metrics {
             origin_p95: Family::default(),
             rate_cuts: Family::default(),
             pre_queued: Family::default(),
+            claims: Family::default(),
+            claimed: Family::default(),
             draw_left: Family::default(),
             drawn: Family::default(),
             bypassed: Family::default(),
@@ -160,6 +164,16 @@ impl Metrics {
             "pre_queued",
             "Visitors in the pre-queue before a scheduled opening",
             m.pre_queued.clone(),
+        );
+        registry.register(
+            "claims",
+            "Visitors passed over asleep at the head, holding a claim within their sleep grace",
+            m.claims.clone(),
+        );
+        registry.register(
+            "claimed",
+            "Visitors passed over asleep at the head (each then held a claim)",
+            m.claimed.clone(),
         );
         registry.register(
             "draw_left",
@@ -368,6 +382,7 @@ impl Metrics {
             self.waiting.remove(&l);
             self.active.remove(&l);
             self.pre_queued.remove(&l);
+            self.claims.remove(&l);
             self.draw_left.remove(&l);
             self.admitting.remove(&l);
             self.rate.remove(&l);
@@ -388,6 +403,8 @@ impl Metrics {
         self.waiting.get_or_create(&l).set(gauge(c.waiting));
         self.active.get_or_create(&l).set(gauge(c.active));
         self.pre_queued.get_or_create(&l).set(gauge(c.pre_queued));
+        self.claims.get_or_create(&l).set(gauge(c.claims));
+        self.claimed.get_or_create(&l).inc_by(c.claimed);
         if !c.drawing {
             self.draw_left.get_or_create(&l).set(0);
         }

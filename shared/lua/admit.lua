@@ -1,6 +1,7 @@
 -- admit: one scheduler tick for one queue, atomically.
 -- KEYS[1] waiting  KEYS[2] active  KEYS[3] lock  KEYS[4] config  KEYS[5] stats
 -- KEYS[6] guard (entry budgets and used solutions)  KEYS[7] pre (counted)
+-- KEYS[8] claims (visitors passed over asleep: user → ticket)
 -- ARGV: positions AA.* (shared/src/records.rs admit_arg): the lease owner id, the
 --   key base, the allowance (most admissions this tick), the settings it
 --   needs, the measured rate ('' keeps the recorded one), the lease TTL
@@ -16,7 +17,8 @@
 -- Reply: positions AR.* (shared/src/records.rs admit_reply): the code, this tick's
 --   counts, the totals of refused entries and of the operators' bypasses
 --   and revocations, the pre-queued, the run-time settings' version (0
---   none; the caller applies a new one).
+--   none; the caller applies a new one), the visitors passed over into
+--   claims this tick and the claims held.
 --   code 1 admitted (maybe 0 users) · 2 queue not admitting (paused/closed;
 --   sweeps still ran) · 3 a draw runs (no admission until it is over) · 0
 --   caller does not own the lease: nothing changed.
@@ -41,7 +43,10 @@ local scan = tonumber(ARGV[AA.LEAVER_SCAN])
 local rate, tick_ms = tonumber(ARGV[AA.RATE]), tonumber(ARGV[AA.TICK_MS])
 local zone = math.max(1, tonumber(ARGV[AA.NEAR_ZONE]))
 local now = now_ms()
-local alive = seen_checker(base, now, abandon_after)
+-- Alive: polled within abandon_after (admitted at the head). Asleep:
+-- polled within the sleep grace (kept; passed over at the head).
+local alive = seen.checker(base, K_SEEN, now, abandon_after)
+local asleep = seen.asleep(base, now, abandon_after, tonumber(ARGV[AA.SLEEP_GRACE_MS]))
 local token_base, status_base = base .. K_TOKEN, base .. K_STATUS
 
 local function abandon(uid)
@@ -51,51 +56,62 @@ end
 -- 1. Free the slots whose time is up. An unused token is expired; a consume
 --    whose origin never settled has lapsed (a late settle still counts it).
 local expired, lapsed = 0, 0
-local gone = redis.call('ZRANGEBYSCORE', KEYS[2], '-inf', now, 'LIMIT', 0, limit)
-for _, uid in ipairs(gone) do
-  local status_key = status_base .. uid
-  local kind = redis.call('GET', status_key)
-  kind = kind and split(kind)[SR_KIND]
-  if kind == ST_IN_FLIGHT then
-    lapsed = lapsed + 1
-  else
-    expired = expired + 1
-    -- An unused turn ends its session with it.
-    redis.call('DEL', token_base .. uid, base .. K_SESSION .. uid)
-    -- A revocation (of a visitor in flight: its slot is left to run out)
-    -- stays what the visitor is told.
-    if kind and kind ~= ST_REVOKED then set_status(status_key, uid, ST_EXPIRED, now, nil) end
+do
+  local gone = redis.call('ZRANGEBYSCORE', KEYS[2], '-inf', now, 'LIMIT', 0, limit)
+  for _, uid in ipairs(gone) do
+    local status_key = status_base .. uid
+    local kind = redis.call('GET', status_key)
+    kind = kind and split(kind)[SR_KIND]
+    if kind == ST_IN_FLIGHT then
+      lapsed = lapsed + 1
+    else
+      expired = expired + 1
+      -- An unused turn ends its session with it.
+      redis.call('DEL', token_base .. uid, base .. K_SESSION .. uid)
+      -- A revocation (of a visitor in flight: its slot is left to run out)
+      -- stays what the visitor is told.
+      if kind and kind ~= ST_REVOKED then set_status(status_key, uid, ST_EXPIRED, now, nil) end
+    end
   end
+  if #gone > 0 then redis.call('ZREM', KEYS[2], unpack(gone)) end
 end
-if #gone > 0 then redis.call('ZREM', KEYS[2], unpack(gone)) end
 
 -- 2. The near zone: its front moves to the ticket at rank `zone` and never
 --    back. Every visitor it passes was far back, maybe silent for long: it
 --    is marked seen now (at most sweep_limit a tick), a grace of
---    abandon_after in which to poll. In a line shorter than the zone the
+--    abandon_after in which to poll (and of the sleep grace before it is
+--    dropped). In a line shorter than the zone the
 --    front is the last ticket, and the visitors it passes are new (seen
 --    at their enter): no grace. Only near visitors must keep polling.
 local front = tonumber(redis.call('HGET', KEYS[4], CF_ZONE_FRONT) or '0')
-local at = redis.call('ZRANGE', KEYS[1], zone - 1, zone - 1, 'WITHSCORES')
-if #at > 0 and tonumber(at[2]) > front then
-  local passed = redis.call('ZRANGEBYSCORE', KEYS[1], '(' .. front, at[2], 'WITHSCORES', 'LIMIT', 0, limit)
-  for i = 2, #passed, 2 do mark_seen(base, now, tonumber(passed[i]), abandon_after) end
-  if #passed >= 2 * limit then front = tonumber(passed[#passed]) else front = tonumber(at[2]) end
-elseif #at == 0 then
-  local last = redis.call('ZRANGE', KEYS[1], -1, -1, 'WITHSCORES')
-  if #last > 0 and tonumber(last[2]) > front then front = tonumber(last[2]) end
+do
+  local at = redis.call('ZRANGE', KEYS[1], zone - 1, zone - 1, 'WITHSCORES')
+  if #at > 0 and tonumber(at[2]) > front then
+    local passed = redis.call('ZRANGEBYSCORE', KEYS[1], '(' .. front, at[2], 'WITHSCORES', 'LIMIT', 0, limit)
+    for i = 2, #passed, 2 do
+      mark_seen(base, now, tonumber(passed[i]), abandon_after, tonumber(ARGV[AA.SLEEP_GRACE_MS]))
+    end
+    if #passed >= 2 * limit then front = tonumber(passed[#passed]) else front = tonumber(at[2]) end
+  elseif #at == 0 then
+    local last = redis.call('ZRANGE', KEYS[1], -1, -1, 'WITHSCORES')
+    if #last > 0 and tonumber(last[2]) > front then front = tonumber(last[2]) end
+  end
 end
 
--- 3. A rolling scan drops leavers in the near zone, so positions and the
---    size limit count live visitors there; the cursor wraps at the zone's
---    front. (A pre-queue is far back: nobody leaves it for silence.)
+-- 3. A rolling scan drops leavers in the near zone (silent past the sleep
+--    grace), so positions and the size limit count visitors who may still
+--    come back; the cursor wraps at the zone's front. (A pre-queue is far
+--    back: nobody leaves it for silence.) A second one drops the claims
+--    whose grace is over (at least CLAIM_SCAN a tick: claims need it even
+--    with the line's scan off).
 local abandoned = 0
 if scan > 0 then
   local cursor = redis.call('HGET', KEYS[5], SF_SCAN_CURSOR) or '0'
   local batch = redis.call('ZRANGEBYSCORE', KEYS[1], '(' .. cursor, front, 'WITHSCORES', 'LIMIT', 0, scan)
   local dead = {}
   for i = 1, #batch, 2 do
-    if not alive(tonumber(batch[i + 1])) then
+    local ticket = tonumber(batch[i + 1])
+    if not alive(ticket) and not asleep(ticket) then
       dead[#dead + 1] = batch[i]
       abandon(batch[i])
     end
@@ -106,15 +122,35 @@ if scan > 0 then
   if #batch >= 2 * scan then next_cursor = batch[#batch] end
   redis.call('HSET', KEYS[5], SF_SCAN_CURSOR, next_cursor)
 end
+do
+  local CLAIM_SCAN = 10
+  local cursor = redis.call('HGET', KEYS[5], SF_CLAIM_CURSOR) or '0'
+  local batch = redis.call('ZRANGEBYSCORE', KEYS[8], '(' .. cursor, '+inf', 'WITHSCORES', 'LIMIT', 0,
+    math.max(scan, CLAIM_SCAN))
+  local over = {}
+  for i = 1, #batch, 2 do
+    if not asleep(tonumber(batch[i + 1])) then
+      over[#over + 1] = batch[i]
+      abandon(batch[i])
+    end
+  end
+  if #over > 0 then redis.call('ZREM', KEYS[8], unpack(over)) end
+  abandoned = abandoned + #over
+  local next_cursor = '0'
+  if #batch >= 2 * math.max(scan, CLAIM_SCAN) then next_cursor = batch[#batch] end
+  if next_cursor ~= cursor then redis.call('HSET', KEYS[5], SF_CLAIM_CURSOR, next_cursor) end
+end
 
 -- 4. Admit from the head up to the free slots and the allowance, one token
---    per user; leavers met at the head are dropped, never admitted. A tick
---    pops at most sweep_limit + allowance users.
+--    per user. Silent visitors met at the head are never admitted: asleep
+--    (within the sleep grace) they are passed over into a claim, taking no
+--    slot and no rate token, otherwise dropped. A tick pops at most
+--    sweep_limit + allowance users.
 --    Nobody is admitted while a draw places the pre-queue: its visitors
 --    come before everyone behind them. The rate bucket shared with idle
 --    passthrough is the rate limit (the scheduler asks for what it can
 --    hold at most); the allowance only caps a caller's tick.
-local code, admitted = 1, 0
+local code, admitted, claimed = 1, 0, 0
 local cfg = read_fields(KEYS[4], CF_STATE, CF_DRAW_LEFT, CF_RATE_NOW, CF_SETTINGS_VERSION, CF_SESSION_MS)
 if cfg[CF_RATE_NOW] ~= ARGV[AA.RATE] then redis.call('HSET', KEYS[4], CF_RATE_NOW, ARGV[AA.RATE]) end
 if (cfg[CF_STATE] == QS_OPEN or cfg[CF_STATE] == QS_DRAINING) and tonumber(cfg[CF_DRAW_LEFT] or '0') == 0 then
@@ -142,6 +178,12 @@ if (cfg[CF_STATE] == QS_OPEN or cfg[CF_STATE] == QS_DRAINING) and tonumber(cfg[C
         set_status(status_base .. uid, uid, ST_ISSUED, now, status_ttl)
         redis.call('ZADD', KEYS[2], expires, uid)
         admitted = admitted + 1
+      elseif asleep(ticket) then
+        -- The claim's status outlives any grace the bitmaps can give.
+        redis.call('ZADD', KEYS[8], ticket, uid)
+        set_status(status_base .. uid, uid, ST_CLAIMED, now,
+          status_ttl + math.ceil(tonumber(ARGV[AA.SLEEP_GRACE_MS]) * 1.5))
+        claimed = claimed + 1
       else
         abandon(uid)
         abandoned = abandoned + 1
@@ -249,4 +291,5 @@ r[AR.REFUSED_BUDGET], r[AR.REFUSED_CHALLENGE], r[AR.REFUSED_REUSED], r[AR.REFUSE
 r[AR.REFUSED_STALE], r[AR.REFUSED_ADDRESS_FULL], r[AR.BYPASSED], r[AR.REVOKED] =
   total(SF_REFUSED_STALE), total(SF_REFUSED_ADDRESS_FULL), total(SF_BYPASSED), total(SF_REVOKED)
 r[AR.SETTINGS_VERSION] = tonumber(cfg[CF_SETTINGS_VERSION] or '0')
+r[AR.CLAIMED], r[AR.CLAIMS] = claimed, redis.call('ZCARD', KEYS[8])
 return r

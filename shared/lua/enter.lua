@@ -7,6 +7,7 @@
 --   GF_POW .. challenge → the used solution's expiry ms)
 -- KEYS[9] pre  KEYS[10] draw
 -- KEYS[11] groups (pre-queued identities per address group: draw rounds)
+-- KEYS[12] claims (visitors passed over asleep: user → ticket)
 -- ARGV[1] uid  ARGV[2] key base '<prefix>:{<queue>}:' (for the seen bitmaps)
 -- ARGV[3] the client address group ('' no budget)
 -- ARGV[4] a verified proof-of-work solution's challenge ('' none)
@@ -29,21 +30,36 @@
 --   (the address group holds entry_places_per_address live places). A
 --   refusal of a new place writes only its stats counter.
 -- A refresh never moves anyone: a waiting user keeps their ticket, a
--- pre-queued one their draw, and a visitor who holds a place passes no
+-- pre-queued one their draw, one holding a claim takes it up (back in line
+-- first on its own ticket, prelude reclaim), and a visitor who holds a place passes no
 -- guard and spends no budget. The size check and the ZADD run in one
 -- script, so the limit holds under any race.
 local uid, base = ARGV[1], ARGV[2]
 -- The budget's and passthrough's settings come with the rest of the
 -- config: one HMGET.
 local cfg = read_config(KEYS[6], CF_ENTRY_BUDGET_PER_MINUTE, CF_ENTRY_BUDGET_BURST,
-  CF_IDLE_PASSTHROUGH, CF_MAX_ACTIVE, CF_TOKEN_TTL_MS, CF_RATE_NOW, CF_TICK_MS, CF_STATUS_TTL_MS,
+  CF_IDLE_PASSTHROUGH, CF_MAX_ACTIVE, CF_TOKEN_TTL_MS, CF_RATE_NOW, CF_TICK_MS,
   CF_ENTRY_PLACES_PER_ADDRESS, CF_CHALLENGE_CROWD)
 local now = now_ms()
 
 local ticket = redis.call('ZSCORE', KEYS[1], uid)
 if ticket then
   ticket = tonumber(ticket)
-  if cfg[CF_ABANDON_AFTER_MS] then mark_seen(base, now, ticket, tonumber(cfg[CF_ABANDON_AFTER_MS])) end
+  if cfg[CF_ABANDON_AFTER_MS] then
+    local grace = tonumber(cfg[CF_SLEEP_GRACE_MS] or '')
+    mark_seen(base, now, ticket, tonumber(cfg[CF_ABANDON_AFTER_MS]), grace)
+  end
+  return line_reply(KEYS[1], uid, ticket, cfg, now)
+end
+ticket = reclaim({claims = KEYS[12], waiting = KEYS[1], status = KEYS[4], stats = KEYS[7]}, base, uid, now,
+  tonumber(cfg[CF_ABANDON_AFTER_MS] or ''), tonumber(cfg[CF_SLEEP_GRACE_MS] or ''),
+  tonumber(cfg[CF_STATUS_TTL_MS] or ''))
+if ticket then
+  if redis.call('ZCARD', KEYS[1]) == 1 then
+    -- The line was empty: an idle lease holder ticks only when woken.
+    redis.call('LPUSH', base .. K_WAKE, 1)
+    redis.call('LTRIM', base .. K_WAKE, 0, 0)
+  end
   return line_reply(KEYS[1], uid, ticket, cfg, now)
 end
 local left = drawing_left(cfg)
@@ -134,8 +150,9 @@ if pow_field and (tonumber(ARGV[5]) <= now or used) then
   return {R.REUSED}
 end
 -- The cap on an address group's live places: its set's members still
--- pre-queued, being drawn or waiting (O(cap): the set never holds more
--- than the cap plus the places that ended since its last new place).
+-- pre-queued, being drawn, waiting or holding a claim (O(cap): the set
+-- never holds more than the cap plus the places that ended since its last
+-- new place).
 local cap = tonumber(cfg[CF_ENTRY_PLACES_PER_ADDRESS] or '0')
 local places_key, ended
 if cap > 0 and ARGV[3] ~= '' then
@@ -143,7 +160,7 @@ if cap > 0 and ARGV[3] ~= '' then
   local live = 0
   for _, m in ipairs(redis.call('SMEMBERS', places_key)) do
     if m ~= uid and (redis.call('ZSCORE', KEYS[1], m) or redis.call('ZSCORE', KEYS[9], m)
-      or (left > 0 and redis.call('ZSCORE', KEYS[10], m))) then
+      or (left > 0 and redis.call('ZSCORE', KEYS[10], m)) or redis.call('ZSCORE', KEYS[12], m)) then
       live = live + 1
     else
       ended[#ended + 1] = m
@@ -217,6 +234,6 @@ if size == 0 then
   redis.call('LTRIM', base .. K_WAKE, 0, 0)
 end
 count_place()
-mark_seen(base, now, new_ticket, abandon_after)
+mark_seen(base, now, new_ticket, abandon_after, tonumber(cfg[CF_SLEEP_GRACE_MS] or ''))
 redis.call('HINCRBY', KEYS[7], SF_ENTERED, 1)
 return waiting_reply(size + 1, cfg, new_ticket)

@@ -11,7 +11,8 @@
 -- KEYS[1] waiting  KEYS[2] pre  KEYS[3] active  KEYS[4] config  KEYS[5] stats
 -- KEYS[6] token:<uid>  KEYS[7] status:<uid>
 -- KEYS[8] guard (HASH: client address → its budget `tokens|at`)
--- KEYS[9] session:<uid>
+-- KEYS[9] claims (a visitor holding one takes it up in line, not here)
+-- KEYS[10] session:<uid>
 -- ARGV[1] uid  ARGV[2] a fresh entry token (the in-flight record's, or on a
 --   browse route the visitor's token for the order)
 -- ARGV[3] the client address group ('' no budget)
@@ -24,7 +25,7 @@
 --   a slot already: use it; or join the line: 'off' passthrough is off ·
 --   'closed' the queue takes no entries · 'revoked' an operator revoked
 --   this visitor · 'waiting' someone waits or a
---   pre-queue/draw exists · 'full' no free slot · 'rate' the rate allows
+--   pre-queue/draw exists, or this visitor holds a claim · 'full' no free slot · 'rate' the rate allows
 --   none now) · {'too_many', retry_after_ms} (the address spent its entry
 --   budget; only the refused_budget counter is written) · UNCONFIGURED.
 --   Nothing else is written unless the reply is {'ok'}.
@@ -49,7 +50,7 @@ local now = now_ms()
 local closes_at = tonumber(cfg[CF_CLOSES_AT] or '')
 if cfg[CF_STATE] ~= QS_OPEN or (closes_at and now >= closes_at) then return {R.QUEUE, R.CLOSED} end
 if before_opening(cfg, now) or drawing_left(cfg) > 0 or redis.call('ZCARD', KEYS[1]) > 0
-  or redis.call('EXISTS', KEYS[2]) == 1 then
+  or redis.call('EXISTS', KEYS[2]) == 1 or redis.call('ZSCORE', KEYS[9], uid) then
   return {R.QUEUE, R.WAITING}
 end
 -- The address's entry budget, as in enter: checked before the slot and
@@ -79,7 +80,7 @@ local refused = pass_admit(KEYS[3], KEYS[5], now, cfg[CF_MAX_ACTIVE], cfg[CF_RAT
 if refused then return {R.QUEUE, refused} end
 if address then redis.call('HSET', KEYS[8], address, bucket) end
 local ends = now + tonumber(cfg[CF_SESSION_MS])
-set_session(KEYS[9], now, ends, now + SESSION_CAP_MS, 1, now)
+set_session(KEYS[10], now, ends, now + SESSION_CAP_MS, 1, now)
 if mode == 'browse' then
   -- Admitted and come at once: the token and the slot last the session.
   redis.call('SET', KEYS[6], token_record(token, now, ends, 0), 'PX', ends - now)

@@ -1,8 +1,9 @@
 -- position: the user's state; a waiting user is marked as seen (not a
 -- leaver). A pre-queued one need not be: nobody is dropped from a
--- pre-queue for silence.
+-- pre-queue for silence. A visitor holding a claim (passed over asleep)
+-- takes it up: back in line first, on its own ticket (prelude reclaim).
 -- KEYS[1] waiting  KEYS[2] token:<uid>  KEYS[3] status:<uid>  KEYS[4] config
--- KEYS[5] pre  KEYS[6] draw
+-- KEYS[5] pre  KEYS[6] draw  KEYS[7] claims  KEYS[8] stats
 -- ARGV[1] uid  ARGV[2] key base '<prefix>:{<queue>}:' (for the seen bitmaps)
 -- Reply: a waiting_reply, pre_queue_reply or settled_state reply (see
 --   prelude).
@@ -12,8 +13,25 @@ if ticket then
   local cfg = read_config(KEYS[4])
   local now = now_ms()
   ticket = tonumber(ticket)
-  if cfg[CF_ABANDON_AFTER_MS] then mark_seen(base, now, ticket, tonumber(cfg[CF_ABANDON_AFTER_MS])) end
+  if cfg[CF_ABANDON_AFTER_MS] then
+    local grace = tonumber(cfg[CF_SLEEP_GRACE_MS] or '')
+    mark_seen(base, now, ticket, tonumber(cfg[CF_ABANDON_AFTER_MS]), grace)
+  end
   return line_reply(KEYS[1], uid, ticket, cfg, now)
+end
+do
+  local cfg, now = read_config(KEYS[4]), now_ms()
+  local claim = reclaim({claims = KEYS[7], waiting = KEYS[1], status = KEYS[3], stats = KEYS[8]}, base, uid, now,
+    tonumber(cfg[CF_ABANDON_AFTER_MS] or ''), tonumber(cfg[CF_SLEEP_GRACE_MS] or ''),
+  tonumber(cfg[CF_STATUS_TTL_MS] or ''))
+  if claim then
+    if redis.call('ZCARD', KEYS[1]) == 1 then
+      -- The line was empty: an idle lease holder ticks only when woken.
+      redis.call('LPUSH', base .. K_WAKE, 1)
+      redis.call('LTRIM', base .. K_WAKE, 0, 0)
+    end
+    return line_reply(KEYS[1], uid, claim, cfg, now)
+  end
 end
 local slot, sealed = redis.call('ZSCORE', KEYS[5], uid), false
 if not slot then slot, sealed = redis.call('ZSCORE', KEYS[6], uid), true end

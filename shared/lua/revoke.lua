@@ -1,10 +1,11 @@
 -- revoke: an operator ends a visitor's place or token, or lifts that.
 -- KEYS[1] waiting  KEYS[2] pre  KEYS[3] draw  KEYS[4] token:<uid>
--- KEYS[5] status:<uid>  KEYS[6] active  KEYS[7] stats  KEYS[8] session:<uid>
+-- KEYS[5] status:<uid>  KEYS[6] active  KEYS[7] stats  KEYS[8] claims
+-- KEYS[9] session:<uid>
 -- ARGV[1] 'revoke' | 'lift'  ARGV[2] uid  ARGV[3] (revoke) how long the
 --   revocation keeps the visitor out, ms
 -- Reply: {1, was} revoked; `was` is what the visitor had: 'waiting' (the
---   place is gone, counted as withdrawn), 'pre_queued' / 'drawing' (the place stays in the
+--   place, or a claim to it, is gone, counted as withdrawn), 'pre_queued' / 'drawing' (the place stays in the
 --   pre-queue, whose indices must stay dense, but is never drawn),
 --   'admitted' (the token is deleted and its slot freed, counted as
 --   expired), 'in_flight' (the order is already at the origin: its settle
@@ -30,7 +31,7 @@ if mode ~= 'revoke' then return redis.error_reply('revoke: unknown mode') end
 local ttl = tonumber(ARGV[3])
 if not ttl or ttl < 1 then return redis.error_reply('revoke: bad ttl') end
 local was
-if redis.call('ZREM', KEYS[1], uid) == 1 then
+if redis.call('ZREM', KEYS[1], uid) == 1 or redis.call('ZREM', KEYS[8], uid) == 1 then
   was = R.WAITING
   redis.call('HINCRBY', KEYS[7], SF_WITHDRAWN, 1)
 elseif redis.call('ZSCORE', KEYS[2], uid) then
@@ -50,7 +51,7 @@ else
   was = R.NOT_IN_QUEUE
 end
 -- A revoked visitor's session ends: browse routes no longer pass.
-redis.call('DEL', KEYS[8])
+redis.call('DEL', KEYS[9])
 set_status(KEYS[5], uid, ST_REVOKED, now, ttl)
 redis.call('HINCRBY', KEYS[7], SF_REVOKED, 1)
 return {1, was}

@@ -2,8 +2,10 @@
 -- one read (one slot, so it works on a cluster too).
 -- KEYS[1] waiting  KEYS[2] pre  KEYS[3] draw  KEYS[4] active
 -- KEYS[5] token:<uid>  KEYS[6] status:<uid>  KEYS[7] history:<uid>
+-- KEYS[8] claims
 -- ARGV[1] uid
--- Reply: {rank in line (0 is next) or nil, ticket or nil, pre-queue score
+-- Reply: {rank in line (0 is next) or nil, ticket (in line, or of a claim:
+--   status CLAIMED) or nil, pre-queue score
 --   or nil, draw score or nil, slot deadline (epoch ms) or nil, status
 --   record or '', the status record's pttl ms (-2 none, -1 no expiry),
 --   token record or '', history entries `kind|at` (oldest first)}
@@ -12,7 +14,7 @@
 local uid = ARGV[1]
 return {
   redis.call('ZRANK', KEYS[1], uid),
-  redis.call('ZSCORE', KEYS[1], uid),
+  redis.call('ZSCORE', KEYS[1], uid) or redis.call('ZSCORE', KEYS[8], uid),
   redis.call('ZSCORE', KEYS[2], uid),
   redis.call('ZSCORE', KEYS[3], uid),
   redis.call('ZSCORE', KEYS[4], uid),

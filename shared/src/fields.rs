@@ -20,8 +20,11 @@ names!(
         MAX_ACTIVE = "max_active",
         /// Setting: longest line.
         MAX_WAITING = "max_waiting",
-        /// Setting: a waiting user silent this long has left.
+        /// Setting: a waiting user silent this long is not admitted.
         ABANDON_AFTER_MS = "abandon_after_ms",
+        /// Setting: a near user silent this long has left (below
+        /// `abandon_after_ms`: no grace).
+        SLEEP_GRACE_MS = "sleep_grace_ms",
         /// Setting: the configured rate (ETA before a measurement exists).
         ADMIT_RATE_PER_SECOND = "admit_rate_per_second",
         /// Setting: shortest poll interval.
@@ -179,6 +182,8 @@ names!(
         RESTORED = "restored",
         /// Where the rolling leaver scan goes on (a ticket).
         SCAN_CURSOR = "scan_cursor",
+        /// Where the rolling scan of claims goes on (a ticket).
+        CLAIM_CURSOR = "claim_cursor",
         /// Where the rolling scan of address budgets goes on (HSCAN cursor).
         ADDR_CURSOR = "addr_cursor",
         /// New places (and idle passthroughs) refused: the address spent its
@@ -273,6 +278,13 @@ names!(
         EXPIRED = "EXPIRED",
         /// The user stopped polling and was dropped: `ABANDONED|at`.
         ABANDONED = "ABANDONED",
+        /// The visitor was asleep (silent past `abandon_after_ms`, within
+        /// its sleep grace) when its turn came: passed over, it holds a
+        /// claim (in `claims`): `CLAIMED|at`.
+        CLAIMED = "CLAIMED",
+        /// A claim was taken up: the visitor is back in line on its own
+        /// ticket, ahead of everyone, and admitted next: `RETURNED|at`.
+        RETURNED = "RETURNED",
         /// An operator revoked the visitor's place or token: `REVOKED|at`.
         /// It keeps them out of the queue until it expires.
         REVOKED = "REVOKED",

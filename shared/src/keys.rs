@@ -213,6 +213,13 @@ impl QueueKeys {
         self.key(name::GUARD)
     }
 
+    /// ZSET user → ticket: the claims of visitors passed over at the head
+    /// while asleep, within their sleep grace (docs/engine.md, *Sleep
+    /// grace*).
+    pub fn claims(&self) -> String {
+        self.key(name::CLAIMS)
+    }
+
     /// ZSET user → pre-ticket: the pre-queue before a scheduled opening
     /// (no order: places are drawn at the opening).
     pub fn pre(&self) -> String {
@@ -292,6 +299,10 @@ names!(
         SAMPLED = "sampled:",
         /// Prefix of the seen bitmaps, `seen:<bucket>:<block>`.
         SEEN = "seen:",
+        /// Prefix of the sleep-grace bitmaps, `grace:<bucket>:<block>`.
+        GRACE = "grace:",
+        /// ZSET: claims of visitors passed over while asleep.
+        CLAIMS = "claims",
         /// HASH: entry budgets by address and used solutions.
         GUARD = "guard",
         /// ZSET: the pre-queue.
@@ -336,6 +347,7 @@ mod tests {
             keys.history(&user),
             keys.settings(),
             keys.wake(),
+            keys.claims(),
             keys.status(&user),
             keys.sampled(&user),
         ] {

@@ -10,10 +10,12 @@ use crate::fields::{config, status_record, token_record, SEPARATOR};
 /// that calls it (a script adds its own after them): what the shared
 /// replies and the drop-day helpers need. The script reads them back by
 /// field name (`cfg[CF_STATE]`), never by position.
-pub const CONFIG_READ: [&str; 13] = [
+pub const CONFIG_READ: [&str; 15] = [
     config::STATE,
     config::MAX_WAITING,
     config::ABANDON_AFTER_MS,
+    config::SLEEP_GRACE_MS,
+    config::STATUS_TTL_MS,
     config::ADMIT_RATE_PER_SECOND,
     config::POLL_MIN_MS,
     config::POLL_MAX_MS,
@@ -41,8 +43,10 @@ record!(
         TOKEN_TTL_MS,
         /// Setting: how long a status record lives.
         STATUS_TTL_MS,
-        /// Setting: a waiting user silent this long has left.
+        /// Setting: a waiting user silent this long is not admitted.
         ABANDON_AFTER_MS,
+        /// The sleep grace in force (at least `ABANDON_AFTER_MS`).
+        SLEEP_GRACE_MS,
         /// Setting: the most users a sweep pops per tick.
         SWEEP_LIMIT,
         /// Setting: near-zone tickets checked for leavers per tick.
@@ -86,7 +90,7 @@ record!(
         EXPIRED,
         /// Slots freed from consumes the origin never settled.
         LAPSED,
-        /// Leavers dropped.
+        /// Leavers dropped (from the line or their claims).
         ABANDONED,
         /// Users still waiting.
         WAITING,
@@ -112,6 +116,11 @@ record!(
         REVOKED,
         /// The run-time settings' version (0: none).
         SETTINGS_VERSION,
+        /// Visitors passed over at the head this tick, asleep within their
+        /// sleep grace: each now holds a claim.
+        CLAIMED,
+        /// Claims held after the tick.
+        CLAIMS,
     }
 );
 

@@ -103,35 +103,35 @@ pub static ENTER: Script = Script::new(
     "enter",
     true,
     shipped!("enter"),
-    "71ebfda7ecc9a0020820da1b4c36fdf925329750",
+    "d00c164db1dc456c647eac1e5b088bb915a6b7ad",
 );
 /// Reports a user's state and marks them as seen.
 pub static POSITION: Script = Script::new(
     "position",
     true,
     shipped!("position"),
-    "1723e49fa66fa3e183ac0b5bf844198d2dd44cb7",
+    "e6ddb781870d3f4fa90cc339ba7c7502c6286dd2",
 );
 /// One scheduler tick: sweeps, drops leavers, admits.
 pub static ADMIT: Script = Script::new(
     "admit",
     true,
     shipped!("admit"),
-    "ecd7bdb3cbcf6f2a6d57226ef94ba4d4e8400250",
+    "6b89bd7a55a17efc8040fad9685dbecd6b336aec",
 );
 /// Compare-and-delete of an entry token.
 pub static CONSUME: Script = Script::new(
     "consume",
     true,
     shipped!("consume"),
-    "3c43e7026948a6d9f6aba3251fe285f198cf05bd",
+    "5aec6d4503c5c8cc95122e270c15df75363af3a8",
 );
 /// Records the origin's outcome after a consume.
 pub static SETTLE: Script = Script::new(
     "settle",
     true,
     shipped!("settle"),
-    "b463cde2523e2f2cc3dc4717beaa24acd843b110",
+    "814847ce0fbea961d710eacf1fd6cf4f6edc77e2",
 );
 /// Takes or extends the scheduler lease.
 pub static LEASE_ACQUIRE: Script = Script::new(
@@ -160,14 +160,14 @@ pub static CHALLENGE: Script = Script::new(
     "challenge",
     true,
     shipped!("challenge"),
-    "8c7e1fbee677ec5b33c429bfd2e0321102b4cd18",
+    "a347e43218da928b92ba5c1fce84fffc4037a487",
 );
 /// Reads what the operator's `status` shows.
 pub static STATUS: Script = Script::new(
     "status",
     false,
     shipped!("status"),
-    "996a1b4a5636bdf05053341d66de694bbdc716b5",
+    "1e125451ac2e1732da7f20ebf177d854d68a6309",
 );
 /// Switches the operator's queue state.
 pub static SET_STATE: Script = Script::new(
@@ -183,7 +183,7 @@ pub static ORIGIN_WINDOW: Script = Script::new(
     "origin_window",
     true,
     shipped!("origin_window"),
-    "6f633c8f5a5a4caa57284049bccd5e372b2aa457",
+    "7f511a77a5b4ac750fe797038faaf139f4cf852e",
 );
 
 /// Idle passthrough of a token-less protected request.
@@ -191,21 +191,21 @@ pub static PASS: Script = Script::new(
     "pass",
     true,
     shipped!("pass"),
-    "e2d738eab7b6a8cf4ad6d0fdf672305783e34dce",
+    "f2f8da2f5a1a1481a38fd54659a9b07e469dd07b",
 );
 /// Seals a pre-queue after its opening and fixes the draw's seed.
 pub static DRAW_OPEN: Script = Script::new(
     "draw_open",
     true,
     shipped!("draw_open"),
-    "d67e0963aad3cbb0eb2660e7ec2a29350080ee72",
+    "7004abcf3963ea83aa1e4103905cd08c107cee30",
 );
 /// Places one batch of a running draw.
 pub static DRAW_PLACE: Script = Script::new(
     "draw_place",
     true,
     shipped!("draw_place"),
-    "031c4c2fde10a570abb887465899cf19cf000a70",
+    "ccea178371ab0f413b8692baf03560ef9707215c",
 );
 /// Sets or clears a queue's opening and closing.
 pub static SCHEDULE: Script = Script::new(
@@ -226,7 +226,7 @@ pub static UNCONSUME: Script = Script::new(
     "unconsume",
     true,
     shipped!("unconsume"),
-    "08e8eb7240e9422206364801f90a68433d6a96b4",
+    "c4494951fa923d73d22069ed4d6819f0967989de",
 );
 
 /// A browse route's session check.
@@ -234,7 +234,7 @@ pub static BROWSE: Script = Script::new(
     "browse",
     true,
     shipped!("browse"),
-    "d6f0af3180af8b2c1c5e45c76a00ce2727a6d40d",
+    "ab116a5b73ac81c5cc9f75b87c2efeeae871959f",
 );
 
 /// Checks, uses, creates and revokes bypass links.
@@ -242,7 +242,7 @@ pub static BYPASS: Script = Script::new(
     "bypass",
     true,
     shipped!("bypass"),
-    "4127b9e09a4a1b13b8e23d056731d796e83a2c2c",
+    "f7bcd2463345e46c452cafb33a2f170aa1ddfe4a",
 );
 
 /// Revokes a visitor (ends its place or token) or lifts a revocation.
@@ -250,7 +250,7 @@ pub static REVOKE: Script = Script::new(
     "revoke",
     true,
     shipped!("revoke"),
-    "af696c4541a4ef75299e95c16255fa39743f1d2c",
+    "71e600d59063ede70a8edfae1b2b3b2acbaa6aa7",
 );
 
 /// Changes a queue's run-time settings if nobody changed them meanwhile.
@@ -266,7 +266,7 @@ pub static VISITOR: Script = Script::new(
     "visitor",
     false,
     shipped!("visitor"),
-    "671933bd0bb00b99b2f1b3cf79b81fd4c384d1b4",
+    "92dafd99639ef026c8e79b480b4421587c56c7ac",
 );
 
 /// Every script, for preloading (SCRIPT LOAD) and the pinned-hash test.

@@ -42,8 +42,17 @@ pub struct Settings {
     /// A new token activates at a random moment in `[0, jitter_ms]`, so a
     /// batch does not reach the origin in the same millisecond.
     pub activation_jitter_ms: u64,
-    /// A waiting user who has not polled for this long has left.
+    /// A waiting user who has not polled for this long is not admitted:
+    /// at the head they are passed over (see `sleep_grace_ms`).
     pub abandon_after_ms: u64,
+    /// Sleep grace: a near visitor silent this long has left and is
+    /// dropped. Silent longer than `abandon_after_ms` but within this, they
+    /// keep their place (a locked phone); when their turn comes meanwhile
+    /// the line goes on past them and they hold a claim, admitted ahead of
+    /// the line when they poll again within it (docs/engine.md, *Sleep
+    /// grace*). At least `abandon_after_ms` is used (equal turns the grace
+    /// off); at most 30 minutes.
+    pub sleep_grace_ms: u64,
     /// How long a consumed token holds its slot while the origin answers.
     pub in_flight_ms: u64,
     /// After an origin failure the same token is valid again for this long.
@@ -150,6 +159,11 @@ pub const SESSION_MS_RANGE: std::ops::RangeInclusive<u64> = 60_000..=1_800_000;
 /// However often a session is renewed, it ends this long after it opened.
 pub const SESSION_CAP_MS: u64 = 1_800_000;
 
+/// The longest sleep grace (`sleep_grace_ms`): 30 minutes. A claim is a
+/// place held for someone who is not there; longer, a line's claims and
+/// its grace bitmaps (kept 1.5 × the grace) would outgrow their use.
+pub const MAX_SLEEP_GRACE_MS: u64 = 1_800_000;
+
 /// The longest near zone (`exact_zone_ms`): a day.
 pub const MAX_EXACT_ZONE_MS: u64 = 86_400_000;
 
@@ -166,6 +180,7 @@ impl Default for Settings {
             status_ttl_ms: 420_000,
             activation_jitter_ms: 2_000,
             abandon_after_ms: 90_000,
+            sleep_grace_ms: 300_000,
             in_flight_ms: 30_000,
             retry_window_ms: 60_000,
             poll_min_ms: 1_000,
@@ -252,6 +267,13 @@ impl Settings {
             self.abandon_after_ms
                 .saturating_add(self.poll_max_ms.saturating_mul(2)),
         )
+    }
+
+    /// The sleep grace in force: `sleep_grace_ms`, but at least
+    /// `abandon_after_ms` (equal: no grace, a silent visitor is dropped
+    /// after `abandon_after_ms` as before the grace existed).
+    pub fn sleep_grace(&self) -> u64 {
+        self.sleep_grace_ms.max(self.abandon_after_ms)
     }
 
     /// Visitors in the exact head at `rate` admissions per second (0 when
@@ -354,6 +376,13 @@ impl Settings {
                 "abandon_after_ms",
                 self.abandon_after_ms,
                 "must be at least 2 × poll_max_ms, or visitors who obey retryAfter are dropped",
+            ));
+        }
+        if self.sleep_grace_ms > MAX_SLEEP_GRACE_MS {
+            return Err(invalid(
+                "sleep_grace_ms",
+                self.sleep_grace_ms,
+                "must be at most 1800000 (30 minutes); at least abandon_after_ms is used",
             ));
         }
         if self.exact_head_ms > MAX_EXACT_ZONE_MS {
@@ -614,9 +643,37 @@ mod tests {
         };
         assert_eq!(off.exact_head_visitors(175.0), 0);
         assert_eq!(s.liveness_ms(), 45_000);
+        // A locked phone keeps its place 5 minutes.
+        assert_eq!(s.sleep_grace(), 5 * 60_000);
         assert_eq!(s.tick_ms, 100);
         assert_eq!(s.token_ttl_ms, 5 * 60_000);
         assert_eq!(s.status_ttl_ms, 7 * 60_000);
+    }
+
+    #[test]
+    fn the_sleep_grace_is_at_least_the_abandon_timeout() {
+        let short = Settings {
+            sleep_grace_ms: 10_000,
+            ..Settings::default()
+        };
+        short.validate().unwrap();
+        assert_eq!(short.sleep_grace(), short.abandon_after_ms);
+        let longest = Settings {
+            sleep_grace_ms: MAX_SLEEP_GRACE_MS,
+            ..Settings::default()
+        };
+        longest.validate().unwrap();
+        assert_eq!(longest.sleep_grace(), MAX_SLEEP_GRACE_MS);
+        let err = Settings {
+            sleep_grace_ms: MAX_SLEEP_GRACE_MS + 1,
+            ..Settings::default()
+        }
+        .validate()
+        .unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "sleep_grace_ms = 1800001: must be at most 1800000 (30 minutes); at least abandon_after_ms is used"
+        );
     }
 
     #[test]
@@ -697,6 +754,13 @@ mod tests {
                     ..Default::default()
                 },
                 "abandon_after_ms",
+            ),
+            (
+                Settings {
+                    sleep_grace_ms: MAX_SLEEP_GRACE_MS + 1,
+                    ..Default::default()
+                },
+                "sleep_grace_ms",
             ),
             (
                 Settings {

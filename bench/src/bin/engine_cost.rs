@@ -55,6 +55,14 @@ async fn main() -> Result<()> {
     Ok(())
 }
 
+/// A duration from the environment, or `default`.
+fn env_ms(name: &str, default: u64) -> u64 {
+    std::env::var(name)
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(default)
+}
+
 /// Redis memory at one depth, read right after the fill.
 struct Memory {
     depth: usize,
@@ -93,8 +101,14 @@ impl Bench {
             // into leavers, which admit drops instead of admitting. An hour
             // outlasts any fill; the near zone must cover abandon_after +
             // 2 × poll_max (settings.rs), so it grows with it.
-            abandon_after_ms: 3_600_000,
-            exact_zone_ms: 3_600_000 + 2 * Settings::default().poll_max_ms,
+            // QG_BENCH_ABANDON_MS and QG_BENCH_GRACE_MS override both, to
+            // compare the sleep grace off (the grace at most the abandon
+            // timeout) and on: at the default hour it is off (the grace is
+            // at most 30 min).
+            abandon_after_ms: env_ms("QG_BENCH_ABANDON_MS", 3_600_000),
+            sleep_grace_ms: env_ms("QG_BENCH_GRACE_MS", Settings::default().sleep_grace_ms),
+            exact_zone_ms: env_ms("QG_BENCH_ABANDON_MS", 3_600_000)
+                + 2 * Settings::default().poll_max_ms,
             // QG_BENCH_SCAN overrides the rolling leaver scan per tick, to
             // split admit's cost between admission and the scan.
             leaver_scan_per_tick: std::env::var("QG_BENCH_SCAN")

@@ -21,7 +21,11 @@
 //! to Redis), `--full-max 1000000` (larger
 //! crowds are simulated with the far back in bulk only; smaller ones both
 //! ways, as a cross-check), `--old-max 50000` (crowds simulated the old way
-//! too, every poll to Redis).
+//! too, every poll to Redis), `--sleepers SHARE` (the sleep grace of
+//! docs/engine.md, and a share of the staying visitors whose phone sleeps
+//! once, from their first poll near the head, for U(`--sleep-min-s 30`,
+//! `--sleep-max-s 450`) s; 0: the grace with no sleepers; without the
+//! option, the model before the grace).
 
 use std::path::{Path, PathBuf};
 use std::time::Instant;
@@ -30,7 +34,7 @@ use anyhow::{bail, Context, Result};
 use plotters::prelude::*;
 use queuegate_bench::poll_sim::uncapped::{self, CrowdRun, Model, STEADY_SHARE};
 use queuegate_bench::poll_sim::{
-    closed_form_bound, run, Fleet, Outcome, Polling, Scenario, SteadyLoad,
+    closed_form_bound, run, Fleet, Outcome, Polling, Scenario, Sleepers, SteadyLoad,
 };
 use queuegate_testkit::chart::{self, DrawResult, PALETTE};
 use queuegate_testkit::measure::{mean, percentile};
@@ -243,6 +247,7 @@ struct Study {
     head_ms: u64,
     full_max: u64,
     old_max: u64,
+    sleepers: Option<Sleepers>,
 }
 
 /// Isolate counts on the chart's x axis (and in its table).
@@ -267,6 +272,13 @@ fn parse_study(args: Vec<String>) -> Result<Study> {
         head_ms: queuegate_shared::Settings::default().exact_head_ms,
         full_max: 1_000_000,
         old_max: 50_000,
+        sleepers: None,
+    };
+    let mut with_grace = false;
+    let mut sleep = Sleepers {
+        share: 0.0,
+        min_ms: 30_000,
+        max_ms: 450_000,
     };
     let number = |v: &str| -> Result<u64> {
         v.trim()
@@ -289,6 +301,15 @@ fn parse_study(args: Vec<String>) -> Result<Study> {
             "--head-ms" => st.head_ms = number(&value)?,
             "--full-max" => st.full_max = number(&value)?,
             "--old-max" => st.old_max = number(&value)?,
+            "--sleepers" => {
+                with_grace = true;
+                sleep.share = value
+                    .trim()
+                    .parse()
+                    .with_context(|| format!("not a share: {value}"))?;
+            }
+            "--sleep-min-s" => sleep.min_ms = number(&value)? * 1_000,
+            "--sleep-max-s" => sleep.max_ms = number(&value)? * 1_000,
             _ => bail!("unknown option {flag} (see the doc comment of poll_sim.rs)"),
         }
     }
@@ -302,6 +323,12 @@ fn parse_study(args: Vec<String>) -> Result<Study> {
             "--zone-ms must be at least abandon_after_ms + 2 × poll_max_ms = {floor} \
              (docs/uncapped-line.md), or far-back leavers reach the head"
         );
+    }
+    if !(0.0..=1.0).contains(&sleep.share) || sleep.min_ms > sleep.max_ms {
+        bail!("--sleepers must be 0 to 1, and --sleep-min-s at most --sleep-max-s");
+    }
+    if with_grace {
+        st.sleepers = Some(sleep);
     }
     if st.fleet.isolates == 0 || st.fleet.locations == 0 {
         bail!("--isolates and --locations must be at least 1");
@@ -329,13 +356,14 @@ fn thousands(x: f64) -> String {
     out
 }
 
-fn simulate(crowd: u64, model: Model, zone_ms: u64, head_ms: u64) -> CrowdRun {
+fn simulate(crowd: u64, model: Model, st: &Study) -> CrowdRun {
+    let (zone_ms, head_ms) = (st.zone_ms, st.head_ms);
     eprintln!(
         "simulating {} arrivals: {} …",
         thousands(crowd as f64),
         model.label()
     );
-    let r = CrowdRun::simulate(crowd, model, zone_ms, head_ms);
+    let r = CrowdRun::simulate_with(crowd, model, zone_ms, head_ms, st.sleepers);
     eprintln!(
         "  {:.1} s wall, {} events",
         r.wall.as_secs_f64(),
@@ -351,13 +379,13 @@ fn uncapped_study(args: Vec<String>) -> Result<()> {
     let mut others = Vec::new();
     for &crowd in &st.crowds {
         if crowd <= st.full_max {
-            primary.push(simulate(crowd, Model::Full, st.zone_ms, st.head_ms));
-            others.push(simulate(crowd, Model::Aggregate, st.zone_ms, st.head_ms));
+            primary.push(simulate(crowd, Model::Full, &st));
+            others.push(simulate(crowd, Model::Aggregate, &st));
         } else {
-            primary.push(simulate(crowd, Model::Aggregate, st.zone_ms, st.head_ms));
+            primary.push(simulate(crowd, Model::Aggregate, &st));
         }
         if crowd <= st.old_max {
-            others.push(simulate(crowd, Model::Old, st.zone_ms, st.head_ms));
+            others.push(simulate(crowd, Model::Old, &st));
         }
     }
     let fleet = st.fleet;
@@ -392,6 +420,33 @@ fn uncapped_study(args: Vec<String>) -> Result<()> {
         uncapped::settled_from_ms(&first.scenario) / 1_000,
         STEADY_SHARE * 100.0,
     );
+    if let Some(z) = st.sleepers {
+        println!(
+            "Sleeping phones: {:.0} % of the staying visitors sleep once, from their first poll \
+             near the head, for U({}, {}) s; sleep grace {} s (docs/engine.md).\n",
+            z.share * 100.0,
+            z.min_ms / 1_000,
+            z.max_ms / 1_000,
+            s.sleep_grace() / 1_000,
+        );
+        println!(
+            "| crowd | model | passed over at the head (sleepers and leavers) | claims taken up | back too late (dropped) | claims held at most |"
+        );
+        println!("|---:|---|---:|---:|---:|---:|");
+        for r in primary.iter().chain(others.iter()) {
+            let o = &r.outcome;
+            println!(
+                "| {} | {} | {} | {} | {} | {} |",
+                thousands(r.crowd as f64),
+                r.model.label(),
+                thousands(o.passed_over as f64),
+                thousands(o.reclaimed as f64),
+                thousands(o.slept_too_long as f64),
+                thousands(o.claims_peak as f64),
+            );
+        }
+        println!();
+    }
     let all: Vec<&CrowdRun> = primary.iter().chain(others.iter()).collect();
     runs_table(&all);
     kinds_table(&primary, &others, fleet, Window::Settled);

@@ -97,6 +97,32 @@ pub struct Scenario {
     /// The uncapped line's near zone; None: every poll is a Redis call and
     /// silence drops a visitor anywhere in the line.
     pub near_zone: Option<NearZone>,
+    /// Sleeping phones and the sleep grace (docs/engine.md, *Sleep grace*);
+    /// None: the model before the grace (silence drops a near visitor
+    /// after `abandon_after_ms`, a leaver at the head takes a token).
+    pub sleepers: Option<Sleepers>,
+}
+
+/// Sleep grace in the model (with a near zone). A share of the stayers
+/// sleep once, from their first poll near the head, for a time drawn
+/// U(`min_ms`, `max_ms`), then poll at once (the page polls on waking).
+/// Silence counts from the later of the last request and the zone front
+/// passing: within `sleep_grace()` a visitor keeps its place, and one the
+/// head reaches while silent past `abandon_after_ms` is passed over (no
+/// token, no rate) into a claim; back within the grace a claim is admitted
+/// ahead of the line (it takes the next rate token), past it the return
+/// poll finds it dropped. A sleeper past its grace still in line is taken
+/// out when it returns (the engine's scan does it between 1× and 1.25×
+/// the grace). Leavers are dropped the grace after the front passes them,
+/// and passed over at the head like sleepers.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Sleepers {
+    /// Share of the stayers whose phone sleeps.
+    pub share: f64,
+    /// Shortest sleep (ms).
+    pub min_ms: u64,
+    /// Longest sleep (ms).
+    pub max_ms: u64,
 }
 
 impl Scenario {
@@ -112,6 +138,7 @@ impl Scenario {
             seed: 0x5eed_9011,
             jitter: true,
             near_zone: None,
+            sleepers: None,
         }
     }
 
@@ -192,6 +219,14 @@ pub struct Outcome {
     pub admitted_absent: u64,
     /// Leavers dropped before their turn.
     pub dropped: u64,
+    /// Visitors passed over at the head while silent (sleep grace): claims.
+    pub passed_over: u64,
+    /// Claims taken up: sleepers admitted ahead of the line on return.
+    pub reclaimed: u64,
+    /// Sleepers back after their grace: dropped.
+    pub slept_too_long: u64,
+    /// The most claims held at once.
+    pub claims_peak: u64,
     /// Enter requests, retries after a refusal included.
     pub enters: u64,
     /// Enter requests refused because the line was full.
@@ -458,6 +493,12 @@ struct Visitor {
     far_at_last: bool,
     /// Its last Redis request (enter or exact poll).
     last_exact_ms: u32,
+    /// How long its phone will sleep (ms; 0: it does not, or it has).
+    sleep_ms: u32,
+    /// Asleep until then (NONE: awake).
+    asleep_until: u32,
+    /// Passed over at the head: holds a claim.
+    claimed: bool,
 }
 
 impl Visitor {
@@ -475,6 +516,9 @@ impl Visitor {
             polled_near: false,
             far_at_last: false,
             last_exact_ms: NONE,
+            sleep_ms: 0,
+            asleep_until: NONE,
+            claimed: false,
         }
     }
 }
@@ -525,7 +569,13 @@ pub fn run(scenario: &Scenario, polling: Polling) -> Outcome {
         let u = draws.unit();
         let at = (scenario.window_ms as f64 * (1.0 - (1.0 - u).sqrt())) as u64;
         let leaves_after = (draws.unit() < scenario.leave_share).then(|| draws.up_to(2) as u32);
-        visitors.push(Visitor::new(leaves_after));
+        let mut v = Visitor::new(leaves_after);
+        if let Some(z) = scenario.sleepers.filter(|_| leaves_after.is_none()) {
+            if draws.unit() < z.share {
+                v.sleep_ms = ms32(z.min_ms + (draws.unit() * (z.max_ms - z.min_ms) as f64) as u64);
+            }
+        }
+        visitors.push(v);
         arrivals.push((ms32(at), id));
     }
     arrivals.sort_unstable();
@@ -581,6 +631,17 @@ pub fn run(scenario: &Scenario, polling: Polling) -> Outcome {
         }
     };
     let (mut zone_front, mut wake_front, mut sleepers) = (0usize, 0usize, 0u64);
+    // Sleep grace: a near visitor silent this long is dropped (before it,
+    // after abandon_after_ms).
+    let grace = scenario.sleepers.map(|_| s.sleep_grace());
+    let silent_drop_ms = grace.unwrap_or(s.abandon_after_ms);
+    let mut claims = 0u64;
+    // Silence counts from the later of the last request and the front
+    // passing (which marks the visitor seen).
+    let silent_since = |v: &Visitor| -> u64 {
+        let near = if v.near_ms == NONE { 0 } else { v.near_ms };
+        u64::from(v.last_ms.max(near))
+    };
 
     loop {
         let from_heap = events.peek().map(|Reverse((at, _, _))| *at);
@@ -604,8 +665,25 @@ pub fn run(scenario: &Scenario, polling: Polling) -> Outcome {
                     let Some(ticket) = line.pop_front() else {
                         break;
                     };
-                    carry -= 1.0;
                     let v = &mut visitors[holder[ticket] as usize];
+                    if grace.is_some() {
+                        let asleep = v.asleep_until != NONE && now < u64::from(v.asleep_until);
+                        if (asleep || v.gone) && now - silent_since(v) >= s.abandon_after_ms {
+                            // Passed over: no token, no rate; the line goes on.
+                            v.claimed = true;
+                            out.passed_over += 1;
+                            claims += 1;
+                            out.claims_peak = out.claims_peak.max(claims);
+                            if v.gone {
+                                // A leaver's claim runs out unused (its
+                                // Drop, due at the end of its grace, ends it).
+                                out.dropped += 1;
+                                pending -= 1;
+                            }
+                            continue;
+                        }
+                    }
+                    carry -= 1.0;
                     v.admitted_ms = ms32(now);
                     if v.gone {
                         out.admitted_absent += 1;
@@ -628,7 +706,7 @@ pub fn run(scenario: &Scenario, polling: Polling) -> Outcome {
                             let v = &mut visitors[id as usize];
                             v.near_ms = ms32(now);
                             if v.gone {
-                                push(&mut events, now + s.abandon_after_ms, Event::Drop(id));
+                                push(&mut events, now + silent_drop_ms, Event::Drop(id));
                             }
                         }
                         zone_front += 1;
@@ -682,7 +760,7 @@ pub fn run(scenario: &Scenario, polling: Polling) -> Outcome {
                 v.far_at_last = !is_exact(rank);
                 if v.leaves_after == 0 {
                     v.gone = true;
-                    push(&mut events, now + s.abandon_after_ms, Event::Drop(id));
+                    push(&mut events, now + silent_drop_ms, Event::Drop(id));
                 } else if v.leaves_after == STAYS && wake_band.is_some_and(|b| rank > b) {
                     v.asleep = true;
                     sleepers += 1;
@@ -696,6 +774,7 @@ pub fn run(scenario: &Scenario, polling: Polling) -> Outcome {
                 bump(&mut out.polls_per_second, now, 1);
                 let v = &mut visitors[id as usize];
                 v.polls += 1;
+                let silent_from = silent_since(v);
                 v.last_ms = ms32(now);
                 if v.near_ms != NONE && !v.polled_near {
                     v.polled_near = true;
@@ -721,6 +800,35 @@ pub fn run(scenario: &Scenario, polling: Polling) -> Outcome {
                     pending -= 1;
                     continue;
                 }
+                if v.asleep_until != NONE {
+                    // Awake again: the page polls at once, one Redis request.
+                    v.asleep_until = NONE;
+                    let within = now - silent_from <= grace.unwrap_or(0);
+                    if v.claimed || !within {
+                        v.last_exact_ms = ms32(now);
+                        out.exact_polls += 1;
+                        bump(&mut out.redis.exact_polls, now, 1);
+                        if v.claimed {
+                            claims -= 1;
+                        }
+                        if v.claimed && within {
+                            // Ahead of the line: the next rate token; it
+                            // learns of its token at its next poll.
+                            v.admitted_ms = ms32(now);
+                            carry -= 1.0;
+                            out.reclaimed += 1;
+                            push(&mut events, now + s.poll_min_ms, Event::Poll(id));
+                        } else {
+                            if !v.claimed {
+                                line.remove(v.ticket as usize);
+                            }
+                            out.dropped += 1;
+                            out.slept_too_long += 1;
+                            pending -= 1;
+                        }
+                        continue;
+                    }
+                }
                 let rank = if v.ticket == NONE {
                     0
                 } else {
@@ -737,7 +845,15 @@ pub fn run(scenario: &Scenario, polling: Polling) -> Outcome {
                 }
                 if v.leaves_after != STAYS && u32::from(v.leaves_after) == v.polls {
                     v.gone = true;
-                    push(&mut events, now + s.abandon_after_ms, Event::Drop(id));
+                    push(&mut events, now + silent_drop_ms, Event::Drop(id));
+                    continue;
+                }
+                if v.sleep_ms > 0 && v.near_ms != NONE {
+                    // Its phone sleeps from its first poll near the head.
+                    let until = now + u64::from(v.sleep_ms);
+                    v.sleep_ms = 0;
+                    v.asleep_until = ms32(until);
+                    push(&mut events, until, Event::Poll(id));
                     continue;
                 }
                 if v.leaves_after == STAYS && wake_band.is_some_and(|b| rank > b) {
@@ -749,7 +865,16 @@ pub fn run(scenario: &Scenario, polling: Polling) -> Outcome {
                 push(&mut events, now + jitter(&mut draws, next), Event::Poll(id));
             }
             Event::Drop(id) => {
-                let v = &visitors[id as usize];
+                let v = &mut visitors[id as usize];
+                if v.claimed && v.gone {
+                    // A leaver's claim: it ends with its grace (the later
+                    // of its Drops).
+                    if now >= silent_since(v) + silent_drop_ms {
+                        v.claimed = false;
+                        claims -= 1;
+                    }
+                    continue;
+                }
                 if v.admitted_ms != NONE || v.ticket == NONE {
                     continue;
                 }
@@ -759,7 +884,7 @@ pub fn run(scenario: &Scenario, polling: Polling) -> Outcome {
                     if v.near_ms == NONE {
                         continue;
                     }
-                    let due = u64::from(v.last_ms.max(v.near_ms)) + s.abandon_after_ms;
+                    let due = u64::from(v.last_ms.max(v.near_ms)) + silent_drop_ms;
                     if now < due {
                         continue;
                     }
@@ -1114,6 +1239,27 @@ mod tests {
                 .sum::<f64>()
         };
         assert!(mean_line(&out) > mean_line(&old));
+    }
+
+    /// Sleeping phones with the grace: some are passed over and come back
+    /// in time (admitted), some come back too late (dropped); everyone is
+    /// accounted for once.
+    #[test]
+    fn sleepers_within_the_grace_are_admitted_and_the_others_dropped() {
+        let mut s = long_line(false);
+        s.sleepers = Some(Sleepers {
+            share: 0.3,
+            min_ms: 30_000,
+            max_ms: 450_000,
+        });
+        let out = run(&s, Polling::Adaptive(s.settings.poll_policy()));
+        assert!(out.passed_over > 0 && out.reclaimed > 0, "{out:?}");
+        assert!(out.slept_too_long > 0, "{}", out.slept_too_long);
+        assert!(out.reclaimed < out.passed_over);
+        // Everyone once; a leaver reaches the head admitted (absent) only
+        // within abandon_after_ms of its last request, as before the grace.
+        assert_eq!(out.admitted + out.admitted_absent + out.dropped, s.arrivals);
+        assert!(out.claims_peak > 0 && out.claims_peak < out.passed_over);
     }
 
     #[test]

@@ -5,7 +5,7 @@
 
 use std::time::{Duration, Instant};
 
-use super::{run, Fleet, NearZone, Outcome, Polling, Scenario, SteadyLoad};
+use super::{run, Fleet, NearZone, Outcome, Polling, Scenario, Sleepers, SteadyLoad};
 
 /// How a crowd is simulated.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -93,7 +93,22 @@ pub fn settled_from_ms(scenario: &Scenario) -> u64 {
 impl CrowdRun {
     /// Simulates `crowd` under `model` (adaptive polling, shared's policy).
     pub fn simulate(crowd: u64, model: Model, exact_zone_ms: u64, exact_head_ms: u64) -> CrowdRun {
-        let scenario = scenario(crowd, model, exact_zone_ms, exact_head_ms);
+        Self::simulate_with(crowd, model, exact_zone_ms, exact_head_ms, None)
+    }
+
+    /// [`Self::simulate`] with sleeping phones and the sleep grace (not
+    /// for [`Model::Old`]).
+    pub fn simulate_with(
+        crowd: u64,
+        model: Model,
+        exact_zone_ms: u64,
+        exact_head_ms: u64,
+        sleepers: Option<Sleepers>,
+    ) -> CrowdRun {
+        let mut scenario = scenario(crowd, model, exact_zone_ms, exact_head_ms);
+        if model != Model::Old {
+            scenario.sleepers = sleepers;
+        }
         let started = Instant::now();
         let outcome = run(
             &scenario,

@@ -53,6 +53,9 @@ pub struct QueueStatus {
     pub closes_at: Option<String>,
     pub pre_queued: u64,
     pub drawing: u64,
+    /// Visitors passed over asleep at the head, holding a claim (not in
+    /// `waiting`).
+    pub claims: u64,
     pub origin: OriginStatus,
     pub stats: BTreeMap<String, i64>,
     pub notice: Option<String>,
@@ -124,6 +127,7 @@ async fn read(conn: &mut RedisConn, keys: &QueueKeys) -> Result<QueueStatus, Act
         closes_at: s.scheduled(cf::CLOSES_AT).map(config::format_time),
         pre_queued: s.pre_queued,
         drawing: s.drawing(),
+        claims: s.claims,
         origin: OriginStatus::of(&s.config),
         stats: s.counters(),
         notice: s.config.get(cf::NOTICE).cloned(),

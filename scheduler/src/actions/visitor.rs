@@ -29,13 +29,14 @@ pub struct VisitorView {
     pub queue: String,
     /// The visitor (user) id.
     pub user: String,
-    /// `waiting`, `pre_queued`, `drawing`, `admitted`, `in_flight`,
+    /// `waiting`, `pre_queued`, `drawing`, `claimed` (passed over asleep
+    /// at the head, within its sleep grace), `admitted`, `in_flight`,
     /// `ordered`, `expired`, `abandoned`, `revoked`, or `unknown` (never
     /// entered here, or every record of them has expired).
     pub state: &'static str,
     /// In line: 1 is next.
     pub position: Option<u64>,
-    /// In line: the ticket (arrival order).
+    /// In line, or holding a claim: the ticket (arrival order).
     pub ticket: Option<u64>,
     /// Holding an order slot: until when (RFC 3339).
     pub slot_until: Option<String>,
@@ -135,6 +136,8 @@ fn state(r: &VisitorRecords) -> &'static str {
         Some(st::ORDERED) => "ordered",
         Some(st::EXPIRED) => "expired",
         Some(st::ABANDONED) => "abandoned",
+        // Passed over asleep at the head: a claim within the sleep grace.
+        Some(st::CLAIMED) => "claimed",
         Some(st::REVOKED) => "revoked",
         _ => "unknown",
     }

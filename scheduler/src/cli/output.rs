@@ -113,7 +113,7 @@ fn render(s: &QueueStatus) -> String {
     };
     let none = || "none".to_string();
     format!(
-        "queue {}\n  state       {}\n  schedule    opens {} · closes {}\n  pre-queue   {} (drawing: {} left)\n  waiting     {}\n  active      {} / {max}\n  admitted/s  {rate}\n  lease       {lease}\n  origin      {}\n  totals      entered {} · admitted {} (passed at once {}) · abandoned {} · expired {} · ordered {} · lapsed {}\n  refused     budget {} · no challenge {} · reused {} · stale {} · turnstile {}\n",
+        "queue {}\n  state       {}\n  schedule    opens {} · closes {}\n  pre-queue   {} (drawing: {} left)\n  waiting     {} (and {} claims: passed over asleep)\n  active      {} / {max}\n  admitted/s  {rate}\n  lease       {lease}\n  origin      {}\n  totals      entered {} · admitted {} (passed at once {}) · abandoned {} · expired {} · ordered {} · lapsed {}\n  refused     budget {} · no challenge {} · reused {} · stale {} · turnstile {}\n",
         s.queue,
         s.state.as_deref().unwrap_or("unconfigured (no scheduler has published settings)"),
         s.opens_at.clone().unwrap_or_else(none),
@@ -121,6 +121,7 @@ fn render(s: &QueueStatus) -> String {
         s.pre_queued,
         s.drawing,
         s.waiting,
+        s.claims,
         s.active,
         s.origin.line(),
         stat(sf::ENTERED),
@@ -244,6 +245,7 @@ mod tests {
             closes_at: None,
             pre_queued: 0,
             drawing: 0,
+            claims: 3,
             origin: OriginStatus::of(&BTreeMap::from([
                 ("target_rate".into(), "87.500".into()),
                 ("admit_rate_per_second".into(), "175.0".into()),
@@ -263,6 +265,10 @@ mod tests {
             "{text}"
         );
         assert!(text.contains("active      56 / 1000"), "{text}");
+        assert!(
+            text.contains("waiting     1204 (and 3 claims: passed over asleep)"),
+            "{text}"
+        );
         assert!(text.contains("admitted/s  175.0"), "{text}");
         assert!(
             text.contains("vm1/42/ab12cd34 (expires in 1.8 s)"),

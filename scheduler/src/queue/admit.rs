@@ -95,11 +95,12 @@ impl Admission {
         self.account(&counts, tick.elapsed);
         let queue = keys.queue().as_str();
         metrics.admit(queue, &counts, tick.started.elapsed(), rate);
-        if counts.admitted > 0 || counts.abandoned > 0 || counts.expired > 0 {
+        if counts.admitted > 0 || counts.abandoned > 0 || counts.expired > 0 || counts.claimed > 0 {
             tracing::trace!(
                 queue,
                 admitted = counts.admitted,
                 abandoned = counts.abandoned,
+                claimed = counts.claimed,
                 expired = counts.expired,
                 lapsed = counts.lapsed,
                 waiting = counts.waiting,

@@ -50,7 +50,7 @@ pub struct AdmitCounts {
     pub expired: u64,
     /// Slots freed from consumes the origin never settled.
     pub lapsed: u64,
-    /// Leavers dropped from the line.
+    /// Leavers dropped from the line, and claims whose grace ran out.
     pub abandoned: u64,
     /// Users still waiting.
     pub waiting: u64,
@@ -68,6 +68,11 @@ pub struct AdmitCounts {
     pub revoked: u64,
     /// The run-time settings' version (0: none were ever set).
     pub settings_version: u64,
+    /// Visitors passed over at the head this tick, asleep within their
+    /// sleep grace (each now holds a claim).
+    pub claimed: u64,
+    /// Claims held after the tick.
+    pub claims: u64,
 }
 
 /// Totals of new places the entry guard refused, by reason.
@@ -151,6 +156,7 @@ impl Operation for Admit<'_> {
         set(admit_arg::TOKEN_TTL_MS, s.token_ttl_ms.to_string());
         set(admit_arg::STATUS_TTL_MS, s.status_ttl_ms.to_string());
         set(admit_arg::ABANDON_AFTER_MS, s.abandon_after_ms.to_string());
+        set(admit_arg::SLEEP_GRACE_MS, s.sleep_grace().to_string());
         set(admit_arg::SWEEP_LIMIT, s.sweep_limit.to_string());
         set(admit_arg::LEAVER_SCAN, s.leaver_scan_per_tick.to_string());
         set(
@@ -200,6 +206,7 @@ impl Operation for Admit<'_> {
                 k.stats(),
                 k.guard(),
                 k.pre(),
+                k.claims(),
             ],
             args,
         }
@@ -234,6 +241,8 @@ impl Operation for Admit<'_> {
             bypassed: field(r::BYPASSED)?,
             revoked: field(r::REVOKED)?,
             settings_version: field(r::SETTINGS_VERSION)?,
+            claimed: field(r::CLAIMED)?,
+            claims: field(r::CLAIMS)?,
         };
         match code {
             0 => Ok(AdmitReply::NotOwner),

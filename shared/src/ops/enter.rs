@@ -61,7 +61,8 @@ pub enum Refusal {
     /// line grew while it was solved): solve a new challenge.
     SolutionStale,
     /// The client's address group holds `entry_places_per_address` live
-    /// places already (pre-queued, being drawn or waiting).
+    /// places already (pre-queued, being drawn, waiting or holding a
+    /// claim).
     AddressFull {
         /// The cap in force.
         cap: u64,
@@ -92,6 +93,7 @@ impl Operation for Enter<'_> {
                 k.pre(),
                 k.draw(),
                 k.groups(),
+                k.claims(),
             ],
             args: vec![
                 self.user.as_str().to_string(),

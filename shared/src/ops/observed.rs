@@ -199,6 +199,8 @@ impl Operation for Position<'_> {
                 k.config(),
                 k.pre(),
                 k.draw(),
+                k.claims(),
+                k.stats(),
             ],
             args: vec![self.user.as_str().to_string(), k.base().to_string()],
         }

@@ -54,7 +54,8 @@ pub enum QueueNeeded {
     Off,
     /// The queue takes no entries now (not open, or past its closing).
     Closed,
-    /// Someone waits, or a pre-queue or its draw exists.
+    /// Someone waits, or a pre-queue or its draw exists, or this visitor
+    /// holds a claim (its place in line: the page takes it up).
     Waiting,
     /// This visitor holds a token or a slot already: they must use it.
     Holds,
@@ -119,6 +120,7 @@ impl Operation for Pass<'_> {
                 k.token(self.user),
                 k.status(self.user),
                 k.guard(),
+                k.claims(),
                 k.session(self.user),
             ],
             args: vec![

@@ -68,6 +68,7 @@ impl Operation for Revoke<'_> {
                 self.keys.status(self.user),
                 self.keys.active(),
                 self.keys.stats(),
+                self.keys.claims(),
                 self.keys.session(self.user),
             ],
             args: vec![mode.into(), self.user.as_str().to_string(), for_ms],

@@ -31,6 +31,9 @@ pub struct QueueStatus {
     pub lease: Option<(String, u64)>,
     /// Visitors in the pre-queue (before a scheduled opening).
     pub pre_queued: u64,
+    /// Visitors passed over asleep at the head, holding a claim within
+    /// their sleep grace.
+    pub claims: u64,
 }
 
 impl QueueStatus {
@@ -71,7 +74,9 @@ impl QueueStatus {
     pub fn counters(&self) -> BTreeMap<String, i64> {
         self.stats
             .iter()
-            .filter(|(k, _)| ![stats::SCAN_CURSOR, stats::PRE_CURSOR].contains(&k.as_str()))
+            .filter(|(k, _)| {
+                ![stats::SCAN_CURSOR, stats::PRE_CURSOR, stats::CLAIM_CURSOR].contains(&k.as_str())
+            })
             .filter_map(|(k, v)| Some((k.clone(), v.parse().ok()?)))
             .collect()
     }
@@ -91,6 +96,7 @@ impl Operation for Status<'_> {
                 k.stats(),
                 k.lock(),
                 k.pre(),
+                k.claims(),
             ],
             args: Vec::new(),
         }
@@ -108,6 +114,7 @@ impl Operation for Status<'_> {
             lease: (!holder.is_empty())
                 .then(|| (holder.to_string(), u64::try_from(ttl).unwrap_or(0))),
             pre_queued: f.uint(6)?,
+            claims: f.uint(7)?,
         })
     }
 }
@@ -138,10 +145,13 @@ mod tests {
                 data("40"),
                 data("scan_cursor"),
                 data("9"),
+                data("claim_cursor"),
+                data("12"),
             ]),
             data("vm1/1/ab"),
             Value::Int(1800),
             Value::Int(7),
+            Value::Int(2),
         ]);
         let s = Status { keys: &keys }.decode(reply).unwrap();
         assert_eq!(s.state(), Some(QueueState::Paused));
@@ -149,8 +159,9 @@ mod tests {
         assert_eq!((s.waiting, s.active), (12, 3));
         assert_eq!(s.counter("entered"), 40);
         assert!(!s.counters().contains_key("scan_cursor"));
+        assert!(!s.counters().contains_key("claim_cursor"));
         assert_eq!(s.lease, Some(("vm1/1/ab".into(), 1800)));
-        assert_eq!(s.pre_queued, 7);
+        assert_eq!((s.pre_queued, s.claims), (7, 2));
         let odd = Value::Array(vec![
             Value::Array(vec![data("state")]),
             Value::Int(0),

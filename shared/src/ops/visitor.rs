@@ -22,7 +22,8 @@ pub struct VisitorRead<'a> {
 pub struct VisitorRecords {
     /// In line: 0 is next.
     pub rank: Option<u64>,
-    /// In line: the ticket (arrival order).
+    /// In line, or holding a claim (status `CLAIMED`): the ticket
+    /// (arrival order).
     pub ticket: Option<u64>,
     /// In the pre-queue (before a scheduled opening).
     pub pre_queued: bool,
@@ -45,7 +46,8 @@ pub struct VisitorRecords {
 /// and when.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct StatusChange {
-    /// `ISSUED`, `IN_FLIGHT`, `ORDERED`, `EXPIRED`, `ABANDONED`, `REVOKED`.
+    /// `ISSUED`, `IN_FLIGHT`, `ORDERED`, `EXPIRED`, `ABANDONED`,
+    /// `CLAIMED`, `RETURNED`, `REVOKED`.
     pub kind: String,
     /// Epoch ms.
     pub at: u64,
@@ -105,6 +107,7 @@ impl Operation for VisitorRead<'_> {
                 k.token(u),
                 k.status(u),
                 k.history(u),
+                k.claims(),
             ],
             args: vec![u.as_str().to_string()],
         }
@@ -168,7 +171,7 @@ mod tests {
             user: &user,
         };
         let inv = op.invocation();
-        assert_eq!(inv.keys.len(), 7);
+        assert_eq!(inv.keys.len(), 8);
         assert!(inv.keys[6].ends_with("history:u1"), "{:?}", inv.keys);
         assert_eq!(inv.args, vec!["u1".to_string()]);
         op.decode(value)

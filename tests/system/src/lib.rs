@@ -251,10 +251,15 @@ impl TestQueue {
     /// with drop day's terms: a pre-queued visitor is entered until drawn
     /// (in `pre`, or in `draw` while unplaced) and takes no ticket until
     /// its pre-queue is sealed (the seal reserves one for each), and idle
-    /// passthrough admits without a ticket (`passed`):
-    /// seq = entered − pre,
-    /// entered = waiting + pre + unplaced + abandoned + admitted − passed,
-    /// admitted = active + ordered + expired + lapsed.
+    /// passthrough admits without a ticket (`passed`), and a visitor passed
+    /// over asleep keeps its ticket in `claims` until it returns to the
+    /// line or is dropped:
+    ///
+    /// ```text
+    /// seq      = entered − pre
+    /// entered  = waiting + claims + pre + unplaced + abandoned + withdrawn + admitted − passed
+    /// admitted = active + ordered + expired + lapsed
+    /// ```
     pub async fn assert_conserved(&self) {
         use queuegate_shared::fields::stats;
         // One MULTI/EXEC: a tick of a live scheduler (one script, atomic
@@ -270,8 +275,16 @@ impl TestQueue {
             "lapsed",
         ];
         let mut conn = self.conn.clone();
-        type Read = (Vec<Option<i64>>, i64, i64, i64, Option<i64>, Option<i64>);
-        let (counts, waiting, pre, active, seq, unplaced): Read = redis::pipe()
+        type Read = (
+            Vec<Option<i64>>,
+            i64,
+            i64,
+            i64,
+            Option<i64>,
+            Option<i64>,
+            i64,
+        );
+        let (counts, waiting, pre, active, seq, unplaced, claims): Read = redis::pipe()
             .atomic()
             .cmd("HMGET")
             .arg(self.keys.stats())
@@ -284,6 +297,7 @@ impl TestQueue {
                 self.keys.config(),
                 queuegate_shared::fields::config::DRAW_LEFT,
             )
+            .zcard(self.keys.claims())
             .query_async(&mut conn)
             .await
             .expect("the counters in one MULTI/EXEC");
@@ -298,9 +312,10 @@ impl TestQueue {
         );
         assert_eq!(
             entered,
-            waiting + pre + unplaced + abandoned + withdrawn + admitted - passed,
-            "entered {entered} = waiting {waiting} + pre-queued {pre} + unplaced {unplaced} \
-             + abandoned {abandoned} + withdrawn {withdrawn} + admitted {admitted} - passed {passed}"
+            waiting + claims + pre + unplaced + abandoned + withdrawn + admitted - passed,
+            "entered {entered} = waiting {waiting} + claims {claims} + pre-queued {pre} \
+             + unplaced {unplaced} + abandoned {abandoned} + withdrawn {withdrawn} \
+             + admitted {admitted} - passed {passed}"
         );
         assert_eq!(
             admitted,
@@ -316,13 +331,15 @@ impl TestQueue {
 }
 
 /// Settings with short times, so expiry and abandonment happen within a
-/// test: tokens live 1 s, leavers go after 1 s without a poll.
+/// test: tokens live 1 s, leavers go after 1 s without a poll (no sleep
+/// grace: `tests/engine/sleep.rs` gives one).
 pub fn fast_settings() -> Settings {
     Settings {
         token_ttl_ms: 1_000,
         activation_jitter_ms: 0,
         status_ttl_ms: 5_000,
         abandon_after_ms: 1_000,
+        sleep_grace_ms: 1_000,
         poll_min_ms: 100,
         poll_max_ms: 500,
         in_flight_ms: 1_000,

@@ -505,6 +505,8 @@ async fn a_near_visitor_answered_at_the_edge_still_proves_it_is_alive() {
         admit_rate_per_second: RATE,
         idle_passthrough: false,
         abandon_after_ms: ABANDON_MS,
+        // No sleep grace: the silent one is to be dropped.
+        sleep_grace_ms: ABANDON_MS,
         poll_min_ms: 200,
         poll_max_ms: 1_000,
         exact_head_ms: 1_000,
@@ -581,6 +583,111 @@ async fn a_near_visitor_answered_at_the_edge_still_proves_it_is_alive() {
     assert_eq!(silent.position().await.state(), "abandoned");
 }
 
+/// Sleep grace through the worker (docs/engine.md, *Sleep grace*): a
+/// visitor near the head whose phone sleeps past `abandon_after_ms` is
+/// passed over into a claim while the line goes on; when it polls again
+/// through the worker (its place cookie names a ticket the head has
+/// passed, and its last Redis request is old) the poll goes to Redis,
+/// which takes the claim up: position 1, exact, and admitted next. The
+/// defaults' proportions scaled down: abandon 2 s, grace 10 s.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_sleeper_passed_over_is_told_it_is_next_through_the_worker() {
+    use queuegate_shared::ops::AdmitReply;
+    use queuegate_system_tests::grants;
+    use std::time::Duration;
+    let settings = Settings {
+        admit_rate_per_second: RATE,
+        idle_passthrough: false,
+        abandon_after_ms: 2_000,
+        sleep_grace_ms: 10_000,
+        poll_min_ms: 200,
+        poll_max_ms: 1_000,
+        exact_head_ms: 1_000,
+        ..Settings::default()
+    };
+    let stack = EdgeStack::start(settings, "anonymous", RedisServer::start()).await;
+    let q = &stack.queue;
+    let users: Vec<(UserId, Visitor)> = (0..30).map(|i| visitor_for(&stack, i)).collect();
+    for (u, _) in &users {
+        q.enter(u).await;
+    }
+    q.set_lock("test").await;
+    let (sleeper, mut phone) = users[3].clone();
+    let first = phone.position().await;
+    assert_eq!(
+        (first.state(), &first.json["position"]),
+        ("waiting", &4.into())
+    );
+    let slept_at = Instant::now();
+    let others: Vec<UserId> = users
+        .iter()
+        .filter(|(u, _)| *u != sleeper)
+        .map(|(u, _)| u.clone())
+        .collect();
+    let tick = |allowance: u64| async move {
+        let AdmitReply::Ran(c) = q
+            .admit_at("test", allowance, &grants(allowance as usize, 0), RATE)
+            .await
+        else {
+            panic!("not the lease owner");
+        };
+        c
+    };
+    // Nobody admitted until the sleeper is past the abandon timeout.
+    while slept_at.elapsed() < Duration::from_millis(2_600) {
+        tick(0).await;
+        for u in &others {
+            q.position(u).await;
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    // Then the line goes on, at the rate, past the sleeper.
+    let mut claimed = 0;
+    while claimed == 0 {
+        assert!(
+            slept_at.elapsed() < Duration::from_secs(7),
+            "never passed over"
+        );
+        let c = tick(1).await;
+        claimed += c.claimed;
+        for u in &others {
+            q.position(u).await;
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    for _ in 0..3 {
+        assert_eq!(tick(1).await.claims, 1);
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    // Awake (the page polls at once): the worker asks Redis, which takes
+    // the claim up.
+    assert!(
+        slept_at.elapsed() < Duration::from_secs(9),
+        "the machine stalled"
+    );
+    let back = phone.position().await;
+    assert_eq!(
+        (back.status, back.state()),
+        (200, "waiting"),
+        "{:?}",
+        back.json
+    );
+    assert_eq!(back.json["position"], 1, "{:?}", back.json);
+    assert!(back.json.get("approximate").is_none(), "{:?}", back.json);
+    let mut admitted = false;
+    for _ in 0..20 {
+        if tick(1).await.admitted == 1 {
+            admitted = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(admitted, "the returned sleeper was not admitted");
+    assert_eq!(phone.position().await.state(), "admitted");
+    assert_eq!(q.stat("abandoned").await, 0);
+    q.assert_conserved().await;
+}
+
 /// On its way from far back to the head, a visitor's place comes from
 /// three answers in turn: far-back estimates, near estimates behind the
 /// exact head (both moved on by the measured rate between snapshot
@@ -607,6 +714,8 @@ async fn on_its_way_to_the_head_a_place_rises_only_by_the_estimates_error() {
         status_ttl_ms: 700_000,
         activation_jitter_ms: 0,
         abandon_after_ms: 4_000,
+        // No sleep grace: the far part's leavers are dropped in the zone.
+        sleep_grace_ms: 4_000,
         poll_min_ms: 200,
         poll_max_ms: 1_000,
         exact_zone_ms: 6_000,

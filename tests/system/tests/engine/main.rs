@@ -5,3 +5,4 @@
 mod line;
 mod origin_window;
 mod seam;
+mod sleep;

@@ -161,6 +161,7 @@ fn kill_9_fifty_times_during_admission_loses_nobody_and_never_over_admits() {
         activation_jitter_ms: 100,
         status_ttl_ms: 600_000,
         abandon_after_ms: 2_000,
+        sleep_grace_ms: 2_000,
         poll_min_ms: 100,
         poll_max_ms: 1_000,
         in_flight_ms: 1_000,
