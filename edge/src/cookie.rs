@@ -18,6 +18,10 @@ pub const TOKEN_COOKIE: &str = concat!(prefix!(), "token");
 /// head the edge answers its polls from it (docs/uncapped-line.md).
 pub const PLACE_COOKIE: &str = concat!(prefix!(), "place");
 
+/// A confirmed session, `<queue>.<endsAt>-<checkedS>.<HMAC>`: the
+/// session's pages pass without Redis ([`crate::session`]).
+pub const SESSION_COOKIE: &str = concat!(prefix!(), "session");
+
 /// A staff bypass link's key for one queue, `<queue>.<key>`
 /// (docs/scheduler.md, *Bypass links*).
 pub const BYPASS_COOKIE: &str = concat!(prefix!(), "bypass");

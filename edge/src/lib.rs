@@ -9,6 +9,7 @@
 //! * [`signing`] — the signed headers the origin can verify.
 //! * [`url`] — path and query of a request URL, without the `url` crate.
 //! * [`place`] — the signed place cookie far-back polls are answered from.
+//! * [`session`] — the signed session pass a browse route's pages pass on.
 //! * [`mac`] — HMAC-SHA-256, keyed in one place for all of the above.
 //! * [`visit`] — a protected request's matched path and intent (prefetch,
 //!   cross-site).
@@ -21,6 +22,7 @@ pub mod lang;
 pub mod mac;
 pub mod navigation;
 pub mod place;
+pub mod session;
 pub mod signing;
 pub mod url;
 pub mod visit;

@@ -14,7 +14,8 @@
 //! forward that never happened (or whose consume or pass reply was lost)
 //! is given back, and a refused one needs nothing.
 
-use queuegate_edge::cookie::{cookie, set_strict_cookie, TOKEN_COOKIE};
+use queuegate_edge::cookie::{cookie, set_strict_cookie, SESSION_COOKIE, TOKEN_COOKIE};
+use queuegate_edge::session;
 use queuegate_edge::visit::Intent;
 use queuegate_edge::TOKEN_HEADER;
 use queuegate_shared::ops::{
@@ -219,7 +220,9 @@ fn intent(req: &Request) -> Intent {
 
 impl Gate {
     /// A browse route: the visitor's live session lets it through, any
-    /// number of times. Without one (a newcomer, a session that ended) it
+    /// number of times: on their session pass (a signed cookie, no Redis
+    /// call) while it is fresh, else on Redis's word, which renews the
+    /// pass. Without one (a newcomer, a session that ended) it
     /// is a request without a token: while the room is idle the visitor is
     /// admitted at once (`pass`, with a token for their order set as a
     /// cookie), otherwise sent to the line. A prefetch only reads: it
@@ -233,8 +236,15 @@ impl Gate {
     ) -> Result<Vec<String>, EdgeError> {
         let visitor = app.identify(req, true).await?;
         let mut cookies: Vec<String> = visitor.new_cookie.into_iter().collect();
+        let now = Date::now().as_millis();
         // A visitor minted just now has no session: no call to ask.
         if cookies.is_empty() {
+            let pass = cookie(req.cookies(), SESSION_COOKIE)
+                .and_then(|v| session::verify(app.place_key(), v, &self.queue, &visitor.user));
+            if pass.is_some_and(|p| p.passes(now)) {
+                self.browser = Some(visitor.user);
+                return Ok(cookies);
+            }
             let look = if intent.prefetch {
                 Look::Prefetch
             } else {
@@ -246,7 +256,11 @@ impl Gate {
                 look,
             };
             match self.redis.run(&browse).await? {
-                BrowseReply::Pass { .. } => {
+                BrowseReply::Pass { ends_at } => {
+                    // A prefetch reads only: its reply carries no pass.
+                    if !intent.prefetch {
+                        cookies.push(app.session_cookie(&self.queue, &visitor.user, ends_at, now));
+                    }
                     self.browser = Some(visitor.user);
                     return Ok(cookies);
                 }
@@ -270,7 +284,7 @@ impl Gate {
             })
             .await?;
         let session_ends_at = passed_or_refused(passed, &self.queue)?;
-        let now = Date::now().as_millis();
+        cookies.push(app.session_cookie(&self.queue, &visitor.user, session_ends_at, now));
         let max_age = session_ends_at.saturating_sub(now) / 1_000;
         cookies.push(set_strict_cookie(
             TOKEN_COOKIE,

@@ -2,9 +2,12 @@
 //! `Retry-After`, the token cookie once admitted, and the place cookie that
 //! lets the edge answer later polls from its snapshot.
 
-use queuegate_edge::cookie::{cookie, set_cookie, set_strict_cookie, PLACE_COOKIE, TOKEN_COOKIE};
+use queuegate_edge::cookie::{
+    cookie, set_cookie, set_strict_cookie, PLACE_COOKIE, SESSION_COOKIE, TOKEN_COOKIE,
+};
 use queuegate_edge::identity::Key;
 use queuegate_edge::place::{self, Held};
+use queuegate_edge::session;
 use queuegate_shared::ops::Observed;
 use queuegate_shared::policy::retry_after_header_seconds;
 use queuegate_shared::state::{StateReply, UserState};
@@ -42,6 +45,25 @@ impl App {
             PLACE_COOKIE,
             value,
             crate::visitor::VISITOR_COOKIE_MAX_AGE_S,
+            self.config.cookie_secure,
+        )
+    }
+
+    /// The `Set-Cookie` of `user`'s session pass in `queue`: the session
+    /// ends at `ends_at`, Redis confirmed it at `now_ms`.
+    pub(super) fn session_cookie(
+        &self,
+        queue: &QueueId,
+        user: &UserId,
+        ends_at: u64,
+        now_ms: u64,
+    ) -> String {
+        let value = session::mint(self.place_key(), queue, user, ends_at, now_ms);
+        let max_age = ends_at.saturating_sub(now_ms) / 1_000;
+        set_cookie(
+            SESSION_COOKIE,
+            &value,
+            max_age.max(1),
             self.config.cookie_secure,
         )
     }

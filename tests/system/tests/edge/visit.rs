@@ -587,3 +587,87 @@ async fn a_renewed_session_moves_with_each_page_but_never_past_its_cap() {
     let r = send(&base, "GET", "/tickets/1", &ann, &nav).await;
     assert_eq!(r.status, 303, "the session ended at its cap: {}", r.body);
 }
+
+/// Script calls Redis has run so far (EVALSHA and EVAL).
+async fn script_calls(stack: &EdgeStack) -> u64 {
+    let mut conn = stack.queue.conn.clone();
+    let info: String = redis::cmd("INFO")
+        .arg("commandstats")
+        .query_async(&mut conn)
+        .await
+        .expect("INFO");
+    info.lines()
+        .filter(|l| l.starts_with("cmdstat_evalsha:") || l.starts_with("cmdstat_eval:"))
+        .filter_map(|l| {
+            l.split("calls=")
+                .nth(1)?
+                .split(',')
+                .next()?
+                .parse::<u64>()
+                .ok()
+        })
+        .sum()
+}
+
+/// The cost the 2,000 requests/s target counts: a session's pages ask
+/// Redis once, then pass on the signed session pass (edge/src/session.rs)
+/// however many there are; a forged or borrowed pass is worth nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_sessions_pages_cost_redis_one_request() {
+    let stack = stack(false).await;
+    let base = stack.worker.url();
+    stack.queue.enter(&user(0)).await;
+    let mut ann = admitted(&stack).await;
+    let nav = [("accept", NAVIGATION)];
+    // The first page asks Redis (EVALSHA, and EVAL once while the script
+    // is new to Redis); the next pages do not.
+    let first = send(&base, "GET", "/tickets/1", &ann, &nav).await;
+    assert_eq!(first.status, 200);
+    keep(&mut ann, &first);
+    assert!(ann.contains_key("qg_session"), "{:?}", first.set_cookies());
+    let before = script_calls(&stack).await;
+    for i in 0..5 {
+        let r = send(&base, "GET", &format!("/tickets/{i}"), &ann, &nav).await;
+        assert_eq!(r.status, 200);
+    }
+    assert_eq!(script_calls(&stack).await, before, "the next pages do not");
+    // Another visitor with Ann's pass (not her identity) gets nothing from
+    // it; a pass with a later end does not verify.
+    let bea = admitted(&stack).await;
+    let mut borrowed = bea.clone();
+    borrowed.insert("qg_session".into(), ann["qg_session"].clone());
+    let mut conn = stack.queue.conn.clone();
+    let bea_id = bea["qg_visitor"].split('.').next().unwrap().to_string();
+    let _: () = redis::cmd("DEL")
+        .arg(
+            stack
+                .queue
+                .keys
+                .session(&queuegate_shared::UserId::new(&bea_id).unwrap()),
+        )
+        .arg(
+            stack
+                .queue
+                .keys
+                .token(&queuegate_shared::UserId::new(&bea_id).unwrap()),
+        )
+        .query_async(&mut conn)
+        .await
+        .expect("DEL");
+    let r = send(&base, "GET", "/tickets/1", &borrowed, &nav).await;
+    assert_eq!(r.status, 303, "a borrowed pass: {}", r.body);
+    let mut forged = ann.clone();
+    let pass = ann["qg_session"].clone();
+    let (queue, rest) = pass.split_once('.').unwrap();
+    let (ends, tail) = rest.split_once('-').unwrap();
+    let later: u64 = ends.parse::<u64>().unwrap() + 3_600_000;
+    forged.insert("qg_session".into(), format!("{queue}.{later}-{tail}"));
+    let calls = script_calls(&stack).await;
+    let r = send(&base, "GET", "/tickets/1", &forged, &nav).await;
+    assert_eq!(r.status, 200, "Ann's session is live: Redis says so");
+    assert_eq!(
+        script_calls(&stack).await,
+        calls + 1,
+        "a forged pass goes to Redis"
+    );
+}
