@@ -172,7 +172,7 @@ if (cfg[CF_STATE] == QS_OPEN or cfg[CF_STATE] == QS_DRAINING) and tonumber(cfg[C
         -- The session opens with the turn (README, *Browse and spend
         -- routes*); token and slot last until the visitor comes.
         if cfg[CF_SESSION_MS] then
-          set_session(base .. K_SESSION .. uid, activate, activate + tonumber(cfg[CF_SESSION_MS]),
+          set_session(base .. K_SESSION .. uid, activate, activate + math.max(token_ttl, tonumber(cfg[CF_SESSION_MS])),
             activate + SESSION_CAP_MS, 0, now)
         end
         set_status(status_base .. uid, uid, ST_ISSUED, now, status_ttl)

@@ -117,7 +117,7 @@ pub static ADMIT: Script = Script::new(
     "admit",
     true,
     shipped!("admit"),
-    "6b89bd7a55a17efc8040fad9685dbecd6b336aec",
+    "42ce3582611f78aa550da3899c3e4b00561fe099",
 );
 /// Compare-and-delete of an entry token.
 pub static CONSUME: Script = Script::new(

