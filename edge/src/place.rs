@@ -67,7 +67,7 @@ pub fn mint_slot(
 }
 
 /// A decimal u64 of at most 20 digits, nothing else (no sign, no space).
-fn number(text: &str) -> Option<u64> {
+pub(crate) fn number(text: &str) -> Option<u64> {
     if text.is_empty() || text.len() > 20 || !text.bytes().all(|b| b.is_ascii_digit()) {
         return None;
     }
@@ -76,7 +76,7 @@ fn number(text: &str) -> Option<u64> {
 
 /// Bytes of the HMAC kept: 128 bits, as forging one place a visitor cannot
 /// use for anything but an estimate is worth no more.
-const MAC_LEN: usize = 16;
+pub(crate) const MAC_LEN: usize = 16;
 
 /// The MAC over a place, fed and ready to finalize or verify.
 fn fed(

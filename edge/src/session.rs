@@ -16,6 +16,7 @@ use queuegate_shared::{QueueId, UserId};
 
 use crate::identity::MacKey;
 use crate::mac::HmacSha256;
+use crate::place::{number, MAC_LEN};
 
 /// How long a confirmed session passes pages without asking Redis again:
 /// longer than most checkouts, so a visit costs Redis one request however
@@ -25,9 +26,6 @@ pub const RECHECK_MS: u64 = 300_000;
 
 /// Domain separation (the key also signs visitor and place cookies).
 const CONTEXT: &[u8] = b"queuegate-session-v1:";
-
-/// Bytes of the HMAC kept (128 bits).
-const MAC_LEN: usize = 16;
 
 /// A verified session pass.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -79,14 +77,6 @@ pub fn mint(
             .into_bytes()[..MAC_LEN],
     );
     format!("{queue}.{ends_at}-{checked_s}.{sig}")
-}
-
-/// A decimal u64 of at most 20 digits, nothing else.
-fn number(text: &str) -> Option<u64> {
-    if text.is_empty() || text.len() > 20 || !text.bytes().all(|b| b.is_ascii_digit()) {
-        return None;
-    }
-    text.parse().ok()
 }
 
 /// The pass a cookie value holds for `user` in `queue`; `None` for another

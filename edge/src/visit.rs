@@ -189,27 +189,18 @@ pub fn keeps_form(
     urlencoded && small && own
 }
 
-/// The fields of an urlencoded body (`+` as space, percent-decoded), or
-/// `None` when it is too big, has too many fields or is not UTF-8.
+/// The fields of an urlencoded body (`+` as space, percent-decoded; bytes
+/// that are not UTF-8 read as U+FFFD, as a browser's form parser reads
+/// them), or `None` when it is too big or has too many fields.
 pub fn form_fields(body: &str) -> Option<Vec<(String, String)>> {
     if body.len() > MAX_KEPT_FORM {
         return None;
     }
-    let decode = |s: &str| {
-        percent_decode_str(&s.replace('+', " "))
-            .decode_utf8()
-            .ok()
-            .map(|c| c.into_owned())
-    };
-    let fields: Option<Vec<(String, String)>> = body
-        .split('&')
-        .filter(|pair| !pair.is_empty())
-        .map(|pair| {
-            let (k, v) = pair.split_once('=').unwrap_or((pair, ""));
-            Some((decode(k)?, decode(v)?))
-        })
+    let fields: Vec<(String, String)> = form_urlencoded::parse(body.as_bytes())
+        .take(MAX_KEPT_FIELDS + 1)
+        .map(|(k, v)| (k.into_owned(), v.into_owned()))
         .collect();
-    fields.filter(|f| f.len() <= MAX_KEPT_FIELDS)
+    (fields.len() <= MAX_KEPT_FIELDS).then_some(fields)
 }
 
 #[cfg(test)]
@@ -247,7 +238,10 @@ mod form_tests {
             ]
         );
         assert_eq!(form_fields("").unwrap(), vec![]);
-        assert_eq!(form_fields("a=%FF"), None);
+        assert_eq!(
+            form_fields("a=%FF").unwrap(),
+            vec![("a".into(), "\u{FFFD}".into())]
+        );
         assert_eq!(form_fields(&"a=1&".repeat(300)), None);
         assert_eq!(form_fields(&"a".repeat(MAX_KEPT_FORM + 1)), None);
     }

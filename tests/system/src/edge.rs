@@ -119,3 +119,73 @@ impl EdgeStack {
         self.queue.snapshot().await
     }
 }
+
+/// One raw reply of the worker, redirects not followed.
+#[derive(Debug)]
+pub struct RawReply {
+    /// Its status.
+    pub status: u16,
+    /// Its headers.
+    pub headers: reqwest::header::HeaderMap,
+    /// Its body as text.
+    pub body: String,
+}
+
+impl RawReply {
+    /// A header's value, if it is text.
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers.get(name).and_then(|v| v.to_str().ok())
+    }
+
+    /// The body as JSON (`Null` when it is not).
+    pub fn json(&self) -> serde_json::Value {
+        serde_json::from_str(&self.body).unwrap_or(serde_json::Value::Null)
+    }
+
+    /// The error code of a JSON error reply, or empty.
+    pub fn error(&self) -> String {
+        self.json()["error"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string()
+    }
+
+    /// Every `Set-Cookie` it carries.
+    pub fn set_cookies(&self) -> Vec<String> {
+        self.headers
+            .get_all("set-cookie")
+            .iter()
+            .filter_map(|v| v.to_str().ok().map(str::to_string))
+            .collect()
+    }
+}
+
+/// One request to `base` as a browser would send it, with `cookies` (our
+/// own included) and extra `headers`, never following a redirect.
+pub async fn raw_request(
+    base: &str,
+    method: &str,
+    path: &str,
+    cookies: &BTreeMap<String, String>,
+    headers: &[(&str, &str)],
+) -> RawReply {
+    let http = reqwest::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .timeout(std::time::Duration::from_secs(20))
+        .build()
+        .expect("client");
+    let mut req = http.request(method.parse().expect("method"), format!("{base}{path}"));
+    for (k, v) in headers {
+        req = req.header(*k, *v);
+    }
+    if !cookies.is_empty() {
+        let header: Vec<String> = cookies.iter().map(|(k, v)| format!("{k}={v}")).collect();
+        req = req.header("cookie", header.join("; "));
+    }
+    let resp = req.send().await.expect("request to the worker");
+    RawReply {
+        status: resp.status().as_u16(),
+        headers: resp.headers().clone(),
+        body: resp.text().await.unwrap_or_default(),
+    }
+}

@@ -8,61 +8,23 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use queuegate_shared::Settings;
-use queuegate_system_tests::edge::{EdgeStack, ORIGIN_SECRET};
+use queuegate_system_tests::edge::{raw_request, EdgeStack, RawReply, ORIGIN_SECRET};
 use queuegate_system_tests::user;
 use queuegate_testkit::RedisServer;
 
 /// What Chromium sends when a person navigates.
 const NAVIGATION: &str = "text/html,application/xhtml+xml,application/xml;q=0.9,image/avif,image/webp,image/apng,*/*;q=0.8,application/signed-exchange;v=b3;q=0.7";
 
-/// One reply, redirects not followed.
-#[derive(Debug)]
-struct Raw {
-    status: u16,
-    headers: reqwest::header::HeaderMap,
-    body: String,
-}
-
-impl Raw {
-    fn header(&self, name: &str) -> Option<&str> {
-        self.headers.get(name).and_then(|v| v.to_str().ok())
-    }
-
-    fn json(&self) -> serde_json::Value {
-        serde_json::from_str(&self.body).unwrap_or(serde_json::Value::Null)
-    }
-}
-
-/// A request as a browser would send it, cookies included (the entry
-/// token's too), never following a redirect.
+/// A request as a browser would send it with `accept`, cookies included
+/// (the entry token's too), never following a redirect.
 async fn raw(
     base: &str,
     method: &str,
     path: &str,
     accept: &str,
     cookies: &BTreeMap<String, String>,
-) -> Raw {
-    let http = reqwest::Client::builder()
-        .redirect(reqwest::redirect::Policy::none())
-        .timeout(Duration::from_secs(20))
-        .build()
-        .expect("client");
-    let mut req = http
-        .request(method.parse().expect("method"), format!("{base}{path}"))
-        .header("accept", accept);
-    if !cookies.is_empty() {
-        let header: Vec<String> = cookies.iter().map(|(k, v)| format!("{k}={v}")).collect();
-        req = req.header("cookie", header.join("; "));
-    }
-    let resp = req.send().await.expect("request to the worker");
-    let status = resp.status().as_u16();
-    let headers = resp.headers().clone();
-    let body = resp.text().await.unwrap_or_default();
-    Raw {
-        status,
-        headers,
-        body,
-    }
+) -> RawReply {
+    raw_request(base, method, path, cookies, &[("accept", accept)]).await
 }
 
 async fn stack() -> EdgeStack {

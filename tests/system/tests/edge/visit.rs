@@ -9,40 +9,12 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use queuegate_shared::Settings;
-use queuegate_system_tests::edge::EdgeStack;
+use queuegate_system_tests::edge::{raw_request, EdgeStack, RawReply};
 use queuegate_system_tests::user;
 use queuegate_testkit::RedisServer;
 
 /// What Chromium sends when a person navigates.
 const NAVIGATION: &str = "text/html,application/xhtml+xml,application/xml;q=0.9,*/*;q=0.8";
-
-#[derive(Debug)]
-struct Raw {
-    status: u16,
-    headers: reqwest::header::HeaderMap,
-    body: String,
-}
-
-impl Raw {
-    fn header(&self, name: &str) -> Option<&str> {
-        self.headers.get(name).and_then(|v| v.to_str().ok())
-    }
-
-    fn error(&self) -> String {
-        serde_json::from_str::<serde_json::Value>(&self.body).unwrap_or_default()["error"]
-            .as_str()
-            .unwrap_or_default()
-            .to_string()
-    }
-
-    fn set_cookies(&self) -> Vec<String> {
-        self.headers
-            .get_all("set-cookie")
-            .iter()
-            .filter_map(|v| v.to_str().ok().map(str::to_string))
-            .collect()
-    }
-}
 
 /// One request with `cookies` and extra headers, no redirect followed.
 async fn send(
@@ -51,30 +23,12 @@ async fn send(
     path: &str,
     cookies: &BTreeMap<String, String>,
     headers: &[(&str, &str)],
-) -> Raw {
-    let http = reqwest::Client::builder()
-        .redirect(reqwest::redirect::Policy::none())
-        .timeout(Duration::from_secs(20))
-        .build()
-        .expect("client");
-    let mut req = http.request(method.parse().expect("method"), format!("{base}{path}"));
-    for (k, v) in headers {
-        req = req.header(*k, *v);
-    }
-    if !cookies.is_empty() {
-        let header: Vec<String> = cookies.iter().map(|(k, v)| format!("{k}={v}")).collect();
-        req = req.header("cookie", header.join("; "));
-    }
-    let resp = req.send().await.expect("request to the worker");
-    Raw {
-        status: resp.status().as_u16(),
-        headers: resp.headers().clone(),
-        body: resp.text().await.unwrap_or_default(),
-    }
+) -> RawReply {
+    raw_request(base, method, path, cookies, headers).await
 }
 
 /// Takes the `Set-Cookie`s of `r` into `jar`, as a browser would.
-fn keep(jar: &mut BTreeMap<String, String>, r: &Raw) {
+fn keep(jar: &mut BTreeMap<String, String>, r: &RawReply) {
     for c in r.set_cookies() {
         let pair = c.split(';').next().unwrap_or_default();
         if let Some((k, v)) = pair.split_once('=') {
