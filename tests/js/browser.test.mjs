@@ -643,6 +643,7 @@ test("a form posted to the order route in a busy room is kept and sent again on 
     assert.equal(new URL(page.url()).searchParams.get("return"), "/orders");
     await page.reload();
     await page.waitForSelector('#continue:not([hidden])[aria-disabled="false"]', { timeout: 60_000 });
+    assert.match(await page.textContent("#note"), /order form is kept/);
     await page.screenshot({ path: join(artifacts, "browser-form-admitted.png") });
     await page.click("#continue");
     await page.waitForURL(/\/orders$/);
