@@ -54,14 +54,7 @@ end
 ticket = reclaim({claims = KEYS[12], waiting = KEYS[1], status = KEYS[4], stats = KEYS[7]}, base, uid, now,
   tonumber(cfg[CF_ABANDON_AFTER_MS] or ''), tonumber(cfg[CF_SLEEP_GRACE_MS] or ''),
   tonumber(cfg[CF_STATUS_TTL_MS] or ''))
-if ticket then
-  if redis.call('ZCARD', KEYS[1]) == 1 then
-    -- The line was empty: an idle lease holder ticks only when woken.
-    redis.call('LPUSH', base .. K_WAKE, 1)
-    redis.call('LTRIM', base .. K_WAKE, 0, 0)
-  end
-  return line_reply(KEYS[1], uid, ticket, cfg, now)
-end
+if ticket then return line_reply(KEYS[1], uid, ticket, cfg, now) end
 local left = drawing_left(cfg)
 local slot, sealed = redis.call('ZSCORE', KEYS[9], uid), false
 if not slot and left > 0 then slot, sealed = redis.call('ZSCORE', KEYS[10], uid), true end

@@ -24,14 +24,7 @@ do
   local claim = reclaim({claims = KEYS[7], waiting = KEYS[1], status = KEYS[3], stats = KEYS[8]}, base, uid, now,
     tonumber(cfg[CF_ABANDON_AFTER_MS] or ''), tonumber(cfg[CF_SLEEP_GRACE_MS] or ''),
   tonumber(cfg[CF_STATUS_TTL_MS] or ''))
-  if claim then
-    if redis.call('ZCARD', KEYS[1]) == 1 then
-      -- The line was empty: an idle lease holder ticks only when woken.
-      redis.call('LPUSH', base .. K_WAKE, 1)
-      redis.call('LTRIM', base .. K_WAKE, 0, 0)
-    end
-    return line_reply(KEYS[1], uid, claim, cfg, now)
-  end
+  if claim then return line_reply(KEYS[1], uid, claim, cfg, now) end
 end
 local slot, sealed = redis.call('ZSCORE', KEYS[5], uid), false
 if not slot then slot, sealed = redis.call('ZSCORE', KEYS[6], uid), true end

@@ -351,9 +351,9 @@ end
 -- within the free slots and the rate. A claim past its grace met here is
 -- dropped as abandoned, as the admit tick's sweep would. `grace` is the
 -- config's sleep_grace_ms (nil: none), `status_ttl` the RETURNED record's
--- life. Returns the ticket, or nil when the visitor holds no live claim;
--- the caller wakes an idle lease holder when the line was empty (its
--- ZCARD is then 1).
+-- life. Returns the ticket, or nil when the visitor holds no live claim.
+-- A return to an empty line wakes an idle lease holder, which ticks only
+-- when woken.
 local function reclaim(keys, base, uid, now, abandon_after, grace, status_ttl)
   local ticket = redis.call('ZSCORE', keys.claims, uid)
   if not ticket then return nil end
@@ -367,6 +367,10 @@ local function reclaim(keys, base, uid, now, abandon_after, grace, status_ttl)
   redis.call('ZADD', keys.waiting, ticket, uid)
   set_status(keys.status, uid, ST_RETURNED, now, status_ttl)
   mark_seen(base, now, ticket, abandon_after, grace)
+  if redis.call('ZCARD', keys.waiting) == 1 then
+    redis.call('LPUSH', base .. K_WAKE, 1)
+    redis.call('LTRIM', base .. K_WAKE, 0, 0)
+  end
   return ticket
 end
 

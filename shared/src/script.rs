@@ -103,35 +103,35 @@ pub static ENTER: Script = Script::new(
     "enter",
     true,
     shipped!("enter"),
-    "d00c164db1dc456c647eac1e5b088bb915a6b7ad",
+    "f67e0dfdead72457d50d3835054586be99209693",
 );
 /// Reports a user's state and marks them as seen.
 pub static POSITION: Script = Script::new(
     "position",
     true,
     shipped!("position"),
-    "e6ddb781870d3f4fa90cc339ba7c7502c6286dd2",
+    "e24a4030d6f1b122d00b77e360b497e7f4e7890b",
 );
 /// One scheduler tick: sweeps, drops leavers, admits.
 pub static ADMIT: Script = Script::new(
     "admit",
     true,
     shipped!("admit"),
-    "42ce3582611f78aa550da3899c3e4b00561fe099",
+    "19d15d906d7a3ba312a5b47fdbb1dcffcb813070",
 );
 /// Compare-and-delete of an entry token.
 pub static CONSUME: Script = Script::new(
     "consume",
     true,
     shipped!("consume"),
-    "5aec6d4503c5c8cc95122e270c15df75363af3a8",
+    "99795fe6cd3eede954d66d7b42e7dabb88053311",
 );
 /// Records the origin's outcome after a consume.
 pub static SETTLE: Script = Script::new(
     "settle",
     true,
     shipped!("settle"),
-    "814847ce0fbea961d710eacf1fd6cf4f6edc77e2",
+    "282c89e69224d528d2b07ff53490418b40270f41",
 );
 /// Takes or extends the scheduler lease.
 pub static LEASE_ACQUIRE: Script = Script::new(
@@ -160,7 +160,7 @@ pub static CHALLENGE: Script = Script::new(
     "challenge",
     true,
     shipped!("challenge"),
-    "a347e43218da928b92ba5c1fce84fffc4037a487",
+    "409ec7ac5657ececaf53f165c8a6e3394527deab",
 );
 /// Reads what the operator's `status` shows.
 pub static STATUS: Script = Script::new(
@@ -183,7 +183,7 @@ pub static ORIGIN_WINDOW: Script = Script::new(
     "origin_window",
     true,
     shipped!("origin_window"),
-    "7f511a77a5b4ac750fe797038faaf139f4cf852e",
+    "a105c20de4a5129d24dbfe606183c28795116d1e",
 );
 
 /// Idle passthrough of a token-less protected request.
@@ -191,21 +191,21 @@ pub static PASS: Script = Script::new(
     "pass",
     true,
     shipped!("pass"),
-    "f2f8da2f5a1a1481a38fd54659a9b07e469dd07b",
+    "400f58d0c0c5d79a3c2ab1319e9b4ce75cb29269",
 );
 /// Seals a pre-queue after its opening and fixes the draw's seed.
 pub static DRAW_OPEN: Script = Script::new(
     "draw_open",
     true,
     shipped!("draw_open"),
-    "7004abcf3963ea83aa1e4103905cd08c107cee30",
+    "cb440a791462283e998f11dee1a9a8d06c84900a",
 );
 /// Places one batch of a running draw.
 pub static DRAW_PLACE: Script = Script::new(
     "draw_place",
     true,
     shipped!("draw_place"),
-    "ccea178371ab0f413b8692baf03560ef9707215c",
+    "f0c826d23a64c9d9c91b29c154731e8cc829bcce",
 );
 /// Sets or clears a queue's opening and closing.
 pub static SCHEDULE: Script = Script::new(
@@ -226,7 +226,7 @@ pub static UNCONSUME: Script = Script::new(
     "unconsume",
     true,
     shipped!("unconsume"),
-    "c4494951fa923d73d22069ed4d6819f0967989de",
+    "f5b3e84f0f64e34ff937a0f3249467fe3ca78d67",
 );
 
 /// A browse route's session check.
@@ -234,7 +234,7 @@ pub static BROWSE: Script = Script::new(
     "browse",
     true,
     shipped!("browse"),
-    "ab116a5b73ac81c5cc9f75b87c2efeeae871959f",
+    "704cba8f61daacbe23ccd3695137cd28c13f31a7",
 );
 
 /// Checks, uses, creates and revokes bypass links.
@@ -242,7 +242,7 @@ pub static BYPASS: Script = Script::new(
     "bypass",
     true,
     shipped!("bypass"),
-    "f7bcd2463345e46c452cafb33a2f170aa1ddfe4a",
+    "39e6684d9adc6156635fd3951eed1777cd6467c7",
 );
 
 /// Revokes a visitor (ends its place or token) or lifts a revocation.
@@ -250,7 +250,7 @@ pub static REVOKE: Script = Script::new(
     "revoke",
     true,
     shipped!("revoke"),
-    "71e600d59063ede70a8edfae1b2b3b2acbaa6aa7",
+    "5eee0bc5fffb36e49e007b1df2e3c35da653382f",
 );
 
 /// Changes a queue's run-time settings if nobody changed them meanwhile.
