@@ -11,7 +11,6 @@ use queuegate_shared::ops::Position;
 use queuegate_shared::snapshot::answer::{self, EdgeAnswer};
 use queuegate_shared::snapshot::{self, Snapshot};
 use queuegate_shared::{QueueId, QueueKeys};
-use worker::Date;
 
 use super::reply::Place;
 use super::App;
@@ -31,7 +30,7 @@ impl App {
             .held
             .filter(|held| answer::reads_snapshot(held, exact_front))
         {
-            let now = Date::now().as_millis();
+            let now = crate::clock::now_ms();
             if let Some(snap) = self.snapshot(&queue, &keys, now).await {
                 // Only a slot's answer may need the spread's random draw.
                 let spread = match held {
@@ -59,7 +58,7 @@ impl App {
         // An exact poll reads no snapshot for its answer; the isolate's
         // snapshot is still refreshed on the usual schedule (one HMGET per
         // REFRESH_MS), so the operator's notice reaches these replies too.
-        let _ = self.snapshot(&queue, &keys, Date::now().as_millis()).await;
+        let _ = self.snapshot(&queue, &keys, crate::clock::now_ms()).await;
         let observed = self
             .redis()?
             .run(&Position {
