@@ -23,6 +23,18 @@ pub struct QueueLabel {
     pub queue: String,
 }
 
+/// The label set of `queuegate_redis_errors_total`.
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct RedisErrorLabel {
+    /// The queue id.
+    pub queue: String,
+    /// `connection` (no answer), a refusal Redis answered in place of
+    /// running the tick (`oom`, `busy`, `loading`, `readonly`,
+    /// `masterdown`, `cluster`: `queuegate_shared::refusal`), or `other`
+    /// (a script or decode fault).
+    pub kind: String,
+}
+
 /// The label set of `queuegate_entries_refused_total`.
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct RefusalLabel {
@@ -65,7 +77,7 @@ pub struct Metrics {
     lease_acquired: Family<QueueLabel, Counter>,
     admitting: Family<QueueLabel, Gauge>,
     rate: Family<QueueLabel, FloatGauge>,
-    errors: Family<QueueLabel, Counter>,
+    errors: Family<RedisErrorLabel, Counter>,
     refused: Family<RefusalLabel, Counter>,
     max_waiting: Family<QueueLabel, Gauge>,
     max_active: Family<QueueLabel, Gauge>,
@@ -327,7 +339,10 @@ impl Metrics {
         let _ = self.admitted.get_or_create(&l);
         let _ = self.bypassed.get_or_create(&l);
         let _ = self.revoked.get_or_create(&l);
-        let _ = self.errors.get_or_create(&l);
+        let _ = self.errors.get_or_create(&RedisErrorLabel {
+            queue: queue.to_string(),
+            kind: "connection".into(),
+        });
         self.lock_health().insert(
             queue.to_string(),
             QueueHealth {
@@ -365,9 +380,14 @@ impl Metrics {
         }
     }
 
-    /// A tick that failed.
-    pub fn redis_error(&self, queue: &str) {
-        self.errors.get_or_create(&label(queue)).inc();
+    /// A tick that failed, of `kind` ([`RedisErrorLabel::kind`]).
+    pub fn redis_error(&self, queue: &str, kind: &str) {
+        self.errors
+            .get_or_create(&RedisErrorLabel {
+                queue: queue.to_string(),
+                kind: kind.to_string(),
+            })
+            .inc();
     }
 
     /// Lease state changed. A process that lost the lease stops exporting

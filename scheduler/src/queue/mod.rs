@@ -19,6 +19,7 @@ mod reload;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use queuegate_shared::refusal::Refusal;
 use queuegate_shared::{QueueKeys, QueueState, Settings};
 use tokio::sync::watch;
 use tokio::time::{Interval, MissedTickBehavior};
@@ -58,6 +59,23 @@ impl TickError {
     /// True when Redis could not be reached (expected during outages).
     pub fn is_connection(&self) -> bool {
         matches!(self, TickError::Engine(e) if e.is_connection())
+    }
+
+    /// Redis refused the tick without running it.
+    pub fn refusal(&self) -> Option<Refusal> {
+        match self {
+            TickError::Engine(e) => e.refusal(),
+            TickError::Random(_) => None,
+        }
+    }
+
+    /// Its `kind` in `queuegate_redis_errors_total`.
+    pub fn kind(&self) -> &'static str {
+        match self.refusal() {
+            Some(refusal) => refusal.as_str(),
+            None if self.is_connection() => "connection",
+            None => "other",
+        }
     }
 }
 
@@ -211,9 +229,13 @@ impl QueueWorker {
                     self.metrics.redis_ok(self.queue());
                 }
                 Err(e) => {
-                    self.metrics.redis_error(self.queue());
+                    self.metrics.redis_error(self.queue(), e.kind());
                     if !failing {
-                        if e.is_connection() {
+                        if let Some(refusal) = e.refusal() {
+                            // Nothing ran: the line is as it was, and the
+                            // operator has one thing to fix.
+                            tracing::warn!(queue = self.queue(), kind = refusal.as_str(), advice = refusal.advice(), error = %e, "Redis refused the tick; retrying with backoff");
+                        } else if e.is_connection() {
                             tracing::warn!(queue = self.queue(), error = %e, "tick failed; retrying with backoff");
                         } else {
                             tracing::error!(queue = self.queue(), error = %e, "tick failed; retrying with backoff");
