@@ -298,7 +298,10 @@ async fn reload_on_hangup(
             let _ = (&path, &reloads);
             return cancel.cancelled().await;
         }
-        let new = match Config::load(&path) {
+        // Secret files are read again: a changed one is a changed [redis].
+        let loaded =
+            crate::config::Environment::from_process().and_then(|env| Config::load(&path, &env));
+        let new = match loaded {
             Ok(new) => new,
             Err(e) => {
                 tracing::error!("config reload refused, running config kept: {e}");
