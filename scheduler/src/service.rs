@@ -261,7 +261,7 @@ impl Queues {
                 self.conn.clone(),
                 self.metrics.clone(),
             )
-            .with_schedule(q.schedule)
+            .with_file(q.schedule, q.fingerprint())
             .with_response_timeout(config.redis.response_timeout)
             .with_idle_waits(config.redis.clone())
             .with_reloads(rx);
