@@ -25,7 +25,10 @@ local published = redis.call('HGET', KEYS[1], CF_FILE_FINGERPRINT)
 local first = ARGV[4] == 'first'
 if first and published and published ~= ARGV[2] then return reply(2, '') end
 redis.call('HSET', KEYS[1], CF_FILE_FINGERPRINT, ARGV[2], CF_FILE_SETTINGS, ARGV[3])
-if first and redis.call('HEXISTS', KEYS[1], CF_SCHEDULE_VERSION) == 1 then
+-- A schedule written before (by an operator, another file, or a version
+-- without schedule_version) is newer than a file taking over.
+local written = read_fields(KEYS[1], CF_SCHEDULE_VERSION, CF_OPENS_AT, CF_CLOSES_AT)
+if first and (written[CF_SCHEDULE_VERSION] or written[CF_OPENS_AT] or written[CF_CLOSES_AT]) then
   return reply(1, '')
 end
 local opens, closes, kept = tonumber(ARGV[5]), tonumber(ARGV[6]), ''

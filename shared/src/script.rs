@@ -154,7 +154,7 @@ pub static PUBLISH_FILE: Script = Script::new(
     "publish_file",
     true,
     shipped!("publish_file"),
-    "da834945a5381232c87d7211fa11c9bc6f3fc47f",
+    "ba8af0a5596d77cde660f7bab35f316094427a23",
 );
 /// Publishes settings without touching the operator's state.
 pub static CONFIGURE: Script = Script::new(
