@@ -25,7 +25,13 @@ impl App {
     pub(super) async fn position(&self, req: &Request) -> Result<Response, EdgeError> {
         let (queue, keys) = self.queue(req)?;
         let visitor = self.identify(req, false).await?;
-        let place = Place::of(self.place_key(), req.cookies(), &queue, &visitor.user);
+        let place = Place::of(
+            self.place_key(),
+            req.cookies(),
+            &queue,
+            &visitor.user,
+            Date::now().as_millis(),
+        );
         let exact_front = self.snapshots.exact_front(queue.as_str());
         if let Some(held) = place
             .held
@@ -60,6 +66,10 @@ impl App {
         // snapshot is still refreshed on the usual schedule (one HMGET per
         // REFRESH_MS), so the operator's notice reaches these replies too.
         let _ = self.snapshot(&queue, &keys, Date::now().as_millis()).await;
+        let place = Place {
+            asked_ms: Date::now().as_millis(),
+            ..place
+        };
         let observed = self
             .redis()?
             .run(&Position {
