@@ -421,10 +421,7 @@ fn lua_declarations() -> Vec<(String, String)> {
         ("PER_56", crate::guard::address::PER_56.to_string()),
         ("PER_48", crate::guard::address::PER_48.to_string()),
         ("PLACES_KEEP_MS", PLACES_KEEP_MS.to_string()),
-        (
-            "LIVENESS_MARGIN",
-            crate::snapshot::MAX_AGE_MS.to_string(),
-        ),
+        ("LIVENESS_MARGIN", crate::snapshot::MAX_AGE_MS.to_string()),
         (
             "SESSION_CAP_MS",
             crate::settings::SESSION_CAP_MS.to_string(),

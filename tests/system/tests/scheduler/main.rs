@@ -5,6 +5,7 @@
 mod cli;
 mod cluster;
 mod idle;
+mod liveness;
 mod observability;
 mod reload;
 mod tls;
