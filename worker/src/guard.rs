@@ -7,7 +7,7 @@ use queuegate_edge::{CLIENT_IP_HEADER, TURNSTILE_HEADER};
 use queuegate_shared::guard::{ClientAddress, GuardCheck};
 use queuegate_shared::QueueId;
 use serde::Deserialize;
-use worker::{Date, Request};
+use worker::Request;
 
 use crate::config::{GuardConfig, TurnstileConfig};
 use crate::error::EdgeError;
@@ -148,7 +148,7 @@ pub fn verify_solution(
     let Some(payload) = presented else {
         return Ok(None);
     };
-    let now = Date::now().as_millis();
+    let now = crate::clock::now_ms();
     altcha::verify(&config.challenge_secret, payload, queue, now)
         .map(Some)
         .map_err(EdgeError::ChallengeInvalid)
@@ -236,9 +236,10 @@ const SITEVERIFY_MAX_BYTES: usize = 16 * 1024;
 /// not one) and the config fails open; a refusal, or no answer while
 /// failing closed, is an error.
 ///
-/// The deadline is an `AbortSignal.timeout`, as for the REST client and the
-/// origin: at the deadline the runtime aborts the subrequest itself, where a
-/// Rust timer would only stop waiting and leave it running.
+/// The deadline is an `AbortSignal.timeout`, as for the origin (the REST
+/// client clears its own timer): at the deadline the runtime aborts the
+/// subrequest itself, where a Rust timer would only stop waiting and leave
+/// it running.
 pub async fn turnstile(
     t: &TurnstileConfig,
     token: &str,

@@ -30,13 +30,15 @@ pub struct Request {
     full: OnceCell<worker::Request>,
 }
 
-/// The method and URL as the runtime spells them, and the `Cookie`
-/// header (every queue route reads it), read in one call.
+/// The method and URL as the runtime spells them, and the `Cookie` and
+/// `Authorization` headers (every queue route reads the one identity
+/// needs), read in one call.
 #[derive(Debug, Default, PartialEq, Eq)]
 pub struct RequestLine {
     method: String,
     url: String,
     cookies: String,
+    authorization: String,
 }
 
 impl RequestLine {
@@ -51,16 +53,18 @@ impl RequestLine {
         self.url.clone()
     }
 
-    /// Parses [`js::request_line`]'s `"<METHOD> <url>\n<cookie>"` (an URL
-    /// from the runtime holds no space or line break, a header value no
-    /// line break).
+    /// Parses [`js::request_line`]'s
+    /// `"<METHOD> <url>\n<cookie>\n<authorization>"` (an URL from the
+    /// runtime holds no space or line break, a header value no line break).
     fn parse(line: &str) -> RequestLine {
-        let (head, cookies) = line.split_once('\n').unwrap_or((line, ""));
+        let (head, rest) = line.split_once('\n').unwrap_or((line, ""));
+        let (cookies, authorization) = rest.split_once('\n').unwrap_or((rest, ""));
         let (method, url) = head.split_once(' ').unwrap_or((head, ""));
         RequestLine {
             method: method.to_string(),
             url: url.to_string(),
             cookies: cookies.to_string(),
+            authorization: authorization.to_string(),
         }
     }
 }
@@ -92,6 +96,11 @@ impl Request {
     /// The `Cookie` header, or empty.
     pub fn cookies(&self) -> &str {
         &self.line.cookies
+    }
+
+    /// The `Authorization` header, or empty.
+    pub fn authorization(&self) -> &str {
+        &self.line.authorization
     }
 
     /// The request's headers.
@@ -335,7 +344,8 @@ mod js {
 
     #[wasm_bindgen::prelude::wasm_bindgen(inline_js = r#"
 export function request_line(req) {
-  return req.method + " " + req.url + "\n" + (req.headers.get("cookie") ?? "");
+  const h = req.headers;
+  return req.method + " " + req.url + "\n" + (h.get("cookie") ?? "") + "\n" + (h.get("authorization") ?? "");
 }
 
 export function reply(status, body, head) {
@@ -355,7 +365,8 @@ export function with_headers(resp, head) {
 }
 "#)]
     extern "C" {
-        /// `"<METHOD> <url>\n<Cookie header>"` of a request.
+        /// `"<METHOD> <url>\n<Cookie header>\n<Authorization header>"`
+        /// of a request.
         pub fn request_line(req: &web_sys::Request) -> String;
 
         /// A copy of `resp` (same status, headers and body stream) with
@@ -382,15 +393,21 @@ mod tests {
     use super::*;
 
     #[test]
-    fn the_request_line_splits_into_method_url_and_cookies() {
+    fn the_request_line_splits_into_method_url_cookies_and_authorization() {
         let line = RequestLine::parse("GET http://h/queue/position?queue=a\nqg_visitor=x.y; b=c d");
         assert_eq!(line.method(), "GET");
         assert_eq!(line.url(), "http://h/queue/position?queue=a");
         assert_eq!(line.cookies, "qg_visitor=x.y; b=c d");
-        let bare = RequestLine::parse("QUERY http://h/\n");
+        assert_eq!(line.authorization, "");
+        let bare = RequestLine::parse("QUERY http://h/\n\n");
         assert_eq!(
             (bare.method(), bare.url.as_str(), bare.cookies.as_str()),
             ("QUERY", "http://h/", "")
+        );
+        let signed_in = RequestLine::parse("GET http://h/\na=b\nBearer x.y.z");
+        assert_eq!(
+            (signed_in.cookies.as_str(), signed_in.authorization.as_str()),
+            ("a=b", "Bearer x.y.z")
         );
     }
 

@@ -14,6 +14,7 @@
 //! * [`health`] — `GET /queue/health`, one Redis check a second per isolate.
 //! * [`page`] — the waiting-room page; [`i18n`] its languages and texts.
 //! * [`random`] — every random byte the worker uses.
+//! * [`clock`] — the time, `Date.now()` in one call.
 //! * [`config`] / [`error`] / [`http`] — vars and secrets (page settings
 //!   included), the one error enum and its mapping to replies, reply helpers.
 //! * [`exec`] — runs the request's future (the entry is `worker/entry.js`,
@@ -24,6 +25,7 @@
 
 pub mod app;
 pub mod assets;
+pub mod clock;
 pub mod config;
 pub mod error;
 pub mod exec;
@@ -46,7 +48,7 @@ pub mod visitor;
 use std::sync::OnceLock;
 
 use worker::wasm_bindgen::prelude::wasm_bindgen;
-use worker::{js_sys, wasm_bindgen, web_sys, Context, Env};
+use worker::{wasm_bindgen, web_sys, Env};
 
 use crate::error::EdgeError;
 
@@ -63,9 +65,12 @@ static APP: OnceLock<Result<app::App, error::EdgeError>> = OnceLock::new();
 /// them (see [`http`]). It is what `#[event(fetch)]` would generate, run by
 /// [`exec`] instead of wasm-bindgen's executor.
 #[wasm_bindgen]
-pub fn fetch(req: web_sys::Request, env: Env, ctx: worker::worker_sys::Context) -> js_sys::Promise {
+pub fn fetch(
+    req: web_sys::Request,
+    env: Env,
+    ctx: worker::worker_sys::Context,
+) -> wasm_bindgen::JsValue {
     exec::spawn(async move {
-        let ctx = Context::new(ctx);
         match handle(req, env, ctx).await {
             Ok(resp) => Ok(resp.into()),
             // Only the runtime refusing to build a reply gets here; it then
@@ -83,7 +88,7 @@ pub fn fetch(req: web_sys::Request, env: Env, ctx: worker::worker_sys::Context) 
 async fn handle(
     req: web_sys::Request,
     env: Env,
-    ctx: Context,
+    ctx: worker::worker_sys::Context,
 ) -> Result<web_sys::Response, EdgeError> {
     let req = http::Request::new(req);
     assets::bind(&env);

@@ -8,7 +8,7 @@ use queuegate_shared::{QueueId, UserId};
 use worker::js_sys::{self, Array, Function, Object, Promise, Reflect};
 use worker::wasm_bindgen::{JsCast, JsValue};
 use worker::wasm_bindgen_futures::JsFuture;
-use worker::{web_sys, AbortSignal, Date, Fetch, Headers, Method, Request, Response};
+use worker::{web_sys, AbortSignal, Fetch, Headers, Method, Request, Response};
 
 use crate::error::EdgeError;
 use crate::http::{self, js_err};
@@ -131,7 +131,7 @@ async fn send(
     let signal = AbortSignal::from(worker::web_sys::AbortSignal::timeout_with_u32(
         u32::try_from(timeout_ms).unwrap_or(u32::MAX),
     ));
-    let now = Date::now().as_millis();
+    let now = crate::clock::now_ms();
     *ended = Some(match timed {
         Some(ended) => BodyEnd::Stream { sent: now, ended },
         None => BodyEnd::NoBody(now),
@@ -232,7 +232,7 @@ fn sign(
     method: &Method,
     path: &str,
 ) -> Result<(), EdgeError> {
-    let now = Date::now().as_millis();
+    let now = crate::clock::now_ms();
     let sig = signing::sign(
         secret,
         queue.as_str(),

@@ -281,9 +281,12 @@ impl RestClient {
     /// ([`js::rest_post`]): the request, its headers and its deadline are
     /// built there, the reply read with the runtime's `Response.text()`, and
     /// the Rust future is woken once, not once per promise. The deadline is
-    /// an `AbortSignal.timeout`: at the deadline the runtime aborts the
-    /// subrequest itself, connection and body, instead of a Rust timer that
-    /// only stops waiting and leaves the fetch running.
+    /// an `AbortController` aborted by a timer: at the deadline the runtime
+    /// aborts the subrequest itself, connection and body, instead of a Rust
+    /// timer that only stops waiting and leaves the fetch running. The
+    /// timer is cleared once the reply is in (`AbortSignal.timeout`, whose
+    /// timer runs on, cost an exact poll about 5 % more CPU: BENCHMARKS.md,
+    /// issue 35).
     async fn post(&self, body: &str) -> Result<Value, RestError> {
         use worker::wasm_bindgen_futures::JsFuture;
 
@@ -322,7 +325,9 @@ mod js {
 
     #[wasm_bindgen::prelude::wasm_bindgen(inline_js = r#"
 export function rest_post(url, authorization, body, timeoutMs) {
-  const signal = AbortSignal.timeout(timeoutMs);
+  const abort = new AbortController();
+  const signal = abort.signal;
+  const deadline = setTimeout(() => abort.abort(), timeoutMs);
   const init = {
     method: "POST",
     headers: { authorization, "content-type": "application/json" },
@@ -330,8 +335,12 @@ export function rest_post(url, authorization, body, timeoutMs) {
     signal,
   };
   return fetch(url, init).then(
-    (r) => r.text().then((text) => r.status + " " + text),
+    (r) => r.text().then((text) => {
+      clearTimeout(deadline);
+      return r.status + " " + text;
+    }),
   ).catch((e) => {
+    clearTimeout(deadline);
     throw signal.aborted ? "" : String((e && e.message) || "fetch failed");
   });
 }

@@ -7,7 +7,6 @@ use std::cell::RefCell;
 use queuegate_edge::cookie::{cookie, set_cookie, VISITOR_COOKIE};
 use queuegate_edge::identity::{self, IdentityError, Key};
 use queuegate_shared::UserId;
-use worker::Date;
 
 use crate::config::IdentityMode;
 use crate::error::EdgeError;
@@ -42,15 +41,16 @@ pub struct Presented {
 }
 
 impl Presented {
-    /// Reads the `Cookie` header, and `Authorization` when `mode` looks at
-    /// it (JWT mode): each header read is a call into the runtime.
+    /// Takes the `Cookie` header, and `Authorization` when `mode` looks at
+    /// it (JWT mode), from the request line read on arrival.
     pub fn from_request(mode: &IdentityMode, req: &Request) -> Presented {
-        let header = |name: &str| req.headers().get(name).ok().flatten();
         Presented {
             cookies: req.cookies().to_string(),
             bearer: match mode {
-                IdentityMode::Jwt { .. } => header("authorization")
-                    .and_then(|h| h.strip_prefix("Bearer ").map(str::to_string)),
+                IdentityMode::Jwt { .. } => req
+                    .authorization()
+                    .strip_prefix("Bearer ")
+                    .map(str::to_string),
                 IdentityMode::Anonymous { .. } => None,
             },
         }
@@ -75,7 +75,7 @@ pub async fn identify(
     } = mode
     {
         let token = jwt_of(&presented, name.as_deref())?;
-        let now_ms = Date::now().as_millis();
+        let now_ms = crate::clock::now_ms();
         let known = VERIFIED.with(|v| v.borrow_mut().get(token, now_ms as f64 / 1_000.0));
         let user = match known {
             Some(user) => user,
@@ -91,7 +91,7 @@ pub async fn identify(
     }
     // Only a JWT's `exp`/`nbf` need the clock (a call into the runtime).
     let now_s = match mode {
-        IdentityMode::Jwt { .. } => Date::now().as_millis() as f64 / 1_000.0,
+        IdentityMode::Jwt { .. } => crate::clock::now_ms() as f64 / 1_000.0,
         IdentityMode::Anonymous { .. } => 0.0,
     };
     VERIFIED.with(|v| {

@@ -5,7 +5,6 @@ use queuegate_edge::cookie::{cookie, set_cookie, BYPASS_COOKIE};
 use queuegate_edge::{navigation, url};
 use queuegate_shared::ops::{Bypass, BypassCall, BypassReply};
 use queuegate_shared::QueueKeys;
-use worker::Date;
 
 use super::App;
 use crate::error::EdgeError;
@@ -39,7 +38,7 @@ impl App {
         let BypassReply::Live { expires_ms, .. } = reply else {
             return Err(EdgeError::BypassInvalid(format!("{reply:?}")));
         };
-        let max_age = expires_ms.saturating_sub(Date::now().as_millis()) / 1000;
+        let max_age = expires_ms.saturating_sub(crate::clock::now_ms()) / 1000;
         let cookie = set_cookie(
             BYPASS_COOKIE,
             &format!("{}.{key}", queue.as_str()),

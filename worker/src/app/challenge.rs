@@ -3,7 +3,6 @@
 
 use queuegate_edge::altcha;
 use queuegate_shared::ops::ChallengeTerms;
-use worker::Date;
 
 use super::App;
 use crate::error::EdgeError;
@@ -27,7 +26,7 @@ impl App {
             altcha::Issue {
                 level: terms.level,
                 max_number: terms.max_number,
-                expires_at_ms: Date::now().as_millis() + terms.ttl_ms,
+                expires_at_ms: crate::clock::now_ms() + terms.ttl_ms,
             },
             random::bytes()?,
             u64::from_le_bytes(random::bytes()?),

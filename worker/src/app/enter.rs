@@ -36,7 +36,7 @@ impl App {
         };
         // Used only if the room is idle and admits this visitor at once.
         let token = random::token()?;
-        let asked_ms = worker::Date::now().as_millis();
+        let asked_ms = crate::clock::now_ms();
         let reply = self
             .redis()?
             .run(&Enter {

@@ -24,7 +24,7 @@ use queuegate_shared::ops::{
 };
 use queuegate_shared::token::EntryToken;
 use queuegate_shared::{QueueId, QueueKeys, UserId};
-use worker::{Context, Date};
+use worker::worker_sys::Context;
 
 use super::App;
 use crate::error::EdgeError;
@@ -157,7 +157,7 @@ impl App {
         // reply comes back through a channel; `wait_until` work gets 30 s
         // after a hang-up.
         let (reply_to, reply) = futures_channel::oneshot::channel();
-        ctx.wait_until(async move {
+        crate::exec::wait_until(ctx, async move {
             let forwarded = match spent {
                 Ok(new_cookies) => gate.forward(self, req, new_cookies).await,
                 Err(e) => Err(e),
@@ -236,7 +236,7 @@ impl Gate {
     ) -> Result<Vec<String>, EdgeError> {
         let visitor = app.identify(req, true).await?;
         let mut cookies: Vec<String> = visitor.new_cookie.into_iter().collect();
-        let now = Date::now().as_millis();
+        let now = crate::clock::now_ms();
         // A visitor minted just now has no session: no call to ask.
         if cookies.is_empty() {
             let pass = cookie(req.cookies(), SESSION_COOKIE)
@@ -393,7 +393,7 @@ impl Gate {
         // counts it for the scheduler's origin control; a slow upload is
         // the visitor's, not the origin's). An origin that answered before
         // the body was read whole is timed from sending.
-        let answered = Date::now().as_millis();
+        let answered = crate::clock::now_ms();
         let latency_ms = in_hand.or(sent).map_or(0, |at| answered.saturating_sub(at));
         // 2xx/3xx: the order is done. 4xx/5xx or no answer: the same token
         // comes back for one retry window (see docs/edge.md); a passed

@@ -1,8 +1,6 @@
 //! `GET /queue/health`: Redis' reachability, asked at most once a second
 //! per isolate ([`crate::health`] keeps the answer).
 
-use worker::Date;
-
 use super::App;
 use crate::error::EdgeError;
 use crate::health::Health;
@@ -15,7 +13,7 @@ impl App {
         let Some(redis) = &self.redis else {
             return http::json(503, &serde_json::json!({ "redis": "not_configured" }));
         };
-        let health = match self.health.reuse_or_start(Date::now().as_millis()) {
+        let health = match self.health.reuse_or_start(crate::clock::now_ms()) {
             Some(known) => known,
             None => {
                 let found = match redis.ping().await {

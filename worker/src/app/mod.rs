@@ -20,7 +20,8 @@ mod reply;
 use queuegate_edge::visit::{self, KeptForm};
 use queuegate_edge::{navigation, url};
 use queuegate_shared::{QueueId, QueueKeys, UserId};
-use worker::{Context, Date, Env, Method};
+use worker::worker_sys::Context;
+use worker::{Env, Method};
 
 use crate::config::{EdgeConfig, QueueChoiceError};
 use crate::error::EdgeError;
@@ -80,7 +81,7 @@ impl App {
             EdgeError::RedisLimited(_) => Health::Limited,
             _ => return,
         };
-        self.health.saw(Date::now().as_millis(), seen);
+        self.health.saw(crate::clock::now_ms(), seen);
     }
 
     async fn route(&'static self, req: Request, ctx: &Context) -> Result<Response, EdgeError> {

@@ -11,7 +11,6 @@ use queuegate_shared::ops::Position;
 use queuegate_shared::snapshot::answer::{self, EdgeAnswer};
 use queuegate_shared::snapshot::{self, Snapshot};
 use queuegate_shared::{QueueId, QueueKeys};
-use worker::Date;
 
 use super::reply::Place;
 use super::App;
@@ -30,14 +29,14 @@ impl App {
             req.cookies(),
             &queue,
             &visitor.user,
-            Date::now().as_millis(),
+            crate::clock::now_ms(),
         );
         let exact_front = self.snapshots.exact_front(queue.as_str());
         if let Some(held) = place
             .held
             .filter(|held| answer::reads_snapshot(held, exact_front))
         {
-            let now = Date::now().as_millis();
+            let now = crate::clock::now_ms();
             if let Some(snap) = self.snapshot(&queue, &keys, now).await {
                 // Only a slot's answer may need the spread's random draw.
                 let spread = match held {
@@ -65,9 +64,9 @@ impl App {
         // An exact poll reads no snapshot for its answer; the isolate's
         // snapshot is still refreshed on the usual schedule (one HMGET per
         // REFRESH_MS), so the operator's notice reaches these replies too.
-        let _ = self.snapshot(&queue, &keys, Date::now().as_millis()).await;
+        let _ = self.snapshot(&queue, &keys, crate::clock::now_ms()).await;
         let place = Place {
-            asked_ms: Date::now().as_millis(),
+            asked_ms: crate::clock::now_ms(),
             ..place
         };
         let observed = self

@@ -12,7 +12,6 @@ use queuegate_shared::ops::Observed;
 use queuegate_shared::policy::retry_after_header_seconds;
 use queuegate_shared::state::{StateReply, UserState};
 use queuegate_shared::{QueueId, Settings, UserId};
-use worker::Date;
 
 use super::App;
 use crate::config::IdentityMode;
@@ -180,7 +179,7 @@ impl App {
             UserState::Admitted {
                 token, expires_at, ..
             } => {
-                let now = Date::now().as_millis();
+                let now = crate::clock::now_ms();
                 let max_age = expires_at.saturating_sub(now) / 1_000;
                 let c = set_strict_cookie(
                     TOKEN_COOKIE,
