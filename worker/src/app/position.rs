@@ -24,6 +24,8 @@ impl App {
     pub(super) async fn position(&self, req: &Request) -> Result<Response, EdgeError> {
         let (queue, keys) = self.queue(req)?;
         let visitor = self.identify(req, false).await?;
+        // Stamped now: before any Redis request of this poll (the
+        // snapshot's refresh included), so never after its mark.
         let place = Place::of(
             self.place_key(),
             req.cookies(),
@@ -65,10 +67,6 @@ impl App {
         // snapshot is still refreshed on the usual schedule (one HMGET per
         // REFRESH_MS), so the operator's notice reaches these replies too.
         let _ = self.snapshot(&queue, &keys, crate::clock::now_ms()).await;
-        let place = Place {
-            asked_ms: crate::clock::now_ms(),
-            ..place
-        };
         let observed = self
             .redis()?
             .run(&Position {
