@@ -81,7 +81,8 @@ pub struct Settings {
     /// are always answered by Redis, so their positions and their notice
     /// of admission are exact. Behind it, the near zone's polls go to
     /// Redis only when the visitor's last Redis request is
-    /// `abandon_after_ms / 2` old (to prove it is alive); the edge answers
+    /// `abandon_after_ms / 2` old, or its next poll would be late
+    /// ([`edge_may_answer`]: to prove it is alive); the edge answers
     /// the others from its snapshot (docs/uncapped-line.md). 0, or a head
     /// as long as the near zone (at most the zone is used): every near
     /// poll goes to Redis.
