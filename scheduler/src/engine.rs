@@ -2,6 +2,7 @@
 //! the pinned SHA-1, EVAL once on NOSCRIPT, replies converted to the shared
 //! [`Value`].
 
+use queuegate_shared::refusal::Refusal;
 use queuegate_shared::{Invocation, Operation, Value};
 use redis::aio::ConnectionLike;
 
@@ -17,6 +18,16 @@ pub enum EngineError {
 }
 
 impl EngineError {
+    /// Redis refused the command without running it (out of memory, busy,
+    /// loading, a read-only replica: `queuegate_shared::refusal`); a
+    /// retry after a backoff may succeed.
+    pub fn refusal(&self) -> Option<Refusal> {
+        match self {
+            EngineError::Redis(e) => e.code().and_then(Refusal::of_code),
+            EngineError::Decode(_) => None,
+        }
+    }
+
     /// True when the error is about the connection (retry after a backoff),
     /// false for a script or decode fault (a bug: retrying will not help).
     pub fn is_connection(&self) -> bool {

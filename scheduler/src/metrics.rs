@@ -23,6 +23,18 @@ pub struct QueueLabel {
     pub queue: String,
 }
 
+/// The label set of `queuegate_redis_errors_total`.
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct RedisErrorLabel {
+    /// The queue id.
+    pub queue: String,
+    /// `connection` (no answer), a refusal Redis answered in place of
+    /// running the tick (`oom`, `busy`, `loading`, `readonly`,
+    /// `masterdown`, `cluster`: `queuegate_shared::refusal`), or `other`
+    /// (a script or decode fault).
+    pub kind: String,
+}
+
 /// The label set of `queuegate_entries_refused_total`.
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct RefusalLabel {
@@ -62,10 +74,11 @@ pub struct Metrics {
     lapsed: Family<QueueLabel, Counter>,
     tick_seconds: HistogramFamily,
     lease_held: Family<QueueLabel, Gauge>,
+    file_mismatch: Family<QueueLabel, Gauge>,
     lease_acquired: Family<QueueLabel, Counter>,
     admitting: Family<QueueLabel, Gauge>,
     rate: Family<QueueLabel, FloatGauge>,
-    errors: Family<QueueLabel, Counter>,
+    errors: Family<RedisErrorLabel, Counter>,
     refused: Family<RefusalLabel, Counter>,
     max_waiting: Family<QueueLabel, Gauge>,
     max_active: Family<QueueLabel, Gauge>,
@@ -121,6 +134,7 @@ impl Metrics {
             lapsed: Family::default(),
             tick_seconds: HistogramFamily::new_with_constructor(tick_histogram),
             lease_held: Family::default(),
+            file_mismatch: Family::default(),
             lease_acquired: Family::default(),
             admitting: Family::default(),
             rate: Family::default(),
@@ -220,6 +234,11 @@ impl Metrics {
             "lease_held",
             "1 while this process holds the queue's lease",
             m.lease_held.clone(),
+        );
+        registry.register(
+            "config_file_mismatch",
+            "1 while this process's config file differs from the one whose settings are published (the fingerprint beside the lease)",
+            m.file_mismatch.clone(),
         );
         registry.register(
             "lease_acquisitions",
@@ -322,12 +341,16 @@ impl Metrics {
     pub fn add_queue(&self, queue: &str, settings: &Settings, stale_after: Duration) {
         let l = label(queue);
         self.lease_held.get_or_create(&l).set(0);
+        self.file_mismatch.get_or_create(&l).set(0);
         self.settings(queue, settings);
         let _ = self.rate_cuts.get_or_create(&l);
         let _ = self.admitted.get_or_create(&l);
         let _ = self.bypassed.get_or_create(&l);
         let _ = self.revoked.get_or_create(&l);
-        let _ = self.errors.get_or_create(&l);
+        let _ = self.errors.get_or_create(&RedisErrorLabel {
+            queue: queue.to_string(),
+            kind: "connection".into(),
+        });
         self.lock_health().insert(
             queue.to_string(),
             QueueHealth {
@@ -348,6 +371,7 @@ impl Metrics {
         self.lease(queue, false);
         let l = label(queue);
         self.lease_held.remove(&l);
+        self.file_mismatch.remove(&l);
         self.lock_health().remove(queue);
     }
 
@@ -365,14 +389,27 @@ impl Metrics {
         }
     }
 
-    /// A tick that failed.
-    pub fn redis_error(&self, queue: &str) {
-        self.errors.get_or_create(&label(queue)).inc();
+    /// A tick that failed, of `kind` ([`RedisErrorLabel::kind`]).
+    pub fn redis_error(&self, queue: &str, kind: &str) {
+        self.errors
+            .get_or_create(&RedisErrorLabel {
+                queue: queue.to_string(),
+                kind: kind.to_string(),
+            })
+            .inc();
     }
 
     /// Lease state changed. A process that lost the lease stops exporting
     /// the line's gauges: its last values would go stale beside the new
     /// holder's.
+    /// Whether this process's config file differs from the published one.
+    pub fn file_mismatch(&self, queue: &str, differs: bool) {
+        self.file_mismatch
+            .get_or_create(&label(queue))
+            .set(i64::from(differs));
+    }
+
+    /// The lease taken or lost.
     pub fn lease(&self, queue: &str, held: bool) {
         let l = label(queue);
         self.lease_held.get_or_create(&l).set(i64::from(held));

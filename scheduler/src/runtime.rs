@@ -27,6 +27,9 @@ pub struct Stored {
     pub version: Option<u64>,
     /// `settings_applied`: the version the lease holder last applied.
     pub applied: Option<u64>,
+    /// `settings_refused`: the version the lease holder last refused, and
+    /// why (its config file makes them break a rule).
+    pub refused: Option<(u64, String)>,
     /// The settings, by name. A value that is not JSON (a hand edit) is
     /// left out, with a warning.
     pub values: Values,
@@ -42,13 +45,14 @@ impl Stored {
 /// Reads a queue's run-time settings, their version and the version
 /// applied, in one round trip.
 pub async fn read(conn: &mut RedisConn, keys: &QueueKeys) -> Result<Stored, EngineError> {
-    type Versions = (Option<u64>, Option<u64>);
-    let (fields, (version, applied)): (Vec<(String, String)>, Versions) = redis::pipe()
+    type Versions = (Option<u64>, Option<u64>, Option<String>);
+    let (fields, (version, applied, refused)): (Vec<(String, String)>, Versions) = redis::pipe()
         .hgetall(keys.settings())
         .cmd("HMGET")
         .arg(keys.config())
         .arg(cf::SETTINGS_VERSION)
         .arg(cf::SETTINGS_APPLIED)
+        .arg(cf::SETTINGS_REFUSED)
         .query_async(conn)
         .await?;
     let mut values = Values::new();
@@ -65,9 +69,14 @@ pub async fn read(conn: &mut RedisConn, keys: &QueueKeys) -> Result<Stored, Engi
             ),
         }
     }
+    let refused = refused.and_then(|r| {
+        let (v, why) = r.split_once('|')?;
+        Some((v.parse().ok()?, why.to_string()))
+    });
     Ok(Stored {
         version,
         applied,
+        refused,
         values,
     })
 }
@@ -82,6 +91,23 @@ pub async fn mark_applied(
         .arg(keys.config())
         .arg(cf::SETTINGS_APPLIED)
         .arg(version)
+        .query_async(conn)
+        .await?;
+    Ok(())
+}
+
+/// Records that the holder refused `version` and why (its config file
+/// makes the settings break a rule): the admin API and `settings` say so.
+pub async fn mark_refused(
+    conn: &mut RedisConn,
+    keys: &QueueKeys,
+    version: u64,
+    reason: &str,
+) -> Result<(), EngineError> {
+    let _: () = redis::cmd("HSET")
+        .arg(keys.config())
+        .arg(cf::SETTINGS_REFUSED)
+        .arg(format!("{version}|{reason}"))
         .query_async(conn)
         .await?;
     Ok(())

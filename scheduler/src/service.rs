@@ -261,7 +261,7 @@ impl Queues {
                 self.conn.clone(),
                 self.metrics.clone(),
             )
-            .with_schedule(q.schedule)
+            .with_file(q.schedule, q.fingerprint())
             .with_response_timeout(config.redis.response_timeout)
             .with_idle_waits(config.redis.clone())
             .with_reloads(rx);
@@ -298,7 +298,10 @@ async fn reload_on_hangup(
             let _ = (&path, &reloads);
             return cancel.cancelled().await;
         }
-        let new = match Config::load(&path) {
+        // Secret files are read again: a changed one is a changed [redis].
+        let loaded =
+            crate::config::Environment::from_process().and_then(|env| Config::load(&path, &env));
+        let new = match loaded {
             Ok(new) => new,
             Err(e) => {
                 tracing::error!("config reload refused, running config kept: {e}");

@@ -2,7 +2,9 @@
 -- KEYS[1] config
 -- ARGV[1] opens_at epoch ms · '-' clear · '' keep
 -- ARGV[2] closes_at epoch ms · '-' clear · '' keep
--- Reply: {opens_at or '', closes_at or ''} now in force.
+-- Reply: {opens_at or '', closes_at or '', schedule version} now in
+-- force. Every call makes a new version: a scheduler's config file never
+-- publishes its schedule over it (publish_file.lua).
 -- Clearing the opening of a pre-queue opens it: the next entry or tick
 -- seals and draws it. (The values are validated by the caller.)
 local fields = {CF_OPENS_AT, CF_CLOSES_AT}
@@ -13,4 +15,5 @@ for i = 1, 2 do
     redis.call('HSET', KEYS[1], fields[i], ARGV[i])
   end
 end
-return {redis.call('HGET', KEYS[1], CF_OPENS_AT) or '', redis.call('HGET', KEYS[1], CF_CLOSES_AT) or ''}
+local version = redis.call('HINCRBY', KEYS[1], CF_SCHEDULE_VERSION, 1)
+return {redis.call('HGET', KEYS[1], CF_OPENS_AT) or '', redis.call('HGET', KEYS[1], CF_CLOSES_AT) or '', version}

@@ -127,6 +127,21 @@ names!(
         /// Run-time settings: the version the lease holder last applied
         /// and published with the file's settings.
         SETTINGS_APPLIED = "settings_applied",
+        /// Schedule: its version, one more for every write of the opening
+        /// or the closing (an operator's `schedule`, or a holder
+        /// publishing its file's): a file's schedule never goes over a
+        /// newer one.
+        SCHEDULE_VERSION = "schedule_version",
+        /// Fail-over: the fingerprint of the config file whose settings
+        /// (and schedule) are published, beside the lease: a standby whose
+        /// file differs keeps them and says so.
+        FILE_FINGERPRINT = "file_fingerprint",
+        /// Fail-over: that file's settings (JSON), which a standby whose
+        /// file differs enforces when it takes over.
+        FILE_SETTINGS = "file_settings",
+        /// Run-time settings: the version the lease holder refused and
+        /// why, `version|reason` (absent: none refused).
+        SETTINGS_REFUSED = "settings_refused",
         /// Draw: the last ticket of the reserved range.
         DRAW_END = "draw_end",
         /// Draw: pre-queued visitors not placed yet (0: no draw running).
@@ -545,6 +560,10 @@ mod tests {
                 config::NOTICE_TEXTS,
                 config::SETTINGS_VERSION,
                 config::SETTINGS_APPLIED,
+                config::SCHEDULE_VERSION,
+                config::FILE_FINGERPRINT,
+                config::FILE_SETTINGS,
+                config::SETTINGS_REFUSED,
             ];
             if kept_by_the_scheduler.contains(field) {
                 assert!(!settings.iter().any(|s| s == field), "{field} is a setting");

@@ -11,6 +11,7 @@
 //! * [`draw`] — the pre-queue's draw: a keyed permutation both sides evaluate.
 //! * [`ops`] — one typed request and reply per script.
 //! * [`value`] — the reply type both clients convert into.
+//! * [`refusal`] — Redis refusing a command it did not run (OOM, BUSY, …).
 //! * [`settings`] — queue settings, their validation and hash codec.
 //! * [`state`] — the visitor states of the edge API.
 //! * [`policy`] — retryAfter and ETA.
@@ -33,6 +34,7 @@ pub mod notice;
 pub mod ops;
 pub mod policy;
 pub mod records;
+pub mod refusal;
 pub mod reply;
 pub mod script;
 pub mod settings;

@@ -138,7 +138,7 @@ pub static LEASE_ACQUIRE: Script = Script::new(
     "lease_acquire",
     false,
     shipped!("lease_acquire"),
-    "1a1dd2d5b7a62768fe6a5ea54ef2e0043378acf1",
+    "a2a718580c1ac81b7fd0bb53a2ef909e1ceb6d36",
 );
 /// Drops the lease if still owned.
 pub static LEASE_RELEASE: Script = Script::new(
@@ -148,6 +148,14 @@ pub static LEASE_RELEASE: Script = Script::new(
     "0b6856bae609a74eca4c4a8eecd99e4cb3a47e6b",
 );
 
+/// Publishes the lease holder's config file: its settings' fingerprint,
+/// and its schedule, never over a newer one.
+pub static PUBLISH_FILE: Script = Script::new(
+    "publish_file",
+    true,
+    shipped!("publish_file"),
+    "0a8b49db383f70d78d4908a23b3e5e2bda5a77bb",
+);
 /// Publishes settings without touching the operator's state.
 pub static CONFIGURE: Script = Script::new(
     "configure",
@@ -212,7 +220,7 @@ pub static SCHEDULE: Script = Script::new(
     "schedule",
     false,
     shipped!("schedule"),
-    "81b428d572ee6ca0cb2a9e6b692c36647533d6b2",
+    "f63ee805260ef9dd4a426434edf6657cceeb9259",
 );
 /// Sets or clears the operator's notice to the line.
 pub static SET_NOTICE: Script = Script::new(
@@ -270,7 +278,7 @@ pub static VISITOR: Script = Script::new(
 );
 
 /// Every script, for preloading (SCRIPT LOAD) and the pinned-hash test.
-pub fn all() -> [&'static Script; 23] {
+pub fn all() -> [&'static Script; 24] {
     [
         &ENTER,
         &POSITION,
@@ -280,6 +288,7 @@ pub fn all() -> [&'static Script; 23] {
         &LEASE_ACQUIRE,
         &LEASE_RELEASE,
         &CONFIGURE,
+        &PUBLISH_FILE,
         &SET_STATE,
         &STATUS,
         &CHALLENGE,

@@ -5,6 +5,7 @@
 use queuegate_edge::altcha::AltchaError;
 use queuegate_edge::identity::IdentityError;
 use queuegate_shared::policy::retry_after_header_seconds;
+use queuegate_shared::refusal::Refusal;
 use worker::Method;
 
 /// An edge failure.
@@ -113,6 +114,17 @@ pub enum EdgeError {
     /// line of its own in the logs (the plan needs raising).
     #[error("redis plan limit reached: {0}")]
     RedisLimited(String),
+    /// Redis refused a command it did not run (out of memory, busy with a
+    /// script, loading, a read-only replica): nothing changed, and the
+    /// same request may succeed in a moment. The log line names the
+    /// refusal and what to look at.
+    #[error("redis refused ({refusal}: {advice}): {detail}", advice = refusal.advice())]
+    RedisRefused {
+        /// Which refusal.
+        refusal: Refusal,
+        /// Redis' own words.
+        detail: String,
+    },
     /// The login service's published keys (`JWKS_URL`) could not be read
     /// and none are held.
     #[error("login keys unavailable: {0}")]
@@ -177,6 +189,7 @@ impl EdgeError {
             | EdgeError::PrefetchDeclined
             | EdgeError::RedisUnavailable(_)
             | EdgeError::RedisLimited(_)
+            | EdgeError::RedisRefused { .. }
             | EdgeError::KeysUnavailable(_) => 503,
         }
     }
@@ -211,6 +224,7 @@ impl EdgeError {
             EdgeError::NotYetActive { .. } => "not_yet_active",
             EdgeError::RedisUnavailable(_)
             | EdgeError::RedisLimited(_)
+            | EdgeError::RedisRefused { .. }
             | EdgeError::KeysUnavailable(_) => "unavailable",
             EdgeError::Misconfigured(_) => "misconfigured",
             EdgeError::OriginUnreachable(_) => "origin_unreachable",
@@ -275,7 +289,9 @@ impl EdgeError {
                 "Your entry token becomes active in {} s.",
                 retry_after_header_seconds(*wait_ms)
             ),
-            EdgeError::RedisUnavailable(_) | EdgeError::RedisLimited(_) => {
+            EdgeError::RedisUnavailable(_)
+            | EdgeError::RedisLimited(_)
+            | EdgeError::RedisRefused { .. } => {
                 "The waiting room is briefly unavailable. Please retry.".into()
             }
             EdgeError::KeysUnavailable(_) => {
@@ -302,6 +318,7 @@ impl EdgeError {
                 Some(retry_after_header_seconds(*retry_after_ms))
             }
             EdgeError::RedisUnavailable(_)
+            | EdgeError::RedisRefused { .. }
             | EdgeError::OriginUnreachable(_)
             | EdgeError::OriginTimeout(_)
             | EdgeError::TurnstileUnavailable(_)

@@ -4,6 +4,7 @@
 //! timeout.
 //! Request bodies and reply parsing are plain functions, tested on the host.
 
+use queuegate_shared::refusal::Refusal;
 use queuegate_shared::{Invocation, Operation, Value};
 
 use crate::config::RedisRest;
@@ -22,6 +23,8 @@ pub enum RestError {
     /// connections, request size, capacity): Upstash's `ERR max …
     /// exceeded` replies, or HTTP 413/429.
     Limit(String),
+    /// Redis refused the command without running it (`OOM`, `BUSY`, …).
+    Refused(Refusal, String),
     /// Redis answered with an error.
     Redis(String),
     /// Not the Upstash reply shape.
@@ -37,6 +40,7 @@ impl From<RestError> for EdgeError {
             )),
             RestError::Limit(why) => EdgeError::RedisLimited(why),
             RestError::NoScript => EdgeError::Internal("NOSCRIPT after EVAL".into()),
+            RestError::Refused(refusal, detail) => EdgeError::RedisRefused { refusal, detail },
             RestError::Redis(msg) => EdgeError::Internal(format!("redis error: {msg}")),
             RestError::Protocol(msg) => EdgeError::Internal(format!("REST protocol: {msg}")),
         }
@@ -95,6 +99,9 @@ pub fn parse_reply(status: u16, body: &str) -> Result<Value, RestError> {
         }
         if is_limit(&msg) {
             return Err(RestError::Limit(msg));
+        }
+        if let Some(refusal) = Refusal::of_message(&msg) {
+            return Err(RestError::Refused(refusal, msg));
         }
         return Err(RestError::Redis(msg));
     }
@@ -421,6 +428,48 @@ mod tests {
                 matches!(parse_reply(400, &body), Err(RestError::Redis(_))),
                 "{msg}"
             );
+        }
+    }
+
+    #[test]
+    fn refusals_are_503_with_a_retry_after_and_name_what_to_fix() {
+        for (body, refusal) in [
+            (
+                r#"{"error":"OOM command not allowed when used memory > 'maxmemory'."}"#,
+                Refusal::OutOfMemory,
+            ),
+            (
+                r#"{"error":"BUSY Redis is busy running a script. You can only call SCRIPT KILL or SHUTDOWN NOSAVE."}"#,
+                Refusal::Busy,
+            ),
+            (
+                r#"{"error":"READONLY You can't write against a read only replica."}"#,
+                Refusal::ReadOnly,
+            ),
+            (
+                r#"{"error":"LOADING Redis is loading the dataset in memory"}"#,
+                Refusal::Loading,
+            ),
+        ] {
+            let e = parse_reply(400, body).unwrap_err();
+            assert!(
+                matches!(&e, RestError::Refused(r, _) if *r == refusal),
+                "{body}: {e:?}"
+            );
+            let edge = EdgeError::from(e);
+            assert_eq!((edge.status(), edge.code()), (503, "unavailable"));
+            assert_eq!(
+                edge.retry_after_s(),
+                Some(crate::error::UNAVAILABLE_RETRY_AFTER_S)
+            );
+            // The log line (the error's text) names the refusal and the
+            // fix; the reply's body says neither.
+            let logged = edge.to_string();
+            assert!(logged.contains(refusal.as_str()), "{logged}");
+            assert!(logged.contains(refusal.advice()), "{logged}");
+            let body = edge.body().to_string();
+            assert!(!body.contains(refusal.advice()), "{body}");
+            assert!(!body.contains("Redis"), "{body}");
         }
     }
 

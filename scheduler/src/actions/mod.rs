@@ -30,7 +30,7 @@ pub use reset::{Reset, ResetDone};
 pub use revoke::{Lifted, Revocation, RevocationCall, VisitorRevoked};
 pub use schedule::{Names, Schedule, ScheduleNow, FIELDS, FLAGS};
 pub use settings::{Settings, SettingsCall, SettingsView};
-pub use status::{OriginStatus, QueueStatus, Status};
+pub use status::{FileStatus, OriginStatus, QueueStatus, Status};
 pub use switch::{Switch, SwitchState, Switched};
 pub use visitor::{LastChange, TokenView, Visitor, VisitorView};
 

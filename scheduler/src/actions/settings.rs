@@ -52,6 +52,45 @@ pub struct SettingsView {
     /// The file's with the run-time ones over them: what the lease holder
     /// enforces once it applied this version (if its file is the same).
     pub effective: queuegate_shared::Settings,
+    /// What the lease holder did with `version`: after a change, the
+    /// answer waits for it (up to [`HOLDER_WAIT`]).
+    pub holder: HolderAnswer,
+}
+
+/// How long a change waits for the lease holder to apply or refuse it:
+/// a busy holder does within a tick, an idle one is woken at once.
+pub const HOLDER_WAIT: std::time::Duration = std::time::Duration::from_secs(3);
+
+/// What the lease holder did with the run-time settings' version.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct HolderAnswer {
+    /// `applied` (in force), `refused` (its config file makes them break
+    /// a rule; its settings are kept) or `pending` (no holder, or not yet).
+    pub outcome: &'static str,
+    /// Why the holder refused them.
+    pub reason: Option<String>,
+}
+
+impl HolderAnswer {
+    fn of(stored: &runtime::Stored) -> HolderAnswer {
+        let version = stored.version_number();
+        match &stored.refused {
+            Some((v, why)) if *v == version && stored.applied.is_none_or(|a| a < version) => {
+                HolderAnswer {
+                    outcome: "refused",
+                    reason: Some(why.clone()),
+                }
+            }
+            _ if version == 0 || stored.applied.is_some_and(|a| a >= version) => HolderAnswer {
+                outcome: "applied",
+                reason: None,
+            },
+            _ => HolderAnswer {
+                outcome: "pending",
+                reason: None,
+            },
+        }
+    }
 }
 
 impl Settings {
@@ -95,6 +134,7 @@ fn view(
     stored: runtime::Stored,
     effective: queuegate_shared::Settings,
 ) -> SettingsView {
+    let holder = HolderAnswer::of(&stored);
     SettingsView {
         queue: q.id.to_string(),
         version: stored.version_number(),
@@ -102,6 +142,7 @@ fn view(
         runtime: stored.values,
         file: q.settings.clone(),
         effective,
+        holder,
     }
 }
 
@@ -162,8 +203,8 @@ async fn change(
     }
     let effective = runtime::effective(&q.settings, &values, config.redis.response_timeout)
         .map_err(|e| ActionError::BadInput(format!("queue {}: {e}", q.id)))?;
-    write(conn, &keys, &stored, set, remove).await?;
-    let stored = runtime::read(conn, &keys).await?;
+    let version = write(conn, &keys, &stored, set, remove).await?;
+    let stored = holder_answer(conn, &keys, version).await?;
     Ok(view(q, stored, effective))
 }
 
@@ -175,12 +216,39 @@ async fn clear(
 ) -> Result<SettingsView, ActionError> {
     let keys = QueueKeys::new(&config.prefix, &q.id);
     let stored = runtime::read(conn, &keys).await?;
-    if !stored.values.is_empty() {
+    let stored = if stored.values.is_empty() {
+        stored
+    } else {
         let remove = stored.values.keys().cloned().collect();
-        write(conn, &keys, &stored, Vec::new(), remove).await?;
-    }
-    let stored = runtime::read(conn, &keys).await?;
+        let version = write(conn, &keys, &stored, Vec::new(), remove).await?;
+        holder_answer(conn, &keys, version).await?
+    };
     Ok(view(q, stored, q.settings.clone()))
+}
+
+/// The settings once the lease holder applied or refused `version`, or
+/// as they are after [`HOLDER_WAIT`] (or at once with no holder): the
+/// answer says what the holder did, not only what was written.
+async fn holder_answer(
+    conn: &mut RedisConn,
+    keys: &QueueKeys,
+    version: u64,
+) -> Result<runtime::Stored, ActionError> {
+    let deadline = tokio::time::Instant::now() + HOLDER_WAIT;
+    loop {
+        let stored = runtime::read(conn, keys).await?;
+        let answered = stored.applied.is_some_and(|a| a >= version)
+            || stored.refused.as_ref().is_some_and(|(v, _)| *v >= version);
+        let holder: Option<String> = redis::cmd("GET")
+            .arg(keys.lock())
+            .query_async(conn)
+            .await
+            .map_err(crate::engine::EngineError::from)?;
+        if answered || holder.is_none() || tokio::time::Instant::now() >= deadline {
+            return Ok(stored);
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
 }
 
 async fn write(

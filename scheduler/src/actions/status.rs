@@ -32,7 +32,9 @@ impl Status {
         };
         let mut all = Vec::new();
         for q in queues {
-            all.push(read(conn, &QueueKeys::new(&config.prefix, &q.id)).await?);
+            let mut status = read(conn, &QueueKeys::new(&config.prefix, &q.id)).await?;
+            status.file = FileStatus::new(status.file.published, q.fingerprint());
+            all.push(status);
         }
         Ok(all)
     }
@@ -61,6 +63,47 @@ pub struct QueueStatus {
     pub notice: Option<String>,
     /// The notice's texts per language (`notice --lang`).
     pub notice_texts: BTreeMap<String, String>,
+    /// The schedule's version (one more for every write of it).
+    pub schedule_version: u64,
+    /// The config file whose settings are published, against this one.
+    pub file: FileStatus,
+}
+
+/// Which config file's settings are published (its fingerprint, beside
+/// the lease) and whether this configuration's file differs: schedulers
+/// with different files keep the published settings on take-over.
+#[derive(Debug, Default, serde::Serialize)]
+pub struct FileStatus {
+    /// The published file's fingerprint (None: none published yet).
+    pub published: Option<String>,
+    /// This configuration's fingerprint for the queue.
+    pub this_config: String,
+    /// True when a file is published and this one differs.
+    pub mismatch: bool,
+}
+
+impl FileStatus {
+    /// The published fingerprint against this configuration's.
+    pub fn new(published: Option<String>, this_config: String) -> FileStatus {
+        let mismatch = published.as_ref().is_some_and(|p| *p != this_config);
+        FileStatus {
+            published,
+            this_config,
+            mismatch,
+        }
+    }
+
+    /// One line for `status`.
+    pub fn line(&self) -> String {
+        match &self.published {
+            None => format!("none published (this file {})", self.this_config),
+            Some(p) if self.mismatch => format!(
+                "{p} published · this file {} DIFFERS: a scheduler taking over keeps the published settings",
+                self.this_config
+            ),
+            Some(p) => format!("{p} published (this file)"),
+        }
+    }
 }
 
 /// Origin control as the lease holder last recorded it.
@@ -140,5 +183,14 @@ async fn read(conn: &mut RedisConn, keys: &QueueKeys) -> Result<QueueStatus, Act
                     .collect()
             })
             .unwrap_or_default(),
+        schedule_version: s
+            .config
+            .get(cf::SCHEDULE_VERSION)
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(0),
+        file: FileStatus {
+            published: s.config.get(cf::FILE_FINGERPRINT).cloned(),
+            ..FileStatus::default()
+        },
     })
 }

@@ -96,7 +96,9 @@ pub(super) fn healthcheck(listen: std::net::SocketAddr) -> Result<(), CliError> 
 /// Redis. With a file, queue settings in the environment are refused
 /// (they would be ignored). Returns the file to reload on SIGHUP.
 pub(super) fn load_config(named: Option<PathBuf>) -> Result<(Config, Option<PathBuf>), CliError> {
-    let env = |k: &str| std::env::var(k).ok();
+    // Checked first: a misspelt variable is refused whatever the source.
+    let environment = config::Environment::from_process()?;
+    let env = |k: &str| environment.get(k);
     let default = PathBuf::from(config::DEFAULT_PATH);
     let file = match named {
         Some(path) => Some(path),
@@ -106,7 +108,7 @@ pub(super) fn load_config(named: Option<PathBuf>) -> Result<(Config, Option<Path
     match file {
         Some(path) => {
             Config::refuse_env_settings(&path.display().to_string(), env)?;
-            Ok((Config::load(&path)?, Some(path)))
+            Ok((Config::load(&path, &environment)?, Some(path)))
         }
         None if env(config::env::REDIS_URL).is_some()
             || env(config::env::REDIS_NODES).is_some() =>

@@ -113,7 +113,7 @@ fn render(s: &QueueStatus) -> String {
     };
     let none = || "none".to_string();
     format!(
-        "queue {}\n  state       {}\n  schedule    opens {} · closes {}\n  pre-queue   {} (drawing: {} left)\n  waiting     {} (and {} claims: passed over asleep)\n  active      {} / {max}\n  admitted/s  {rate}\n  lease       {lease}\n  origin      {}\n  totals      entered {} · admitted {} (passed at once {}) · abandoned {} · expired {} · ordered {} · lapsed {}\n  refused     budget {} · no challenge {} · reused {} · stale {} · turnstile {}\n",
+        "queue {}\n  state       {}\n  schedule    opens {} · closes {}\n  pre-queue   {} (drawing: {} left)\n  waiting     {} (and {} claims: passed over asleep)\n  active      {} / {max}\n  admitted/s  {rate}\n  lease       {lease}\n  file        {}\n  origin      {}\n  totals      entered {} · admitted {} (passed at once {}) · abandoned {} · expired {} · ordered {} · lapsed {}\n  refused     budget {} · no challenge {} · reused {} · stale {} · turnstile {}\n",
         s.queue,
         s.state.as_deref().unwrap_or("unconfigured (no scheduler has published settings)"),
         s.opens_at.clone().unwrap_or_else(none),
@@ -123,6 +123,7 @@ fn render(s: &QueueStatus) -> String {
         s.waiting,
         s.claims,
         s.active,
+        s.file.line(),
         s.origin.line(),
         stat(sf::ENTERED),
         stat(sf::ADMITTED),
@@ -186,6 +187,16 @@ fn render_settings(v: &SettingsView) -> String {
         "queue {} settings (run-time version {}: {applied})\n",
         v.queue, v.version
     );
+    match (v.holder.outcome, &v.holder.reason) {
+        ("refused", Some(why)) => out.push_str(&format!(
+            "  the lease holder REFUSED version {} with its config file: {why}\n",
+            v.version
+        )),
+        ("pending", _) if v.version > 0 => out.push_str(
+            "  the lease holder has not applied it yet (none holds the lease, or it did not answer within 3 s)\n",
+        ),
+        _ => {}
+    }
     let effective = serde_json::to_value(&v.effective).unwrap_or_default();
     let file = serde_json::to_value(&v.file).unwrap_or_default();
     for (name, value) in effective.as_object().into_iter().flatten() {
@@ -256,6 +267,8 @@ mod tests {
             stats: BTreeMap::from([("entered".into(), 5000), ("admitted".into(), 3796)]),
             notice: Some("S and M sold out".into()),
             notice_texts: BTreeMap::from([("de".into(), "S und M ausverkauft".into())]),
+            schedule_version: 2,
+            file: crate::actions::FileStatus::new(Some("aa11".into()), "bb22".into()),
         };
         let text = render(&s);
         assert!(
@@ -275,6 +288,10 @@ mod tests {
             "{text}"
         );
         assert!(text.contains("entered 5000 · admitted 3796"), "{text}");
+        assert!(
+            text.contains("file        aa11 published · this file bb22 DIFFERS"),
+            "{text}"
+        );
         assert!(
             text.contains("schedule    opens 2026-12-03T14:00:00Z · closes none"),
             "{text}"

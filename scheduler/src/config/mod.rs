@@ -17,6 +17,8 @@ pub mod env;
 mod queues;
 mod redis;
 
+pub use env::Environment;
+
 pub use admin::{token_hash, AdminConfig, AdminToken, DEFAULT_ADMIN_LISTEN};
 
 pub use queues::{check_settings, format_time, parse_time, FileSchedule, QueueConfig};
@@ -94,14 +96,14 @@ pub struct Config {
 }
 
 impl Config {
-    /// Reads and validates `path`, with overrides from the process env.
-    pub fn load(path: &Path) -> Result<Config, ConfigError> {
+    /// Reads and validates `path`, with overrides from `env`.
+    pub fn load(path: &Path, env: &env::Environment) -> Result<Config, ConfigError> {
         let origin = path.display().to_string();
         let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
             path: origin.clone(),
             source,
         })?;
-        let mut config = Config::parse(&text, &origin, |name| std::env::var(name).ok())?;
+        let mut config = Config::parse(&text, &origin, |name| env.get(name))?;
         // A relative CA path is relative to the config file.
         if let Some(ca) = config.redis.ca_file.take() {
             let ca = path.parent().map_or(ca.clone(), |dir| dir.join(&ca));

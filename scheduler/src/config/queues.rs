@@ -24,6 +24,29 @@ pub struct QueueConfig {
     pub schedule: FileSchedule,
 }
 
+impl QueueConfig {
+    /// A short fingerprint of what the file says of this queue (its
+    /// settings and schedule): schedulers compare theirs with the one
+    /// published beside the lease, so different files are seen.
+    pub fn fingerprint(&self) -> String {
+        use sha2::{Digest, Sha256};
+        let mut text = String::new();
+        for (name, value) in self.settings.to_fields() {
+            text.push_str(&format!("{name}={value}\n"));
+        }
+        for (name, at) in [
+            ("opens_at", self.schedule.opens_at),
+            ("closes_at", self.schedule.closes_at),
+        ] {
+            text.push_str(&format!(
+                "{name}={}\n",
+                at.map_or(String::new(), |t| t.to_string())
+            ));
+        }
+        hex::encode(&Sha256::digest(text.as_bytes())[..8])
+    }
+}
+
 /// `opens_at` / `closes_at` of a `[[queue]]` (RFC 3339), as epoch ms. The
 /// file's values are published when a scheduler takes the lease or reloads
 /// them; a time the file leaves out is left as it is in Redis (the operator

@@ -19,6 +19,7 @@ mod reload;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use queuegate_shared::refusal::Refusal;
 use queuegate_shared::{QueueKeys, QueueState, Settings};
 use tokio::sync::watch;
 use tokio::time::{Interval, MissedTickBehavior};
@@ -37,6 +38,7 @@ use draw::Drawer;
 use idle::Idle;
 use lease::Lease;
 use origin::Steering;
+use queuegate_shared::ops::{FileMoment, FilePublished};
 use reload::Reload;
 
 /// Longest wait between retries after a failed tick. Short, so admission
@@ -59,6 +61,23 @@ impl TickError {
     pub fn is_connection(&self) -> bool {
         matches!(self, TickError::Engine(e) if e.is_connection())
     }
+
+    /// Redis refused the tick without running it.
+    pub fn refusal(&self) -> Option<Refusal> {
+        match self {
+            TickError::Engine(e) => e.refusal(),
+            TickError::Random(_) => None,
+        }
+    }
+
+    /// Its `kind` in `queuegate_redis_errors_total`.
+    pub fn kind(&self) -> &'static str {
+        match self.refusal() {
+            Some(refusal) => refusal.as_str(),
+            None if self.is_connection() => "connection",
+            None => "other",
+        }
+    }
 }
 
 /// One tick's times: when it started (lease deadlines count from before
@@ -78,8 +97,15 @@ pub struct QueueWorker {
     keys: QueueKeys,
     /// The settings in force: the file's with the run-time ones over them.
     settings: Settings,
-    /// The config file's settings for this queue.
+    /// The settings the run-time ones go over: this process's file's, or
+    /// the published file's when they differ and this process took over
+    /// (it keeps them).
     file: Settings,
+    /// This process's config file's settings for this queue.
+    own_file: Settings,
+    /// The published file's fingerprint last seen (to log a difference
+    /// once per published file).
+    noted_file: Option<String>,
     /// The run-time settings last read from Redis.
     runtime: Stored,
     /// A run-time version applied and still to be marked as applied once
@@ -118,6 +144,8 @@ impl QueueWorker {
             admission: Admission::new(settings.admit_rate_per_second, tick),
             keys,
             file: settings.clone(),
+            own_file: settings.clone(),
+            noted_file: None,
             runtime: Stored::default(),
             runtime_unmarked: None,
             response_timeout: Duration::from_millis(crate::config::DEFAULT_RESPONSE_TIMEOUT_MS),
@@ -143,9 +171,10 @@ impl QueueWorker {
         self
     }
 
-    /// Publishes this opening and closing with the settings.
-    pub fn with_schedule(mut self, schedule: FileSchedule) -> Self {
-        self.reload.set_schedule(schedule);
+    /// Publishes this opening and closing where none is published yet,
+    /// and compares this file's fingerprint with the published one.
+    pub fn with_file(mut self, schedule: FileSchedule, fingerprint: String) -> Self {
+        self.reload.set_file(schedule, fingerprint);
         self
     }
 
@@ -180,7 +209,8 @@ impl QueueWorker {
                     // A reloaded file is published at the next tick, not
                     // after an idle wait.
                     self.idle.stop();
-                    self.reload.schedule_reloaded(q.schedule, self.lease.is_held());
+                    self.reload.file_reloaded(&q, self.lease.is_held());
+                    self.own_file = q.settings.clone();
                     self.file = q.settings;
                     let settings = self.over_file(&self.runtime.values.clone());
                     self.reconfigure(settings);
@@ -211,9 +241,13 @@ impl QueueWorker {
                     self.metrics.redis_ok(self.queue());
                 }
                 Err(e) => {
-                    self.metrics.redis_error(self.queue());
+                    self.metrics.redis_error(self.queue(), e.kind());
                     if !failing {
-                        if e.is_connection() {
+                        if let Some(refusal) = e.refusal() {
+                            // Nothing ran: the line is as it was, and the
+                            // operator has one thing to fix.
+                            tracing::warn!(queue = self.queue(), kind = refusal.as_str(), advice = refusal.advice(), error = %e, "Redis refused the tick; retrying with backoff");
+                        } else if e.is_connection() {
                             tracing::warn!(queue = self.queue(), error = %e, "tick failed; retrying with backoff");
                         } else {
                             tracing::error!(queue = self.queue(), error = %e, "tick failed; retrying with backoff");
@@ -248,6 +282,9 @@ impl QueueWorker {
         };
 
         if self.lease.valid_at(started) {
+            if self.reload.file_is_pending() {
+                self.publish_reloaded_file().await?;
+            }
             if self.reload.is_pending() {
                 self.publish().await?;
                 tracing::info!(queue = self.queue(), "reloaded settings published");
@@ -285,6 +322,7 @@ impl QueueWorker {
             if self.lease.is_held() {
                 self.lose("lease expired and was taken over");
             }
+            self.note_file(got.published_file.as_deref());
             if let Some(ttl) = got.holder_ttl_ms {
                 self.lease.retry_in(
                     tick.started,
@@ -298,6 +336,13 @@ impl QueueWorker {
             return Ok(false);
         }
         let was_held = self.lease.taken(tick.started, self.lease_for());
+        // A new holder publishes its file only where none is published
+        // (else it keeps the published one); re-taking its own lease after
+        // a stall publishes no file, and never the file's schedule over a
+        // newer one (issue 37).
+        if !was_held || got.published_file.is_none() {
+            self.take_over_file().await?;
+        }
         // Publish before the first admission, so the edge reads what this
         // holder enforces (the run-time settings over the file's). The
         // operator's state is kept.
@@ -317,6 +362,112 @@ impl QueueWorker {
             "lease acquired; settings published"
         );
         Ok(true)
+    }
+
+    /// A new holder's file: published where none is; where another file
+    /// is published, its settings are kept (the run-time ones go over
+    /// them) and the difference is logged loudly.
+    async fn take_over_file(&mut self) -> Result<(), TickError> {
+        let published = self
+            .reload
+            .publish_file(
+                &mut self.conn,
+                &self.keys,
+                self.lease.owner(),
+                &self.own_file,
+                FileMoment::TakeOver,
+            )
+            .await?;
+        match published {
+            FilePublished::Ours(state) => {
+                self.use_base(self.own_file.clone());
+                self.note_file(Some(&state.fingerprint));
+            }
+            FilePublished::Kept(state) => {
+                tracing::error!(
+                    queue = self.queue(),
+                    this_file = self.reload.fingerprint(),
+                    published_file = %state.fingerprint,
+                    "TAKE-OVER WITH A DIFFERENT CONFIG FILE: this scheduler's file differs from \
+                     the one whose settings are published; keeping the published settings and \
+                     schedule. To put a file in force, reload (SIGHUP) the lease holder with it"
+                );
+                self.noted_file = Some(state.fingerprint.clone());
+                self.metrics.file_mismatch(self.queue(), true);
+                let base = serde_json::from_str::<Settings>(&state.settings_json)
+                    .map_err(|e| e.to_string())
+                    .and_then(|s| {
+                        crate::config::check_settings(&s, self.response_timeout).map(|()| s)
+                    });
+                match base {
+                    Ok(base) => self.use_base(base),
+                    Err(e) => tracing::error!(
+                        queue = self.queue(),
+                        error = %e,
+                        "the published file's settings break a rule here; this file's settings are in force"
+                    ),
+                }
+            }
+            FilePublished::NotHolder => {}
+        }
+        Ok(())
+    }
+
+    /// A reloaded file: the holder publishes it (it replaces the
+    /// published one) with the schedule times it changed.
+    async fn publish_reloaded_file(&mut self) -> Result<(), TickError> {
+        let published = self
+            .reload
+            .publish_file(
+                &mut self.conn,
+                &self.keys,
+                self.lease.owner(),
+                &self.own_file,
+                FileMoment::Reload,
+            )
+            .await?;
+        if let FilePublished::Ours(state) = published {
+            if state.kept_opening {
+                tracing::warn!(
+                    queue = self.queue(),
+                    "the reloaded file's opening has passed and a later one is published: the published opening is kept"
+                );
+            }
+            self.use_base(self.own_file.clone());
+            self.note_file(Some(&state.fingerprint));
+        }
+        Ok(())
+    }
+
+    /// The run-time settings go over `base` from now on.
+    fn use_base(&mut self, base: Settings) {
+        if base == self.file {
+            return;
+        }
+        self.file = base;
+        // Read and checked again against the new base at the next read.
+        self.runtime = Stored::default();
+        let settings = self.file.clone();
+        self.reconfigure(settings);
+    }
+
+    /// The published file's fingerprint as a lease reply or a publish
+    /// showed it: a difference from this process's file is logged loudly
+    /// (once per published file) and shown in the metrics.
+    fn note_file(&mut self, published: Option<&str>) {
+        let ours = self.reload.fingerprint();
+        let differs = published.is_some_and(|p| p != ours);
+        self.metrics.file_mismatch(self.queue(), differs);
+        if differs && self.noted_file.as_deref() != published {
+            tracing::error!(
+                queue = self.queue(),
+                this_file = ours,
+                published_file = published.unwrap_or_default(),
+                "CONFIG FILE DIFFERS from the one whose settings are published: on take-over this \
+                 scheduler keeps the published settings and schedule (status shows both fingerprints)"
+            );
+        }
+        self.noted_file = published.map(str::to_string);
     }
 
     /// Origin control (when a step is due) sets the rate to admit at.
@@ -388,12 +539,23 @@ impl QueueWorker {
                     self.reconfigure(settings);
                     self.runtime_unmarked = stored.version;
                 }
-                Err(e) => tracing::error!(
-                    queue = self.queue(),
-                    version = stored.version_number(),
-                    error = %e,
-                    "run-time settings refused with this scheduler's config file; running settings kept"
-                ),
+                Err(e) => {
+                    tracing::error!(
+                        queue = self.queue(),
+                        version = stored.version_number(),
+                        error = %e,
+                        "run-time settings refused with this scheduler's config file; running settings kept"
+                    );
+                    if self.lease.is_held() {
+                        runtime::mark_refused(
+                            &mut self.conn,
+                            &self.keys,
+                            stored.version_number(),
+                            &e,
+                        )
+                        .await?;
+                    }
+                }
             }
         }
         self.runtime = stored;

@@ -1,9 +1,11 @@
 //! What the config file says as it is reloaded (SIGHUP): new queue configs
-//! as they come, the file's schedule, and whether a change is still to be
-//! published. The holder publishes the settings it enforces when it takes
-//! the lease, and again after a change.
+//! as they come, the file's schedule and fingerprint, and what is still to
+//! be published. The holder publishes the settings it enforces when it
+//! takes the lease and after a change; its file (fingerprint and schedule)
+//! only where none is published yet, or when it is reloaded — never over
+//! a newer schedule (issue 37, docs/scheduler.md *Fail-over*).
 
-use queuegate_shared::ops::{Change, Configure, Schedule};
+use queuegate_shared::ops::{Configure, FileMoment, FilePublished, PublishFile};
 use queuegate_shared::{QueueKeys, QueueState, Settings};
 use tokio::sync::watch;
 
@@ -16,18 +18,28 @@ use crate::engine::{self, EngineError};
 pub(super) struct Reload {
     /// Queue configs from a reloaded file (none: no reloads).
     reloads: Option<watch::Receiver<QueueConfig>>,
-    /// The opening and closing the config file sets, published with the
-    /// settings.
+    /// The opening and closing the config file sets.
     schedule: FileSchedule,
-    /// Settings or schedule changed while holding the lease: publish them
-    /// next tick.
+    /// The fingerprint of the file's settings and schedule.
+    fingerprint: String,
+    /// Settings changed while holding the lease: publish them next tick.
     pending: bool,
+    /// The file was reloaded while holding the lease: publish it (it
+    /// replaces the published one) next tick, with its schedule's times
+    /// if they changed.
+    file_reloaded: Option<FileSchedule>,
 }
 
 impl Reload {
-    /// Publishes `schedule` with the settings.
-    pub(super) fn set_schedule(&mut self, schedule: FileSchedule) {
+    /// The file's schedule and fingerprint at start.
+    pub(super) fn set_file(&mut self, schedule: FileSchedule, fingerprint: String) {
         self.schedule = schedule;
+        self.fingerprint = fingerprint;
+    }
+
+    /// The fingerprint of this process's file.
+    pub(super) fn fingerprint(&self) -> &str {
+        &self.fingerprint
     }
 
     /// Takes queue configs from `reloads` as they come.
@@ -48,18 +60,36 @@ impl Reload {
         Some(rx.borrow_and_update().clone())
     }
 
-    /// The file's schedule now; publish it if it changed and we `hold` the
-    /// lease (a new holder publishes it anyway).
-    pub(super) fn schedule_reloaded(&mut self, schedule: FileSchedule, hold: bool) {
-        if schedule != self.schedule {
-            self.schedule = schedule;
-            self.pending = hold;
+    /// The file was reloaded: if we `hold` the lease it is published next
+    /// tick (replacing the published file), with only the schedule's
+    /// times that changed, so a reload never repeats a time an operator
+    /// has moved since. A standby only keeps it.
+    pub(super) fn file_reloaded(&mut self, q: &QueueConfig, hold: bool) {
+        let changed = FileSchedule {
+            opens_at: q
+                .schedule
+                .opens_at
+                .filter(|_| q.schedule.opens_at != self.schedule.opens_at),
+            closes_at: q
+                .schedule
+                .closes_at
+                .filter(|_| q.schedule.closes_at != self.schedule.closes_at),
+        };
+        self.schedule = q.schedule;
+        self.fingerprint = q.fingerprint();
+        if hold {
+            let before = self.file_reloaded.unwrap_or_default();
+            self.file_reloaded = Some(FileSchedule {
+                opens_at: changed.opens_at.or(before.opens_at),
+                closes_at: changed.closes_at.or(before.closes_at),
+            });
+            self.pending = true;
         }
     }
 
     /// The settings changed: publish them if we `hold` the lease.
     pub(super) fn settings_reloaded(&mut self, hold: bool) {
-        self.pending = hold;
+        self.pending = self.pending || hold;
     }
 
     /// A change waits to be published.
@@ -67,9 +97,47 @@ impl Reload {
         self.pending
     }
 
-    /// Publishes the settings this holder enforces, and the file's
-    /// schedule if it sets one; the operator's state is kept (a new queue
-    /// starts open). Returns the queue's state.
+    /// Publishes this process's file (its fingerprint, `file` settings and
+    /// schedule) as the holder that took the lease (`TakeOver`: only where
+    /// none is published) or, after a reload, as its replacement.
+    pub(super) async fn publish_file(
+        &mut self,
+        conn: &mut RedisConn,
+        keys: &QueueKeys,
+        owner: &str,
+        file: &Settings,
+        moment: FileMoment,
+    ) -> Result<FilePublished, EngineError> {
+        let times = match moment {
+            FileMoment::TakeOver => self.schedule,
+            FileMoment::Reload => self.file_reloaded.unwrap_or_default(),
+        };
+        let published = engine::run(
+            conn,
+            &PublishFile {
+                keys,
+                owner,
+                fingerprint: &self.fingerprint,
+                settings_json: serde_json::to_string(file).unwrap_or_default(),
+                moment,
+                opens_at: times.opens_at,
+                closes_at: times.closes_at,
+            },
+        )
+        .await?;
+        if moment == FileMoment::Reload {
+            self.file_reloaded = None;
+        }
+        Ok(published)
+    }
+
+    /// A reloaded file waits to be published.
+    pub(super) fn file_is_pending(&self) -> bool {
+        self.file_reloaded.is_some()
+    }
+
+    /// Publishes the settings this holder enforces; the operator's state
+    /// is kept (a new queue starts open). Returns the queue's state.
     pub(super) async fn publish(
         &mut self,
         conn: &mut RedisConn,
@@ -85,18 +153,6 @@ impl Reload {
             },
         )
         .await?;
-        if self.schedule.is_set() {
-            let set = |t: Option<u64>| t.map_or(Change::Keep, Change::Set);
-            engine::run(
-                conn,
-                &Schedule {
-                    keys,
-                    opens_at: set(self.schedule.opens_at),
-                    closes_at: set(self.schedule.closes_at),
-                },
-            )
-            .await?;
-        }
         self.pending = false;
         Ok(state)
     }
@@ -115,21 +171,31 @@ mod tests {
         }
     }
 
+    fn queue(schedule: FileSchedule) -> QueueConfig {
+        QueueConfig {
+            id: QueueId::new("q").unwrap(),
+            settings: Settings::default(),
+            schedule,
+        }
+    }
+
     #[test]
-    fn only_a_holder_has_changes_to_publish() {
+    fn only_a_holder_publishes_a_reloaded_file_and_only_the_times_it_changed() {
         let mut r = Reload::default();
-        r.schedule_reloaded(FileSchedule::default(), true);
-        assert!(!r.is_pending(), "the same schedule");
-        r.schedule_reloaded(schedule(1_000), false);
-        assert!(
-            !r.is_pending(),
-            "standing by: a new holder publishes anyway"
-        );
+        r.file_reloaded(&queue(schedule(1_000)), false);
+        assert!(!r.is_pending() && !r.file_is_pending(), "standing by");
         assert_eq!(r.schedule, schedule(1_000), "but it is kept");
-        r.schedule_reloaded(schedule(2_000), true);
-        assert!(r.is_pending());
-        r.settings_reloaded(true);
-        assert!(r.is_pending());
+        assert_eq!(r.fingerprint(), queue(schedule(1_000)).fingerprint());
+        r.file_reloaded(&queue(schedule(1_000)), true);
+        assert!(r.is_pending() && r.file_is_pending());
+        assert_eq!(
+            r.file_reloaded,
+            Some(FileSchedule::default()),
+            "an unchanged opening is not published again"
+        );
+        r.file_reloaded(&queue(schedule(2_000)), true);
+        assert_eq!(r.file_reloaded, Some(schedule(2_000)));
+        assert_ne!(r.fingerprint(), queue(schedule(1_000)).fingerprint());
     }
 
     #[tokio::test]

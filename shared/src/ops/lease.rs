@@ -26,6 +26,9 @@ pub struct LeaseAcquired {
     /// When someone else holds it: for how many more ms (a standby need
     /// not try again before).
     pub holder_ttl_ms: Option<u64>,
+    /// The fingerprint of the config file whose settings are published
+    /// (None: none yet), to compare with ours.
+    pub published_file: Option<String>,
 }
 
 impl Operation for LeaseAcquire<'_> {
@@ -34,7 +37,7 @@ impl Operation for LeaseAcquire<'_> {
     fn invocation(&self) -> Invocation {
         Invocation {
             script: &LEASE_ACQUIRE,
-            keys: vec![self.keys.lock()],
+            keys: vec![self.keys.lock(), self.keys.config()],
             args: vec![self.owner.to_string(), self.ttl_ms.to_string()],
         }
     }
@@ -49,6 +52,10 @@ impl Operation for LeaseAcquire<'_> {
                 None
             } else {
                 u64::try_from(f.int(2)?).ok()
+            },
+            published_file: match f.len() {
+                4.. => Some(f.text(3)?.to_string()).filter(|t| !t.is_empty()),
+                _ => None,
             },
         })
     }

@@ -34,7 +34,9 @@ pub use observed::{Observed, Position, PreQueueFacts, WaitingFacts};
 pub use origin::{Answers, ControlRecord, OriginRead, OriginReply, OriginWindow, LATENCY_BUCKETS};
 pub use pass::{Pass, PassReply, QueueNeeded, RouteKind};
 pub use revoke::{Revoke, RevokeCall, RevokeReply, MAX_REVOKE_MS};
-pub use schedule::{Change, Schedule, Scheduled};
+pub use schedule::{
+    Change, FileMoment, FilePublished, FileState, PublishFile, Schedule, Scheduled,
+};
 pub use settings::{SetSettings, SettingsReply};
 pub use settle::{Outcome, Settle, SettleReply};
 pub use status::{QueueStatus, Status};

@@ -2,7 +2,7 @@
 //! where the edge scripts read them.
 
 use crate::keys::QueueKeys;
-use crate::script::{Invocation, Operation, SCHEDULE};
+use crate::script::{Invocation, Operation, PUBLISH_FILE, SCHEDULE};
 use crate::value::{DecodeError, Fields, Value};
 
 /// What to do with one schedule time.
@@ -44,6 +44,8 @@ pub struct Scheduled {
     pub opens_at: Option<u64>,
     /// The closing, if any.
     pub closes_at: Option<u64>,
+    /// The schedule's version (one more for every write).
+    pub version: u64,
 }
 
 impl Operation for Schedule<'_> {
@@ -71,6 +73,101 @@ impl Operation for Schedule<'_> {
         Ok(Scheduled {
             opens_at: time(0)?,
             closes_at: time(1)?,
+            version: if f.len() > 2 { f.uint(2)? } else { 0 },
         })
+    }
+}
+
+/// When a lease holder publishes its config file ([`PublishFile`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FileMoment {
+    /// It took the lease: only where no file is published yet.
+    TakeOver,
+    /// Its file was reloaded: it replaces the published one.
+    Reload,
+}
+
+/// The lease holder publishes its config file: the fingerprint of its
+/// settings and schedule, the settings, and the schedule's times, which
+/// never go over a newer schedule nor put a past opening over a future one.
+#[derive(Debug, Clone)]
+pub struct PublishFile<'a> {
+    /// The queue.
+    pub keys: &'a QueueKeys,
+    /// The lease owner: nobody else publishes.
+    pub owner: &'a str,
+    /// The file's fingerprint.
+    pub fingerprint: &'a str,
+    /// The file's settings as JSON.
+    pub settings_json: String,
+    /// When.
+    pub moment: FileMoment,
+    /// The file's opening to publish (None: none, or unchanged on a reload).
+    pub opens_at: Option<u64>,
+    /// Its closing, likewise.
+    pub closes_at: Option<u64>,
+}
+
+/// What [`PublishFile`] found and did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum FilePublished {
+    /// Not the lease holder: nothing written.
+    NotHolder,
+    /// This file is the published one.
+    Ours(FileState),
+    /// Another file is published and was kept.
+    Kept(FileState),
+}
+
+/// The published file after a [`PublishFile`].
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct FileState {
+    /// Its fingerprint.
+    pub fingerprint: String,
+    /// Its settings (JSON).
+    pub settings_json: String,
+    /// The file's opening had passed and a future one was published: kept.
+    pub kept_opening: bool,
+    /// The schedule's version.
+    pub schedule_version: u64,
+}
+
+impl Operation for PublishFile<'_> {
+    type Reply = FilePublished;
+
+    fn invocation(&self) -> Invocation {
+        let time = |t: Option<u64>| t.map_or(String::new(), |t| t.to_string());
+        Invocation {
+            script: &PUBLISH_FILE,
+            keys: vec![self.keys.config(), self.keys.lock()],
+            args: vec![
+                self.owner.to_string(),
+                self.fingerprint.to_string(),
+                self.settings_json.clone(),
+                match self.moment {
+                    FileMoment::TakeOver => "first",
+                    FileMoment::Reload => "reload",
+                }
+                .to_string(),
+                time(self.opens_at),
+                time(self.closes_at),
+            ],
+        }
+    }
+
+    fn decode(&self, value: Value) -> Result<FilePublished, DecodeError> {
+        let f = Fields::new("publish_file", value)?;
+        let state = FileState {
+            fingerprint: f.text(1)?.to_string(),
+            settings_json: f.text(2)?.to_string(),
+            kept_opening: f.text(3)? == "1",
+            schedule_version: f.uint(4)?,
+        };
+        match f.int(0)? {
+            0 => Ok(FilePublished::NotHolder),
+            1 => Ok(FilePublished::Ours(state)),
+            2 => Ok(FilePublished::Kept(state)),
+            code => Err(f.error(format!("unknown code {code}"))),
+        }
     }
 }

@@ -252,6 +252,17 @@ impl Scheduler {
         self.process.signal(1);
     }
 
+    /// SIGSTOP: the process stalls (a VM paused, a long GC) until
+    /// [`Scheduler::sigcont`].
+    pub fn sigstop(&self) {
+        self.process.signal(19);
+    }
+
+    /// SIGCONT: a stalled process goes on.
+    pub fn sigcont(&self) {
+        self.process.signal(18);
+    }
+
     /// SIGKILL, like a crash.
     pub fn kill(&mut self) {
         self.process.kill();

@@ -77,7 +77,7 @@ impl App {
     /// An outage a request met is the health answer at once.
     fn note_health(&self, e: &EdgeError) {
         let seen = match e {
-            EdgeError::RedisUnavailable(_) => Health::Unreachable,
+            EdgeError::RedisUnavailable(_) | EdgeError::RedisRefused { .. } => Health::Unreachable,
             EdgeError::RedisLimited(_) => Health::Limited,
             _ => return,
         };

@@ -71,7 +71,8 @@ async fn before_the_opening_visitors_pre_queue_keep_their_draw_and_count_toward_
         set,
         Scheduled {
             opens_at: Some(opens),
-            closes_at: None
+            closes_at: None,
+            version: 1,
         }
     );
 

@@ -349,3 +349,143 @@ fn the_example_config_names_every_setting_at_its_default() {
     let out = scheduler::command(&path, &["check"]);
     assert_eq!(out.status.code(), Some(0), "{}", text(&out));
 }
+
+/// Issue #37: the environment is as strict as a file. A misspelt variable
+/// was ignored (`QUEUEGATE_ADMIT_RATE=50`: `check` said ok and the queue
+/// ran at 175/s); now it is refused with the name it likely meant. A secret
+/// may come from a file (`*_FILE`), never both ways, and is never shown.
+#[test]
+fn misspelt_variables_are_refused_and_secrets_come_from_files() {
+    let redis = RedisServer::start();
+    let dir = tempfile::tempdir().unwrap();
+    let env_only = |args: &[&str], vars: &[(&str, String)]| {
+        let mut cmd = Command::new(target_bin(BIN));
+        cmd.args(args)
+            .current_dir(dir.path())
+            .env_remove("QUEUEGATE_CONFIG")
+            .env("QUEUEGATE_REDIS_URL", redis.url());
+        for (k, v) in vars {
+            cmd.env(k, v);
+        }
+        cmd.output().unwrap()
+    };
+
+    let out = env_only(&["check"], &[("QUEUEGATE_ADMIT_RATE", "50".into())]);
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+    assert!(
+        text(&out).contains("QUEUEGATE_ADMIT_RATE:")
+            && text(&out).contains("did you mean QUEUEGATE_ADMIT_RATE_PER_SECOND?"),
+        "{}",
+        text(&out)
+    );
+    let out = env_only(&["run"], &[("QUEUEGATE_ADMIT_RATE", "50".into())]);
+    assert_eq!(
+        out.status.code(),
+        Some(2),
+        "run refuses too: {}",
+        text(&out)
+    );
+    // Beside a file as well.
+    let config = write_config(
+        dir.path(),
+        &format!(
+            "[redis]\nurl = {:?}\n[[queue]]\nid = \"main\"\n",
+            redis.url()
+        ),
+    );
+    let out = Command::new(target_bin(BIN))
+        .arg("--config")
+        .arg(&config)
+        .arg("check")
+        .env("QUEUEGATE_REDIS_PASWORD", "x")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+    assert!(
+        text(&out).contains("did you mean QUEUEGATE_REDIS_PASSWORD?"),
+        "{}",
+        text(&out)
+    );
+
+    // A password from a file reaches a Redis that needs it, and is never shown.
+    let secret = "pw-f1le-s3cret";
+    redis
+        .raw_command(&format!("CONFIG SET requirepass {secret}"))
+        .unwrap();
+    let pw_file = dir.path().join("redis-password");
+    std::fs::write(&pw_file, format!("{secret}\n")).unwrap();
+    let pw_path = pw_file.display().to_string();
+    let out = env_only(&["status"], &[]);
+    assert_eq!(out.status.code(), Some(1), "no password: {}", text(&out));
+    let out = env_only(
+        &["status"],
+        &[("QUEUEGATE_REDIS_PASSWORD_FILE", pw_path.clone())],
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    assert!(!text(&out).contains(secret), "{}", text(&out));
+    let out = env_only(
+        &["status"],
+        &[
+            ("QUEUEGATE_REDIS_PASSWORD_FILE", pw_path.clone()),
+            ("QUEUEGATE_REDIS_PASSWORD", secret.into()),
+        ],
+    );
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+    assert!(
+        text(&out).contains("QUEUEGATE_REDIS_PASSWORD_FILE are both set")
+            && !text(&out).contains(secret),
+        "{}",
+        text(&out)
+    );
+
+    // The admin API's tokens from a file: the running scheduler takes them.
+    let token = "qga_from_a_file";
+    let tokens_file = dir.path().join("admin-tokens");
+    std::fs::write(
+        &tokens_file,
+        format!("ops={}\n", queuegate_scheduler::config::token_hash(token)),
+    )
+    .unwrap();
+    let (port, admin_port) = (free_port(), free_port());
+    let log = dir.path().join("scheduler.log");
+    let mut child = Command::new(target_bin(BIN))
+        .arg("run")
+        .current_dir(dir.path())
+        .env_remove("QUEUEGATE_CONFIG")
+        .env("QUEUEGATE_REDIS_URL", redis.url())
+        .env("QUEUEGATE_REDIS_PASSWORD_FILE", &pw_path)
+        .env("QUEUEGATE_LISTEN", format!("127.0.0.1:{port}"))
+        .env("QUEUEGATE_ADMIN_LISTEN", format!("127.0.0.1:{admin_port}"))
+        .env("QUEUEGATE_ADMIN_TOKENS_FILE", &tokens_file)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::fs::File::create(&log).unwrap())
+        .spawn()
+        .expect("start the scheduler");
+    let ask = |bearer: &str| -> Option<String> {
+        use std::io::{Read, Write};
+        let mut s = std::net::TcpStream::connect(("127.0.0.1", admin_port)).ok()?;
+        s.set_read_timeout(Some(Duration::from_secs(3))).ok()?;
+        let req =
+            format!("GET /admin/v1/queues HTTP/1.0\r\nAuthorization: Bearer {bearer}\r\n\r\n");
+        s.write_all(req.as_bytes()).ok()?;
+        let mut reply = String::new();
+        s.read_to_string(&mut reply).ok()?;
+        Some(reply)
+    };
+    let mut answered = None;
+    wait_until(Duration::from_secs(15), || {
+        answered = ask(token);
+        answered.is_some()
+    });
+    let refused = ask("qga_wrong");
+    let _ = child.kill();
+    let _ = child.wait();
+    let logged = std::fs::read_to_string(&log).unwrap_or_default();
+    let answered = answered.unwrap_or_default();
+    assert!(answered.contains(" 200 "), "{answered}\n{logged}");
+    assert!(refused.unwrap_or_default().contains(" 401 "), "{logged}");
+    assert!(
+        !logged.contains(secret) && !logged.contains(token),
+        "{logged}"
+    );
+}

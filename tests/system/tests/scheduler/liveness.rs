@@ -178,8 +178,13 @@ async fn a_reload_changing_abandon_after_drops_nobody_who_polls() {
 }
 
 /// Reproduction 3: the lease holder is killed and a standby whose file
-/// says `abandon_after_ms = 60000` takes the lease and publishes it.
-/// Before issue #37: 150 of 150 dropped within about 2 s.
+/// says `abandon_after_ms = 60000` takes the lease. Before issue #37 it
+/// published its file's value and 150 of 150 were dropped within about
+/// 2 s; now a standby whose file differs keeps the published settings
+/// (docs/scheduler.md, *Fail-over with different files*), and either way
+/// nobody who polls is dropped. Its file then goes in force the way an
+/// operator puts one there, a SIGHUP of the new holder: a change of the
+/// window, which drops nobody either.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_standby_with_another_abandon_after_taking_the_lease_drops_nobody_who_polls() {
     let redis = RedisServer::start();
@@ -190,10 +195,19 @@ async fn a_standby_with_another_abandon_after_taking_the_lease_drops_nobody_who_
         .queue_settings("main", &s)
         .start();
     the_silent_one_is_dropped(&q).await;
+    let lock = || async {
+        let mut conn = q.conn.clone();
+        let owner: Option<String> = redis::cmd("GET")
+            .arg(q.keys.lock())
+            .query_async(&mut conn)
+            .await
+            .expect("get");
+        owner.unwrap_or_default()
+    };
+    let first = lock().await;
     let standby = Scheduler::builder(&redis.url())
         .queue_settings("main", &settings(60_000, 60_000))
         .start();
-    // The standby is up and standing by (it cannot take a held lease).
     until(15, "the standby answers its health check", || async {
         standby.health().is_some()
     })
@@ -201,8 +215,16 @@ async fn a_standby_with_another_abandon_after_taking_the_lease_drops_nobody_who_
     assert_eq!(q.config_field(cf::ABANDON_AFTER_MS).await, "4000");
 
     holder.kill();
-    published(&q, cf::ABANDON_AFTER_MS, 60_000).await;
+    until(15, "the standby holds the lease", || async {
+        let owner = lock().await;
+        !owner.is_empty() && owner != first
+    })
+    .await;
     nobody_dropped(&q, Duration::from_secs(4), N as u64, 1, &standby.log()).await;
+
+    standby.sighup();
+    published(&q, cf::ABANDON_AFTER_MS, 60_000).await;
+    nobody_dropped(&q, Duration::from_secs(3), N as u64, 1, &standby.log()).await;
     polling.abort();
 }
 

@@ -4,6 +4,7 @@
 
 mod cli;
 mod cluster;
+mod failover;
 mod idle;
 mod liveness;
 mod observability;

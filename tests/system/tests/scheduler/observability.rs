@@ -201,3 +201,65 @@ fn the_dashboard_is_provisionable_from_its_file() {
         "{provider}"
     );
 }
+
+/// Runs one command on `url`'s Redis.
+fn redis_cmd(url: &str, args: &[&str]) -> redis::RedisResult<redis::Value> {
+    let mut conn = redis::Client::open(url)?.get_connection()?;
+    let mut cmd = redis::cmd(args[0]);
+    for a in &args[1..] {
+        cmd.arg(*a);
+    }
+    cmd.query(&mut conn)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_redis_refusal_is_counted_by_its_kind_and_logged_with_what_to_fix() {
+    // A fail-over left the scheduler's address on a read-only replica:
+    // every tick is refused with READONLY until the operator points it
+    // back (here: the replica becomes a primary again).
+    let redis = RedisServer::start();
+    let sched = Scheduler::builder(&redis.url())
+        .queue("main", &[("admit_rate_per_second", "20")])
+        .start();
+    let held = wait_until(Duration::from_secs(10), || {
+        sched.metric("queuegate_lease_held{queue=\"main\"}") == Some(1.0)
+    });
+    assert!(held, "the scheduler never took the lease:\n{}", sched.log());
+    let readonly = "queuegate_redis_errors_total{queue=\"main\",kind=\"readonly\"}";
+    assert_eq!(sched.metric(readonly), None, "no refusal yet");
+    let connection = "queuegate_redis_errors_total{queue=\"main\",kind=\"connection\"}";
+    assert_eq!(
+        sched.metric(connection),
+        Some(0.0),
+        "the series exists from the start"
+    );
+
+    redis_cmd(&redis.url(), &["REPLICAOF", "127.0.0.1", "1"]).expect("replicaof");
+    let counted = wait_until(Duration::from_secs(10), || {
+        sched.metric(readonly).is_some_and(|n| n >= 1.0)
+    });
+    redis_cmd(&redis.url(), &["REPLICAOF", "NO", "ONE"]).expect("replicaof no one");
+    assert!(counted, "no readonly refusal counted:\n{}", sched.metrics());
+    let log = sched.log();
+    assert!(
+        log.contains("Redis refused the tick") && log.contains("point it at the new primary"),
+        "{log}"
+    );
+
+    // Redis is a primary again: the ticks go through and the count stops.
+    let q = TestQueue::open(&redis.url(), "main", Settings::default()).await;
+    assert!(matches!(q.enter(&user(1)).await, EnterReply::Entered(_)));
+    let admitted = wait_until(Duration::from_secs(10), || {
+        sched
+            .metric("queuegate_admitted_total{queue=\"main\"}")
+            .is_some_and(|n| n >= 1.0)
+    });
+    assert!(
+        admitted,
+        "no admission after the refusals:\n{}",
+        sched.log()
+    );
+    let after = sched.metric(readonly);
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert_eq!(sched.metric(readonly), after, "refusals went on");
+}
