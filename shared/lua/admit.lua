@@ -37,16 +37,23 @@ local allowance = tonumber(ARGV[AA.ALLOWANCE])
 local max_active = tonumber(ARGV[AA.MAX_ACTIVE])
 local token_ttl = tonumber(ARGV[AA.TOKEN_TTL_MS])
 local status_ttl = tonumber(ARGV[AA.STATUS_TTL_MS])
-local abandon_after = tonumber(ARGV[AA.ABANDON_AFTER_MS])
 local limit = tonumber(ARGV[AA.SWEEP_LIMIT])
 local scan = tonumber(ARGV[AA.LEAVER_SCAN])
 local rate, tick_ms = tonumber(ARGV[AA.RATE]), tonumber(ARGV[AA.TICK_MS])
 local zone = math.max(1, tonumber(ARGV[AA.NEAR_ZONE]))
 local now = now_ms()
 -- Alive: polled within abandon_after (admitted at the head). Asleep:
--- polled within the sleep grace (kept; passed over at the head).
-local alive = seen.checker(base, K_SEEN, now, abandon_after)
-local asleep = seen.asleep(base, now, abandon_after, tonumber(ARGV[AA.SLEEP_GRACE_MS]))
+-- polled within the sleep grace (kept; passed over at the head). The
+-- windows are the published ones, as the edge's scripts read them (with
+-- any earlier ones a change keeps in force), not this caller's: a holder
+-- applying new settings admits before it publishes them. The caller's
+-- serve only a queue with none published.
+local live = read_fields(KEYS[4], CF_ABANDON_AFTER_MS, CF_SLEEP_GRACE_MS, CF_SEEN_PREV, CF_GRACE_PREV)
+if not live[CF_ABANDON_AFTER_MS] then
+  live[CF_ABANDON_AFTER_MS], live[CF_SLEEP_GRACE_MS] = ARGV[AA.ABANDON_AFTER_MS], ARGV[AA.SLEEP_GRACE_MS]
+end
+live = seen.live(live, now)
+local alive, asleep = seen.alive(base, now, live), seen.asleep(base, now, live)
 local token_base, status_base = base .. K_TOKEN, base .. K_STATUS
 
 local function abandon(uid)
@@ -89,7 +96,7 @@ do
   if #at > 0 and tonumber(at[2]) > front then
     local passed = redis.call('ZRANGEBYSCORE', KEYS[1], '(' .. front, at[2], 'WITHSCORES', 'LIMIT', 0, limit)
     for i = 2, #passed, 2 do
-      mark_seen(base, now, tonumber(passed[i]), abandon_after, tonumber(ARGV[AA.SLEEP_GRACE_MS]))
+      mark_seen(base, now, tonumber(passed[i]), live)
     end
     if #passed >= 2 * limit then front = tonumber(passed[#passed]) else front = tonumber(at[2]) end
   elseif #at == 0 then
@@ -182,7 +189,7 @@ if (cfg[CF_STATE] == QS_OPEN or cfg[CF_STATE] == QS_DRAINING) and tonumber(cfg[C
         -- The claim's status outlives any grace the bitmaps can give.
         redis.call('ZADD', KEYS[8], ticket, uid)
         set_status(status_base .. uid, uid, ST_CLAIMED, now,
-          status_ttl + math.ceil(tonumber(ARGV[AA.SLEEP_GRACE_MS]) * 1.5))
+          status_ttl + math.ceil(math.max(tonumber(ARGV[AA.SLEEP_GRACE_MS]), unpack(live.asleep)) * 1.5))
         claimed = claimed + 1
       else
         abandon(uid)

@@ -14,13 +14,13 @@
 --   now, the grace in which to poll; far back the near zone's front gives
 --   it again when it passes (docs/uncapped-line.md).
 if redis.call('GET', KEYS[5]) ~= ARGV[1] then return {R.NOT_OWNER} end
-local d = read_fields(KEYS[3], CF_DRAW_LEFT, CF_DRAW_DONE, CF_ABANDON_AFTER_MS, CF_SLEEP_GRACE_MS)
+local d = read_fields(KEYS[3], CF_DRAW_LEFT, CF_DRAW_DONE, CF_ABANDON_AFTER_MS, CF_SLEEP_GRACE_MS,
+  CF_SEEN_PREV, CF_GRACE_PREV)
 local left, done = tonumber(d[CF_DRAW_LEFT] or '0'), tonumber(d[CF_DRAW_DONE] or '0')
 if left == 0 or done ~= tonumber(ARGV[3]) then return {R.MOVED, done} end
 local base = ARGV[2]
-local abandon_after = tonumber(d[CF_ABANDON_AFTER_MS])
-local grace = tonumber(d[CF_SLEEP_GRACE_MS] or '')
 local now = now_ms()
+local live = seen.live(d, now)
 local want = math.min(#ARGV - 3, left)
 local batch = redis.call('ZRANGE', KEYS[1], done, done + want - 1)
 local placed, dropped, withdrawn = 0, 0, 0
@@ -31,7 +31,7 @@ for i = 1, #batch do
   if not (st and split(st)[SR_KIND] == ST_REVOKED) then
     local ticket = tonumber(ARGV[3 + i])
     redis.call('ZADD', KEYS[2], 'NX', ticket, uid)
-    mark_seen(base, now, ticket, abandon_after, grace)
+    mark_seen(base, now, ticket, live)
     placed = placed + 1
   else
     withdrawn = withdrawn + 1

@@ -45,15 +45,10 @@ local now = now_ms()
 local ticket = redis.call('ZSCORE', KEYS[1], uid)
 if ticket then
   ticket = tonumber(ticket)
-  if cfg[CF_ABANDON_AFTER_MS] then
-    local grace = tonumber(cfg[CF_SLEEP_GRACE_MS] or '')
-    mark_seen(base, now, ticket, tonumber(cfg[CF_ABANDON_AFTER_MS]), grace)
-  end
+  if cfg[CF_ABANDON_AFTER_MS] then mark_seen(base, now, ticket, seen.live(cfg, now)) end
   return line_reply(KEYS[1], uid, ticket, cfg, now)
 end
-ticket = reclaim({claims = KEYS[12], waiting = KEYS[1], status = KEYS[4], stats = KEYS[7]}, base, uid, now,
-  tonumber(cfg[CF_ABANDON_AFTER_MS] or ''), tonumber(cfg[CF_SLEEP_GRACE_MS] or ''),
-  tonumber(cfg[CF_STATUS_TTL_MS] or ''))
+ticket = reclaim({claims = KEYS[12], waiting = KEYS[1], status = KEYS[4], stats = KEYS[7]}, base, uid, now, cfg)
 if ticket then return line_reply(KEYS[1], uid, ticket, cfg, now) end
 local left = drawing_left(cfg)
 local slot, sealed = redis.call('ZSCORE', KEYS[9], uid), false
@@ -188,7 +183,6 @@ local function count_place()
   redis.call('PEXPIRE', places_key, PLACES_KEEP_MS)
 end
 
-local abandon_after = tonumber(cfg[CF_ABANDON_AFTER_MS])
 if pre_queue then
   -- Ranked for the draw by its address group's round, then by arrival.
   -- Not marked seen: a pre-queue is far back, where nobody is dropped for
@@ -227,6 +221,6 @@ if size == 0 then
   redis.call('LTRIM', base .. K_WAKE, 0, 0)
 end
 count_place()
-mark_seen(base, now, new_ticket, abandon_after, tonumber(cfg[CF_SLEEP_GRACE_MS] or ''))
+mark_seen(base, now, new_ticket, seen.live(cfg, now))
 redis.call('HINCRBY', KEYS[7], SF_ENTERED, 1)
 return waiting_reply(size + 1, cfg, new_ticket)

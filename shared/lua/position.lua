@@ -13,17 +13,12 @@ if ticket then
   local cfg = read_config(KEYS[4])
   local now = now_ms()
   ticket = tonumber(ticket)
-  if cfg[CF_ABANDON_AFTER_MS] then
-    local grace = tonumber(cfg[CF_SLEEP_GRACE_MS] or '')
-    mark_seen(base, now, ticket, tonumber(cfg[CF_ABANDON_AFTER_MS]), grace)
-  end
+  if cfg[CF_ABANDON_AFTER_MS] then mark_seen(base, now, ticket, seen.live(cfg, now)) end
   return line_reply(KEYS[1], uid, ticket, cfg, now)
 end
 do
   local cfg, now = read_config(KEYS[4]), now_ms()
-  local claim = reclaim({claims = KEYS[7], waiting = KEYS[1], status = KEYS[3], stats = KEYS[8]}, base, uid, now,
-    tonumber(cfg[CF_ABANDON_AFTER_MS] or ''), tonumber(cfg[CF_SLEEP_GRACE_MS] or ''),
-  tonumber(cfg[CF_STATUS_TTL_MS] or ''))
+  local claim = reclaim({claims = KEYS[7], waiting = KEYS[1], status = KEYS[3], stats = KEYS[8]}, base, uid, now, cfg)
   if claim then return line_reply(KEYS[1], uid, claim, cfg, now) end
 end
 local slot, sealed = redis.call('ZSCORE', KEYS[5], uid), false

@@ -4,8 +4,8 @@
 --
 -- Records are fields joined by SEP; their layouts (TR_*, SR_*) and the
 -- status kinds (ST_*) are declared in shared/src/fields.rs.
--- Liveness: seen:<bucket>:<block> are bitmaps indexed by ticket, one per
--- time bucket of abandon_after/4 ms (see docs/engine.md).
+-- Liveness: seen:<width>:<bucket>:<block> are bitmaps indexed by ticket,
+-- one per time bucket of abandon_after/4 ms (see docs/engine.md).
 -- All times are epoch milliseconds from Redis TIME: one clock for all.
 
 local function now_ms()
@@ -104,6 +104,11 @@ end
 -- (buckets of sleep_grace/4) who is asleep within their sleep grace (kept
 -- in line; passed over at the head into a claim). With no grace (sleep
 -- grace at most abandon_after) only `seen:` is kept.
+-- A bitmap's name holds its bucket width, `seen:<width>:<bucket>:<block>`,
+-- so a new window never renumbers the old one's buckets: after a change
+-- the earlier windows stay in force for a while (`seen_prev`,
+-- `grace_prev`, written by configure), and a poll is marked, and a ticket
+-- found, in each window in force (docs/engine.md, *Changing the windows*).
 -- (One table for their helpers: a Lua local less in every script.)
 local seen = {BUCKETS = 4, BLOCK = 1048576} -- BLOCK: tickets per bitmap, at most 128 KiB
 
@@ -111,30 +116,65 @@ function seen.width(window)
   return math.max(1, math.ceil(window / seen.BUCKETS))
 end
 
-function seen.key(base, family, bucket, ticket)
-  return base .. family .. bucket .. ':' .. math.floor(ticket / seen.BLOCK)
+function seen.key(base, family, width, bucket, ticket)
+  return base .. family .. width .. ':' .. bucket .. ':' .. math.floor(ticket / seen.BLOCK)
 end
 
-function seen.mark(base, family, now, ticket, window)
-  local width = seen.width(window)
-  local key = seen.key(base, family, math.floor(now / width), ticket)
-  if redis.call('SETBIT', key, ticket % seen.BLOCK, 1) == 0 then
-    redis.call('PEXPIRE', key, width * (seen.BUCKETS + 2))
+-- The windows of one family in force at `now`: `window` (nil: none) and
+-- the earlier ones `prev` (`window|until,…`) keeps until their `until`,
+-- each once.
+function seen.windows(window, prev, now)
+  local list, have = {}, {}
+  if window then list[#list + 1], have[window] = window, true end
+  for w, till in string.gmatch(prev or '', '(%d+)' .. SEP .. '(%d+)') do
+    w = tonumber(w)
+    if tonumber(till) > now and not have[w] then list[#list + 1], have[w] = w, true end
+  end
+  return list
+end
+
+-- The grace in force for a config (by name): sleep_grace_ms when above
+-- abandon_after_ms, else nil (none).
+function seen.grace(cfg)
+  local abandon, grace = tonumber(cfg[CF_ABANDON_AFTER_MS] or ''), tonumber(cfg[CF_SLEEP_GRACE_MS] or '')
+  if abandon and grace and grace > abandon then return grace end
+  return nil
+end
+
+-- The windows in force for a config read by name (CFG_READ has the
+-- fields): `alive` those of `seen:`, `asleep` those of `grace:`.
+function seen.live(cfg, now)
+  return {
+    alive = seen.windows(tonumber(cfg[CF_ABANDON_AFTER_MS] or ''), cfg[CF_SEEN_PREV], now),
+    asleep = seen.windows(seen.grace(cfg), cfg[CF_GRACE_PREV], now),
+  }
+end
+
+function seen.mark(base, family, now, ticket, windows)
+  for _, window in ipairs(windows) do
+    local width = seen.width(window)
+    local key = seen.key(base, family, width, math.floor(now / width), ticket)
+    if redis.call('SETBIT', key, ticket % seen.BLOCK, 1) == 0 then
+      redis.call('PEXPIRE', key, width * (seen.BUCKETS + 2))
+    end
   end
 end
 
 -- A test for many tickets at one moment (admit scans hundreds per tick),
 -- with the bitmap key names built once per block, newest first: seen
--- within `window` in `family`.
-function seen.checker(base, family, now, window)
-  local bucket = math.floor(now / seen.width(window))
+-- within one of `windows` in `family` (none: never).
+function seen.checker(base, family, now, windows)
   local names = {}
   return function(ticket)
     local block = math.floor(ticket / seen.BLOCK)
     local keys = names[block]
     if not keys then
       keys = {}
-      for i = 0, seen.BUCKETS do keys[i + 1] = seen.key(base, family, bucket - i, ticket) end
+      for _, window in ipairs(windows) do
+        local width = seen.width(window)
+        local bucket = math.floor(now / width)
+        for i = 0, seen.BUCKETS do keys[#keys + 1] = seen.key(base, family, width, bucket - i, ticket) end
+      end
       names[block] = keys
     end
     local bit = ticket % seen.BLOCK
@@ -145,17 +185,20 @@ function seen.checker(base, family, now, window)
   end
 end
 
--- The asleep test: seen within the sleep grace `grace` (nil or at most
--- abandon_after: none, always false).
-function seen.asleep(base, now, abandon_after, grace)
-  if not (grace and grace > abandon_after) then return function() return false end end
-  return seen.checker(base, K_GRACE, now, grace)
+-- The alive and asleep tests under `live` (seen.live).
+function seen.alive(base, now, live)
+  return seen.checker(base, K_SEEN, now, live.alive)
 end
 
--- A poll (or a grace given): marked in both families.
-local function mark_seen(base, now, ticket, abandon_after, grace)
-  seen.mark(base, K_SEEN, now, ticket, abandon_after)
-  if grace and grace > abandon_after then seen.mark(base, K_GRACE, now, ticket, grace) end
+function seen.asleep(base, now, live)
+  return seen.checker(base, K_GRACE, now, live.asleep)
+end
+
+-- A poll (or a grace given): marked in both families, in every window in
+-- force.
+local function mark_seen(base, now, ticket, live)
+  seen.mark(base, K_SEEN, now, ticket, live.alive)
+  seen.mark(base, K_GRACE, now, ticket, live.asleep)
 end
 
 -- Entry budgets: a token bucket per client address of `burst` places
@@ -349,24 +392,26 @@ end
 -- it takes that ticket again: every ticket in line is younger, so it is
 -- first (with any other returner, by ticket) and the next tick admits it,
 -- within the free slots and the rate. A claim past its grace met here is
--- dropped as abandoned, as the admit tick's sweep would. `grace` is the
--- config's sleep_grace_ms (nil: none), `status_ttl` the RETURNED record's
--- life. Returns the ticket, or nil when the visitor holds no live claim.
+-- dropped as abandoned, as the admit tick's sweep would. `cfg` is the
+-- config read by name (read_config: the liveness windows, and
+-- status_ttl_ms, the RETURNED record's life). Returns the ticket, or nil
+-- when the visitor holds no live claim.
 -- A return to an empty line wakes an idle lease holder, which ticks only
 -- when woken.
-local function reclaim(keys, base, uid, now, abandon_after, grace, status_ttl)
+local function reclaim(keys, base, uid, now, cfg)
   local ticket = redis.call('ZSCORE', keys.claims, uid)
   if not ticket then return nil end
   ticket = tonumber(ticket)
   redis.call('ZREM', keys.claims, uid)
-  if not (abandon_after and seen.asleep(base, now, abandon_after, grace)(ticket)) then
+  local live = seen.live(cfg, now)
+  if not (cfg[CF_ABANDON_AFTER_MS] and seen.asleep(base, now, live)(ticket)) then
     set_status(keys.status, uid, ST_ABANDONED, now, nil)
     redis.call('HINCRBY', keys.stats, SF_ABANDONED, 1)
     return nil
   end
   redis.call('ZADD', keys.waiting, ticket, uid)
-  set_status(keys.status, uid, ST_RETURNED, now, status_ttl)
-  mark_seen(base, now, ticket, abandon_after, grace)
+  set_status(keys.status, uid, ST_RETURNED, now, tonumber(cfg[CF_STATUS_TTL_MS] or ''))
+  mark_seen(base, now, ticket, live)
   if redis.call('ZCARD', keys.waiting) == 1 then
     redis.call('LPUSH', base .. K_WAKE, 1)
     redis.call('LTRIM', base .. K_WAKE, 0, 0)

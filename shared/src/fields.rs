@@ -175,6 +175,14 @@ names!(
         /// object `{"de": "…"}`, `crate::notice::encode_texts`; absent:
         /// none), each shown to visitors whose page is in its language.
         NOTICE_TEXTS = "notice_texts",
+        /// Liveness: earlier `abandon_after_ms` values still honoured after
+        /// a change, `window|until,…` (until: epoch ms); the `seen:`
+        /// bitmaps of each are marked and read until then (docs/engine.md,
+        /// *Changing the windows*). Written by `configure` only.
+        SEEN_PREV = "seen_prev",
+        /// Liveness: the same for the sleep grace in force (the `grace:`
+        /// bitmaps).
+        GRACE_PREV = "grace_prev",
     }
 );
 
@@ -428,6 +436,7 @@ fn lua_declarations() -> Vec<(String, String)> {
         ("PER_56", crate::guard::address::PER_56.to_string()),
         ("PER_48", crate::guard::address::PER_48.to_string()),
         ("PLACES_KEEP_MS", PLACES_KEEP_MS.to_string()),
+        ("LIVENESS_MARGIN", crate::snapshot::MAX_AGE_MS.to_string()),
         (
             "SESSION_CAP_MS",
             crate::settings::SESSION_CAP_MS.to_string(),
@@ -531,6 +540,8 @@ mod tests {
                 config::DRAW_ROUNDS,
                 config::DRAW_NUMBER,
                 config::DRAW_AHEAD,
+                config::SEEN_PREV,
+                config::GRACE_PREV,
                 config::TARGET_RATE,
                 config::ORIGIN_CUT_AT,
                 config::ORIGIN_ERROR_SHARE,

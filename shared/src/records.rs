@@ -10,7 +10,7 @@ use crate::fields::{config, status_record, token_record, SEPARATOR};
 /// that calls it (a script adds its own after them): what the shared
 /// replies and the drop-day helpers need. The script reads them back by
 /// field name (`cfg[CF_STATE]`), never by position.
-pub const CONFIG_READ: [&str; 15] = [
+pub const CONFIG_READ: [&str; 17] = [
     config::STATE,
     config::MAX_WAITING,
     config::ABANDON_AFTER_MS,
@@ -26,6 +26,8 @@ pub const CONFIG_READ: [&str; 15] = [
     config::DRAW_END,
     config::DRAW_LEFT,
     config::OPENING_SPREAD_MS,
+    config::SEEN_PREV,
+    config::GRACE_PREV,
 ];
 
 record!(

@@ -103,35 +103,35 @@ pub static ENTER: Script = Script::new(
     "enter",
     true,
     shipped!("enter"),
-    "f67e0dfdead72457d50d3835054586be99209693",
+    "914476ff60c7b69d77fdf05ddf80917292e8e611",
 );
 /// Reports a user's state and marks them as seen.
 pub static POSITION: Script = Script::new(
     "position",
     true,
     shipped!("position"),
-    "e24a4030d6f1b122d00b77e360b497e7f4e7890b",
+    "44be6fc6fd23a26943db831baab4ee12dc480fbb",
 );
 /// One scheduler tick: sweeps, drops leavers, admits.
 pub static ADMIT: Script = Script::new(
     "admit",
     true,
     shipped!("admit"),
-    "19d15d906d7a3ba312a5b47fdbb1dcffcb813070",
+    "50087fb45c72a37efbaa9dedf3a1e74ad4c029ac",
 );
 /// Compare-and-delete of an entry token.
 pub static CONSUME: Script = Script::new(
     "consume",
     true,
     shipped!("consume"),
-    "99795fe6cd3eede954d66d7b42e7dabb88053311",
+    "9bbdbfd3b27ab4d09b0607e4f373ee9829800937",
 );
 /// Records the origin's outcome after a consume.
 pub static SETTLE: Script = Script::new(
     "settle",
     true,
     shipped!("settle"),
-    "282c89e69224d528d2b07ff53490418b40270f41",
+    "7880041b37b8d1134e18d48f39f6e68cf077c2e5",
 );
 /// Takes or extends the scheduler lease.
 pub static LEASE_ACQUIRE: Script = Script::new(
@@ -154,21 +154,21 @@ pub static PUBLISH_FILE: Script = Script::new(
     "publish_file",
     true,
     shipped!("publish_file"),
-    "ba8af0a5596d77cde660f7bab35f316094427a23",
+    "0a8b49db383f70d78d4908a23b3e5e2bda5a77bb",
 );
 /// Publishes settings without touching the operator's state.
 pub static CONFIGURE: Script = Script::new(
     "configure",
-    false,
+    true,
     shipped!("configure"),
-    "45245e60efe1b76e68d59be2b22880d6abf0ae32",
+    "a02b2806840adeb18463cb4f6b7b736d9e6f1a65",
 );
 /// Reads a new proof-of-work challenge's terms.
 pub static CHALLENGE: Script = Script::new(
     "challenge",
     true,
     shipped!("challenge"),
-    "409ec7ac5657ececaf53f165c8a6e3394527deab",
+    "16252f271eb049b933402f36ecb7132112f20429",
 );
 /// Reads what the operator's `status` shows.
 pub static STATUS: Script = Script::new(
@@ -191,7 +191,7 @@ pub static ORIGIN_WINDOW: Script = Script::new(
     "origin_window",
     true,
     shipped!("origin_window"),
-    "a105c20de4a5129d24dbfe606183c28795116d1e",
+    "7f150bc589d13ad1ffa189b918d09a3b987d7850",
 );
 
 /// Idle passthrough of a token-less protected request.
@@ -199,21 +199,21 @@ pub static PASS: Script = Script::new(
     "pass",
     true,
     shipped!("pass"),
-    "400f58d0c0c5d79a3c2ab1319e9b4ce75cb29269",
+    "7d68cc5f5f674a7c8471d06ae602b9cd7e9b86fd",
 );
 /// Seals a pre-queue after its opening and fixes the draw's seed.
 pub static DRAW_OPEN: Script = Script::new(
     "draw_open",
     true,
     shipped!("draw_open"),
-    "cb440a791462283e998f11dee1a9a8d06c84900a",
+    "f38dd1dd1b8a1897a20c0e3b24ee2f884284464a",
 );
 /// Places one batch of a running draw.
 pub static DRAW_PLACE: Script = Script::new(
     "draw_place",
     true,
     shipped!("draw_place"),
-    "f0c826d23a64c9d9c91b29c154731e8cc829bcce",
+    "fe268535fcf304801536b6f15049248dadc09d41",
 );
 /// Sets or clears a queue's opening and closing.
 pub static SCHEDULE: Script = Script::new(
@@ -234,7 +234,7 @@ pub static UNCONSUME: Script = Script::new(
     "unconsume",
     true,
     shipped!("unconsume"),
-    "f5b3e84f0f64e34ff937a0f3249467fe3ca78d67",
+    "0eacae7a6a6ef55d1953d8233b93d1be905f68e7",
 );
 
 /// A browse route's session check.
@@ -242,7 +242,7 @@ pub static BROWSE: Script = Script::new(
     "browse",
     true,
     shipped!("browse"),
-    "704cba8f61daacbe23ccd3695137cd28c13f31a7",
+    "d37d810e4c65a20ec169a8ad4ebae152dabb604c",
 );
 
 /// Checks, uses, creates and revokes bypass links.
@@ -250,7 +250,7 @@ pub static BYPASS: Script = Script::new(
     "bypass",
     true,
     shipped!("bypass"),
-    "39e6684d9adc6156635fd3951eed1777cd6467c7",
+    "5cf9b920484113f3d6d04be67458d107d2354dfa",
 );
 
 /// Revokes a visitor (ends its place or token) or lifts a revocation.
@@ -258,7 +258,7 @@ pub static REVOKE: Script = Script::new(
     "revoke",
     true,
     shipped!("revoke"),
-    "5eee0bc5fffb36e49e007b1df2e3c35da653382f",
+    "74ca57006309a369dc77e5febcf8decb3f4b0f3d",
 );
 
 /// Changes a queue's run-time settings if nobody changed them meanwhile.

@@ -81,7 +81,8 @@ pub struct Settings {
     /// are always answered by Redis, so their positions and their notice
     /// of admission are exact. Behind it, the near zone's polls go to
     /// Redis only when the visitor's last Redis request is
-    /// `abandon_after_ms / 2` old (to prove it is alive); the edge answers
+    /// `abandon_after_ms / 2` old, or its next poll would be late
+    /// ([`edge_may_answer`]: to prove it is alive); the edge answers
     /// the others from its snapshot (docs/uncapped-line.md). 0, or a head
     /// as long as the near zone (at most the zone is used): every near
     /// poll goes to Redis.
@@ -243,6 +244,20 @@ fn invalid(field: &'static str, value: impl ToString, rule: &'static str) -> Set
 /// edge reads it from a snapshot, not from settings).
 pub fn liveness_ms(abandon_after_ms: u64) -> u64 {
     abandon_after_ms / 2
+}
+
+/// Whether a near poll `since_ms` after the visitor's last Redis request
+/// (timed from before that request left the edge) may be answered at the
+/// edge with `retry_after_ms` to its next poll: only while that request is
+/// less than [`liveness_ms`] old *and* the next poll, told to come
+/// `retry_after_ms` from now, is still due within three quarters of
+/// `abandon_after_ms` of it. The last quarter is the margin a late poll
+/// and a slow request to Redis have before the mark runs out (the bitmaps
+/// find a poll at least `abandon_after_ms` after it); without it, a
+/// `poll_max_ms` of half `abandon_after_ms` left none.
+pub fn edge_may_answer(abandon_after_ms: u64, since_ms: u64, retry_after_ms: u64) -> bool {
+    since_ms < liveness_ms(abandon_after_ms)
+        && since_ms.saturating_add(retry_after_ms) <= abandon_after_ms - abandon_after_ms / 4
 }
 
 /// While a queue is idle (nobody waiting or pre-queued, no slot in use, no
@@ -617,6 +632,31 @@ impl QueueState {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Issue #37's first invariant at the edge: a near visitor answered
+    /// there polls Redis again within three quarters of abandon_after of
+    /// its last Redis request, whatever it is told, so a quarter is left
+    /// for a late poll and a slow request. Before, with poll_max_ms at
+    /// half of abandon_after, the next Redis request could be due at
+    /// exactly abandon_after: no room for any latency.
+    #[test]
+    fn an_edge_answer_leaves_a_quarter_of_abandon_after_for_the_next_redis_request() {
+        let abandon = 90_000;
+        for retry in [1_000, 10_000, 30_000, 45_000] {
+            for since in (0..abandon).step_by(500) {
+                if edge_may_answer(abandon, since, retry) {
+                    assert!(since + retry <= abandon * 3 / 4, "{since} {retry}");
+                    assert!(since < liveness_ms(abandon));
+                }
+            }
+        }
+        // The old rule's worst case: answered at 44 s with 45 s to go.
+        assert!(!edge_may_answer(abandon, 44_000, 45_000));
+        // A recent request and a short retry still answer at the edge.
+        assert!(edge_may_answer(abandon, 10_000, 30_000));
+        assert!(edge_may_answer(4_000, 1_500, 1_000));
+        assert!(!edge_may_answer(4_000, 2_100, 500));
+    }
 
     #[test]
     fn defaults_are_valid_and_match_the_seed_design() {

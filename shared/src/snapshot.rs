@@ -12,7 +12,7 @@ use crate::draw::{DrawPermutation, DrawSlot};
 use crate::fields::config;
 use crate::ops::{parse_rounds, DrawSeed};
 use crate::policy::{PollPolicy, PreQueuePolicy};
-use crate::settings::{liveness_ms, QueueState};
+use crate::settings::{edge_may_answer, QueueState};
 use crate::state::UserState;
 
 /// A snapshot older than this (by Redis' clock against the edge's) is not
@@ -280,7 +280,12 @@ impl Snapshot {
         let policy = self.policy;
         let retry_after_ms = if admitting {
             let rate = policy.effective_rate(self.measured_rate);
-            let until_near_ms = ((at_snapshot - self.zone_count) as f64 / rate * 1_000.0) as u64;
+            // From the aged place, not the snapshot's: a snapshot some
+            // seconds old would otherwise time the poll that many seconds
+            // after the zone arrived, eating into the visitor's
+            // abandon_after to prove it is alive.
+            let until_near_ms =
+                (position.saturating_sub(self.zone_count) as f64 / rate * 1_000.0) as u64;
             policy
                 .retry_after_ms(position, self.measured_rate, true)
                 .min(until_near_ms.max(policy.poll_min_ms))
@@ -299,8 +304,10 @@ impl Snapshot {
     /// the exact head, whose last Redis request was at `seen_ms` (the
     /// edge's clock, signed into its place cookie). `None` sends the poll
     /// to Redis: in the head (exact positions, the notice of admission),
-    /// when the last Redis request is [`Settings::liveness_ms`] old (the
-    /// visitor must prove it is alive: only Redis marks it seen), without a
+    /// when the last Redis request is [`Settings::liveness_ms`] old or the
+    /// next poll would come too late to reach Redis in time
+    /// ([`edge_may_answer`]: the visitor must prove it is alive, and only
+    /// Redis marks it seen), without a
     /// head, or under a snapshot that cannot answer.
     ///
     /// [`Settings::liveness_ms`]: crate::Settings::liveness_ms
@@ -310,7 +317,6 @@ impl Snapshot {
             || ticket <= self.head_front
             || ticket > self.tail
             || self.zone_count <= self.head_count
-            || now_ms.saturating_sub(seen_ms) >= liveness_ms(self.pre_policy.abandon_after_ms)
         {
             return None;
         }
@@ -348,10 +354,17 @@ impl Snapshot {
             return None;
         }
         let policy = self.policy;
+        let retry_after_ms = policy.retry_after_ms(position, self.measured_rate, admitting);
+        // Liveness: only Redis marks the visitor seen, so the edge answers
+        // only while the next poll still comes in time to reach Redis.
+        let since = now_ms.saturating_sub(seen_ms);
+        if !edge_may_answer(self.pre_policy.abandon_after_ms, since, retry_after_ms) {
+            return None;
+        }
         Some(UserState::Waiting {
             position,
             eta_seconds: policy.eta_seconds(position, self.measured_rate, admitting),
-            retry_after_ms: policy.retry_after_ms(position, self.measured_rate, admitting),
+            retry_after_ms,
             approximate: true,
         })
     }
@@ -557,6 +570,15 @@ pub(crate) mod tests {
     /// admissions at the measured rate over the snapshot's age) is sent to
     /// Redis, to prove it is alive within its grace, not answered as far.
     #[test]
+    fn a_far_answer_times_the_next_poll_from_the_aged_place() {
+        let s = snapshot();
+        // 700 behind the zone at the snapshot, 4 s at 175/s; 2 s later
+        // 350 are to go: the next poll comes within 2 s, not 4 s after.
+        let (_, _, retry) = waiting(&s.far_back(32_200, NOW + 2_000).unwrap());
+        assert!(retry <= 2_000, "{retry}");
+    }
+
+    #[test]
     fn a_ticket_the_zone_has_reached_since_the_snapshot_asks_redis() {
         let s = snapshot();
         // 700 behind the zone: far back at the snapshot's time ...
@@ -570,7 +592,7 @@ pub(crate) mod tests {
         let h = with_head();
         assert!(h.far_back(32_200, NOW + 3_500).is_none());
         assert!(h.near(32_200, NOW + 3_000, NOW + 3_500).is_some());
-        let liveness = liveness_ms(h.pre_policy.abandon_after_ms);
+        let liveness = crate::settings::liveness_ms(h.pre_policy.abandon_after_ms);
         assert!(h.near(32_200, NOW, NOW + liveness).is_none());
         // Not reached yet: not near either (the far answer stands).
         assert!(h.near(32_200, NOW + 1_900, NOW + 2_000).is_none());

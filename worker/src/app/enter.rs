@@ -36,6 +36,7 @@ impl App {
         };
         // Used only if the room is idle and admits this visitor at once.
         let token = random::token()?;
+        let asked_ms = crate::clock::now_ms();
         let reply = self
             .redis()?
             .run(&Enter {
@@ -66,7 +67,13 @@ impl App {
         };
         match reply {
             EnterReply::Entered(observed) => {
-                let place = Place::of(self.place_key(), req.cookies(), &queue, &visitor.user);
+                let place = Place::of(
+                    self.place_key(),
+                    req.cookies(),
+                    &queue,
+                    &visitor.user,
+                    asked_ms,
+                );
                 self.state_reply(&queue, observed, visitor.new_cookie, Some(place), &req)
             }
             EnterReply::Full { .. } => Err(EdgeError::QueueFull),

@@ -24,7 +24,15 @@ impl App {
     pub(super) async fn position(&self, req: &Request) -> Result<Response, EdgeError> {
         let (queue, keys) = self.queue(req)?;
         let visitor = self.identify(req, false).await?;
-        let place = Place::of(self.place_key(), req.cookies(), &queue, &visitor.user);
+        // Stamped now: before any Redis request of this poll (the
+        // snapshot's refresh included), so never after its mark.
+        let place = Place::of(
+            self.place_key(),
+            req.cookies(),
+            &queue,
+            &visitor.user,
+            crate::clock::now_ms(),
+        );
         let exact_front = self.snapshots.exact_front(queue.as_str());
         if let Some(held) = place
             .held

@@ -25,14 +25,29 @@ use crate::random;
 pub(super) struct Place<'a> {
     pub(super) user: &'a UserId,
     pub(super) held: Option<Held>,
+    /// When the request that this reply answers left for Redis (the
+    /// edge's clock, read before it was sent): the time signed into the
+    /// place cookie. Never a time read after the reply came back, which
+    /// would add the round trip (seconds, when Redis or the edge is slow)
+    /// to the visitor's liveness and let the edge answer its polls past
+    /// the moment the Redis mark runs out.
+    pub(super) asked_ms: u64,
 }
 
 impl<'a> Place<'a> {
-    /// Reads and checks the place cookie among `cookies`.
-    pub(super) fn of(key: &Key, cookies: &str, queue: &QueueId, user: &'a UserId) -> Place<'a> {
+    /// Reads and checks the place cookie among `cookies`, for a reply to
+    /// a Redis request sent at `asked_ms`.
+    pub(super) fn of(
+        key: &Key,
+        cookies: &str,
+        queue: &QueueId,
+        user: &'a UserId,
+        asked_ms: u64,
+    ) -> Place<'a> {
         Place {
             user,
             held: cookie(cookies, PLACE_COOKIE).and_then(|v| place::verify(key, v, queue, user)),
+            asked_ms,
         }
     }
 }
@@ -87,15 +102,16 @@ impl App {
         req: &Request,
     ) -> Result<Response, EdgeError> {
         let place_cookie = match (&observed, place) {
-            // Every exact reply re-signs the place with the time of this
-            // Redis request: near the head, the edge answers from its
-            // snapshot until that is liveness_ms old.
+            // Every exact reply re-signs the place with the time this
+            // Redis request was sent: near the head, the edge answers from
+            // its snapshot while the next poll still reaches Redis in time
+            // (settings::edge_may_answer).
             (Observed::Waiting(w), Some(p)) => Some(self.place_cookie(&place::mint(
                 self.place_key(),
                 queue,
                 p.user,
                 w.ticket,
-                crate::clock::now_ms(),
+                p.asked_ms,
             ))),
             (Observed::PreQueue(f), Some(p)) => match (f.draw, f.slot) {
                 (Some(draw), Some(slot)) if p.held != Some(Held::Slot { draw, slot }) => {

@@ -871,3 +871,70 @@ async fn on_its_way_to_the_head_a_place_rises_only_by_the_estimates_error() {
         }
     }
 }
+
+/// Issue #37's first invariant at the edge: the time signed into a place
+/// cookie, from which the edge decides when a near visitor must ask Redis
+/// again, is taken before the poll's Redis requests, never after their
+/// reply. Redis is held still (`CLIENT PAUSE`) while a visitor polls:
+/// before, the cookie said the visitor was seen when the reply came back,
+/// after Redis marked it, so a slow Redis or edge gave the edge
+/// that much longer to answer polls without Redis, past the moment the mark
+/// ran out (the watched visitor of the test above, told `abandoned` in one
+/// run of two).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_place_is_stamped_before_its_redis_request_however_slow_the_reply() {
+    use std::time::Duration;
+
+    let settings = Settings {
+        idle_passthrough: false,
+        ..Settings::default()
+    };
+    let stack = EdgeStack::start(settings, "anonymous", RedisServer::start()).await;
+    let q = stack.queue.clone();
+    let (user, mut visitor) = visitor_for(&stack, 1);
+    q.enter(&user).await;
+    // A first poll: the gateway's connection to Redis is up (it would not
+    // connect while Redis is paused) and the place is held.
+    assert_eq!(visitor.position().await.state(), "waiting");
+    let mut conn = q.conn.clone();
+    // 600-700 ms into a second: a stamp after the reply, which waits the
+    // pause out, falls in the next second (the cookie keeps whole seconds,
+    // rounded down); one before the request stays in this one. (The test
+    // gateway gives Redis 500 ms; the pause stays under it.)
+    let before = loop {
+        let (secs, micros): (u64, u64) = redis::cmd("TIME").query_async(&mut conn).await.unwrap();
+        if (600_000..700_000).contains(&micros) {
+            break secs * 1_000 + micros / 1_000;
+        }
+        let wait = (1_600_000 - micros) % 1_000_000 / 1_000;
+        tokio::time::sleep(Duration::from_millis(wait.max(1))).await;
+    };
+    let _: () = redis::cmd("CLIENT")
+        .arg("PAUSE")
+        .arg(420)
+        .arg("ALL")
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    let started = Instant::now();
+    let r = visitor.position().await;
+    assert_eq!(r.state(), "waiting", "{:?}", r.json);
+    assert!(
+        started.elapsed() >= Duration::from_millis(400),
+        "the poll waited for Redis"
+    );
+    let main = QueueId::new("main").expect("a queue id");
+    let seen = match place::verify(
+        IDENTITY_SECRET.as_bytes(),
+        &visitor.cookies["qg_place"],
+        &main,
+        &user,
+    ) {
+        Some(place::Held::Ticket { seen_ms, .. }) => seen_ms,
+        other => panic!("{other:?}"),
+    };
+    assert!(
+        seen <= before,
+        "stamped in the second after the request left ({seen} > {before})"
+    );
+}

@@ -250,7 +250,7 @@ async fn a_visitor_silent_past_the_grace_is_dropped() {
 /// return; one whose last poll was 6⅔ minutes ago (past 1.25 × 5 min, the
 /// latest a grace of 5 minutes can last) is dropped. The bits are written
 /// where such polls would have left them: the `grace:` bitmaps, one per
-/// quarter of the grace (docs/engine.md).
+/// quarter of the grace, named by that width (docs/engine.md).
 #[tokio::test]
 async fn at_the_defaults_four_minutes_asleep_keeps_a_claim_and_six_and_two_thirds_do_not() {
     let s = Settings::default();
@@ -279,7 +279,7 @@ async fn at_the_defaults_four_minutes_asleep_keeps_a_claim_and_six_and_two_third
     for (u, ago_ms) in [(1, 240_000), (2, 400_000)] {
         let ticket = lookup(&q, &user(u)).await.ticket.expect("in line");
         let key = format!(
-            "{}{}{}:{}",
+            "{}{}{width}:{}:{}",
             q.keys.base(),
             name::GRACE,
             (now - ago_ms) / width,

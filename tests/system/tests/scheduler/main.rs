@@ -6,6 +6,7 @@ mod cli;
 mod cluster;
 mod failover;
 mod idle;
+mod liveness;
 mod observability;
 mod reload;
 mod tls;
