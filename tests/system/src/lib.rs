@@ -347,3 +347,15 @@ pub fn fast_settings() -> Settings {
         ..Settings::default()
     }
 }
+
+/// Runs one command (`args[0]` and its arguments) on `url`'s Redis, on a
+/// connection of its own: an operator's `redis-cli` (`CONFIG SET`,
+/// `REPLICAOF`, `SCRIPT KILL`, a script that blocks).
+pub fn redis_cmd(url: &str, args: &[&str]) -> redis::RedisResult<redis::Value> {
+    let mut conn = redis::Client::open(url)?.get_connection()?;
+    let mut cmd = redis::cmd(args[0]);
+    for a in &args[1..] {
+        cmd.arg(*a);
+    }
+    cmd.query(&mut conn)
+}

@@ -8,7 +8,7 @@
 use std::time::Duration;
 
 use queuegate_shared::Settings;
-use queuegate_system_tests::{fast_settings, TestQueue};
+use queuegate_system_tests::{fast_settings, redis_cmd, TestQueue};
 use queuegate_testkit::gateway::Gateway;
 use queuegate_testkit::visitor::{Reply, Visitor};
 use queuegate_testkit::{RedisServer, Wrangler};
@@ -23,15 +23,6 @@ fn assert_refused(reply: &Reply, what: &str) {
         "{what}: {:?}",
         reply.json
     );
-}
-
-fn redis_cmd(url: &str, args: &[&str]) -> redis::RedisResult<redis::Value> {
-    let mut conn = redis::Client::open(url)?.get_connection()?;
-    let mut cmd = redis::cmd(args[0]);
-    for a in &args[1..] {
-        cmd.arg(*a);
-    }
-    cmd.query(&mut conn)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

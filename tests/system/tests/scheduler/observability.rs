@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use queuegate_shared::ops::{ConsumeReply, EnterReply, Outcome};
 use queuegate_shared::Settings;
-use queuegate_system_tests::{user, TestQueue};
+use queuegate_system_tests::{redis_cmd, user, TestQueue};
 use queuegate_testkit::scheduler::Scheduler;
 use queuegate_testkit::{repo_root, wait_until, RedisServer};
 
@@ -200,16 +200,6 @@ fn the_dashboard_is_provisionable_from_its_file() {
         provider.contains("type: file") && provider.contains("apiVersion: 1"),
         "{provider}"
     );
-}
-
-/// Runs one command on `url`'s Redis.
-fn redis_cmd(url: &str, args: &[&str]) -> redis::RedisResult<redis::Value> {
-    let mut conn = redis::Client::open(url)?.get_connection()?;
-    let mut cmd = redis::cmd(args[0]);
-    for a in &args[1..] {
-        cmd.arg(*a);
-    }
-    cmd.query(&mut conn)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
