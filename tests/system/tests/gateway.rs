@@ -389,6 +389,52 @@ async fn concurrent_requests_share_one_connection() {
     assert_eq!(rig.ok(json!(["GET", "hits"])).await, json!("64"));
 }
 
+/// `--redis-timeout-ms` is the bound on a call to Redis, both ways: a Redis
+/// held still for 900 ms (a long script, a fork, a failover) is waited for
+/// under a 2 s bound, and one held past the bound is a 503 soon after it.
+/// Before, the Redis client's own 500 ms response timeout cut every call
+/// short whatever the flag said.
+#[tokio::test]
+async fn redis_timeout_ms_is_the_bound_on_a_slow_redis() {
+    let redis = RedisServer::start();
+    let gateway = Gateway::builder(&redis.url())
+        .arg("--redis-timeout-ms")
+        .arg("2000")
+        .start();
+    let rig = Rig::with(redis, gateway);
+    assert_eq!(rig.ok(json!(["SET", "k", "v"])).await, json!("OK"));
+    let pause = |ms: u64| {
+        let reply = rig
+            .redis
+            .raw_command(&format!("CLIENT PAUSE {ms} ALL"))
+            .expect("CLIENT PAUSE");
+        assert!(reply.starts_with("+OK"), "{reply:?}");
+    };
+
+    pause(900);
+    let started = Instant::now();
+    let answer = rig.cmd(json!(["GET", "k"])).await;
+    assert_eq!(answer.status, StatusCode::OK, "{answer:?}\n{}", rig.gateway.log());
+    assert_eq!(answer.body, json!({"result": "v"}));
+    assert!(
+        started.elapsed() >= Duration::from_millis(500),
+        "the call waited for the pause ({:?})",
+        started.elapsed()
+    );
+
+    pause(3_000);
+    let started = Instant::now();
+    let answer = rig.cmd(json!(["GET", "k"])).await;
+    let took = started.elapsed();
+    assert_eq!(answer.status, StatusCode::SERVICE_UNAVAILABLE, "{answer:?}");
+    assert!(
+        (Duration::from_millis(1_900)..Duration::from_millis(2_900)).contains(&took),
+        "answered at the bound, not before it nor after the pause: {took:?}"
+    );
+    // Let the pause end before Redis is stopped.
+    tokio::time::sleep(Duration::from_millis(1_200)).await;
+}
+
 #[tokio::test]
 async fn recovers_when_redis_restarts_on_the_same_port() {
     let mut rig = Rig::start();
