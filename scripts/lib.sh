@@ -8,6 +8,14 @@ export QG_ROOT
 # pinned in Cargo.toml; worker-build must match the worker crate.
 WASM_BINDGEN_VERSION="0.2.130"
 WORKER_BUILD_VERSION="0.8.7"
+# The aarch64 release build: cargo-zigbuild links with Zig's C toolchain
+# (ring compiles C for its target; Debian has no aarch64 musl compiler),
+# Zig from its PyPI wheel in the per-machine venv.
+CARGO_ZIGBUILD_VERSION="0.24.1"
+ZIGLANG_VERSION="0.17.0"
+# The release's software bills of materials (CycloneDX).
+CARGO_CYCLONEDX_VERSION="0.5.9"
+QG_VENV="${QUEUEGATE_VENV:-${XDG_CACHE_HOME:-$HOME/.cache}/queuegate/venv}"
 
 # Tools we install with cargo live in a cache outside the checkout, so fresh
 # clones on the same machine reuse them.
@@ -26,5 +34,12 @@ export WRANGLER_SEND_ERROR_REPORTS=false
 export WRANGLER_HIDE_BANNER=true
 export CLOUDFLARE_CF_FETCH_ENABLED=false
 
-say() { printf '\033[1m==> %s\033[0m\n' "$*"; }
+# Each step says how far into the run it starts ([m:ss] since the first
+# script sourced this file), so a CI log shows where the time goes.
+QG_STARTED="${QG_STARTED:-$(date +%s)}"
+export QG_STARTED
+say() {
+  local t=$(($(date +%s) - QG_STARTED))
+  printf '\033[1m==> [%d:%02d] %s\033[0m\n' $((t / 60)) $((t % 60)) "$*"
+}
 die() { printf 'error: %s\n' "$*" >&2; exit 1; }

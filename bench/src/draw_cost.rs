@@ -8,9 +8,10 @@
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
+use queuegate_scheduler::reveal::{Reveal, Revealed};
 use queuegate_scheduler::{draw::Placement, engine};
 use queuegate_shared::guard::{ClientAddress, EntryGuard};
-use queuegate_shared::ops::{Change, DrawOpen, DrawSeed, DrawState, Enter, Placed, Schedule};
+use queuegate_shared::ops::{Change, DrawOpen, DrawState, Enter, Placed, Schedule};
 use queuegate_shared::script::{DRAW_OPEN, DRAW_PLACE};
 use queuegate_shared::{Operation, Prefix, QueueId, QueueKeys, Settings};
 use queuegate_testkit::{now_ms, RedisServer};
@@ -60,6 +61,31 @@ pub struct DrawRun {
     pub permutation: Duration,
     /// Server-side µs of the seal (`draw_open`).
     pub seal_us: u64,
+    /// Server-side µs of each command of the record before the reveal
+    /// (per page: the `ZRANGE` of the sealed pre-queue and the
+    /// `draw_reveal` that writes its leaves; last the header), in order.
+    pub record_us: Vec<u64>,
+    /// The Redis thread's CPU µs over each step of the record (a page: its
+    /// `ZRANGE` and its `draw_reveal`; the first also reads the commitment,
+    /// the last is the header), if readable: robust to a loaded machine.
+    pub record_cpu_us: Vec<u64>,
+    /// Client-side time of the whole record, its hashing included.
+    pub record_wall: Duration,
+    /// `MEMORY USAGE` of the record (`draw_record:<n>`, every field).
+    pub record_bytes: u64,
+    /// Pages of leaves.
+    pub record_pages: u64,
+    /// usec_per_call of `HMGET record header p<k>`, what an isolate's
+    /// first read of a page costs Redis (over up to 200 pages).
+    pub serve_usec: f64,
+    /// Address groups the visitors came from round-robin (0: see `farm`).
+    pub groups: usize,
+    /// Server-side µs of each call of the deal (`draw_members` pages read
+    /// with HSCAN, then `draw_shuffle` batches), in order; empty when no
+    /// address group had more than one identity.
+    pub deal_us: Vec<u64>,
+    /// Client-side time of the whole deal, its computation included.
+    pub deal_wall: Duration,
     /// Server-side µs of each `draw_place` call, in order.
     pub place_us: Vec<u64>,
     /// The server main thread's CPU µs over each `draw_place` call (read
@@ -82,15 +108,21 @@ pub struct DrawRun {
 }
 
 impl DrawRun {
-    /// Server-side µs of every draw script call: the seal and the batches.
+    /// Server-side µs of every draw call: the seal, the deal and the
+    /// batches.
     pub fn server_total_us(&self) -> u64 {
-        self.seal_us + self.place_us.iter().sum::<u64>()
+        self.seal_us
+            + self.record_us.iter().sum::<u64>()
+            + self.deal_us.iter().sum::<u64>()
+            + self.place_us.iter().sum::<u64>()
     }
 
     /// The slowest single script call of the draw, server-side µs.
     pub fn worst_us(&self) -> u64 {
         self.place_us
             .iter()
+            .chain(&self.deal_us)
+            .chain(&self.record_us)
             .copied()
             .max()
             .unwrap_or(0)
@@ -164,15 +196,23 @@ impl Bench {
     /// `n` new places through the enter script (EVALSHA, pipelined, no
     /// guard checks); returns its usec_per_call. With `farm > 0` each has an
     /// address: the first `farm` share one (one draw round each), the rest
-    /// one each (`10.x.y.z`); with 0, none (one round).
-    async fn fill(&mut self, n: usize, farm: usize) -> Result<f64> {
+    /// one each (`10.x.y.z`); with `groups > 0` the visitors come from
+    /// that many addresses in turn (about n ÷ groups rounds, every group's
+    /// seats dealt after the seal); with both 0, none (one round).
+    async fn fill(&mut self, n: usize, farm: usize, groups: usize) -> Result<f64> {
         reset_stats(&mut self.conn).await?;
         for start in (0..n).step_by(FILL_PIPELINE) {
             let mut pipe = redis::pipe();
             for i in start..(start + FILL_PIPELINE).min(n) {
                 let user = bench_user(i);
-                let address = (farm > 0).then(|| {
-                    let at = if i < farm { 0 } else { i + 1 };
+                let address = (farm > 0 || groups > 0).then(|| {
+                    let at = if groups > 0 {
+                        i % groups
+                    } else if i < farm {
+                        0
+                    } else {
+                        i + 1
+                    };
                     let [_, x, y, z] = (at as u32).to_be_bytes();
                     ClientAddress::parse(&format!("10.{x}.{y}.{z}")).expect("an IPv4 address")
                 });
@@ -259,14 +299,14 @@ async fn data_memory(conn: &mut MultiplexedConnection) -> Result<i64> {
 
 /// Fills a pre-queue of `visitors`, opens it and draws it in batches of
 /// `batch`, on a fresh redis-server.
-pub async fn draw_run(visitors: usize, batch: u64, farm: usize) -> Result<DrawRun> {
+pub async fn draw_run(visitors: usize, batch: u64, farm: usize, groups: usize) -> Result<DrawRun> {
     if visitors == 0 || batch == 0 {
         bail!("visitors and batch must be positive");
     }
     let mut b = Bench::start().await?;
     b.schedule(Change::Set(now_ms() + 3_600_000)).await?;
     let baseline = data_memory(&mut b.conn).await?;
-    let enter_usec = b.fill(visitors, farm.min(visitors)).await?;
+    let enter_usec = b.fill(visitors, farm.min(visitors), groups).await?;
     let (pre, waiting) = (b.keys.pre(), b.keys.waiting());
     if b.card(&pre).await? != visitors as u64 || b.card(&waiting).await? != 0 {
         bail!("the fill did not pre-queue all {visitors} visitors");
@@ -277,18 +317,78 @@ pub async fn draw_run(visitors: usize, batch: u64, farm: usize) -> Result<DrawRu
     slowlog_all(&mut b.conn, true).await?;
     let cpu_before = main_thread_cpu_time(b.pid);
     let started = Instant::now();
-    let seed = DrawSeed::from_random([0x5e; 32]);
+    // The scheduler's own path: sealed without a seed (the commitment is
+    // made at the seal here: nobody committed before), the record written
+    // page by page, then the seed revealed.
+    let commit = queuegate_scheduler::draw::fresh_commit()
+        .map_err(|e| anyhow::anyhow!("the OS CSPRNG: {e}"))?;
     let open = DrawOpen {
         keys: &b.keys,
         owner: "bench",
-        seed: &seed,
+        seed: None,
+        commit: Some(&commit),
     };
-    let DrawState::Drawing(drawing) = engine::run(&mut b.conn, &open).await? else {
-        bail!("draw_open did not start a draw");
+    let DrawState::Sealed(sealed) = engine::run(&mut b.conn, &open).await? else {
+        bail!("draw_open did not seal a draw waiting for its seed");
     };
     let seal_us = last_logged(&mut b.conn, DRAW_OPEN.sha1()).await?;
+    let record_key = b.keys.draw_record(sealed.number);
+    let record_started = Instant::now();
+    let mut reveal = Reveal::new(sealed);
+    let (mut record_us, mut record_cpu_us) = (Vec::new(), Vec::new());
+    loop {
+        redis::cmd("SLOWLOG")
+            .arg("RESET")
+            .exec_async(&mut b.conn)
+            .await?;
+        let cpu = main_thread_cpu_time(b.pid);
+        let step = reveal.step(&mut b.conn, &b.keys, "bench").await?;
+        if let (Some(a), Some(z)) = (cpu, main_thread_cpu_time(b.pid)) {
+            record_cpu_us.push(z.saturating_sub(a).as_micros() as u64);
+        }
+        record_us.extend(logged_since_reset(&mut b.conn).await?);
+        match step {
+            Revealed::Page => {}
+            Revealed::Done(_) => break,
+            Revealed::Moved => bail!("the record's draw moved"),
+            Revealed::Waiting(_, e) => bail!("no beacon is named, yet: {e}"),
+        }
+    }
+    let record_wall = record_started.elapsed();
+    let record_bytes: u64 = redis::cmd("MEMORY")
+        .arg("USAGE")
+        .arg(&record_key)
+        .arg("SAMPLES")
+        .arg(0)
+        .query_async(&mut b.conn)
+        .await?;
+    let record_pages = (visitors as u64).div_ceil(queuegate_shared::draw_proof::PAGE_SIZE);
+    reset_stats(&mut b.conn).await?;
+    for k in 0..record_pages.min(200) {
+        let _: Vec<Option<String>> = redis::cmd("HMGET")
+            .arg(&record_key)
+            .arg("header")
+            .arg(format!("p{k}"))
+            .query_async(&mut b.conn)
+            .await?;
+    }
+    let serve_usec = usec_per_call(&mut b.conn, "hmget").await?;
+    let DrawState::Drawing(drawing) = engine::run(&mut b.conn, &open).await? else {
+        bail!("draw_open did not start the revealed draw");
+    };
     let rounds = drawing.rounds.len();
     let mut placement = Placement::new(drawing);
+    // The deal: the same steps the scheduler takes before placing anyone.
+    let deal_started = Instant::now();
+    let mut deal_us = Vec::new();
+    while placement.drawing().deal_pending {
+        let reply = placement.step(&mut b.conn, &b.keys, "bench", batch).await?;
+        deal_us.push(newest_logged(&mut b.conn).await?);
+        if !matches!(reply, Placed::Batch { placed: 0, .. }) {
+            bail!("a step of the deal answered {reply:?}");
+        }
+    }
+    let deal_wall = deal_started.elapsed();
     let perm_started = Instant::now();
     let size = placement.drawing().size();
     std::hint::black_box(placement.places(0, size));
@@ -331,6 +431,15 @@ pub async fn draw_run(visitors: usize, batch: u64, farm: usize) -> Result<DrawRu
         after,
         permutation: permutation_time,
         seal_us,
+        record_us,
+        record_cpu_us,
+        record_wall,
+        record_bytes,
+        record_pages,
+        serve_usec,
+        groups,
+        deal_us,
+        deal_wall,
         place_us,
         place_cpu_us,
         place_rtt,
@@ -346,7 +455,7 @@ pub async fn draw_run(visitors: usize, batch: u64, farm: usize) -> Result<DrawRu
 pub async fn line_run(visitors: usize) -> Result<LineRun> {
     let mut b = Bench::start().await?;
     let baseline = data_memory(&mut b.conn).await?;
-    let enter_usec = b.fill(visitors, 0).await?;
+    let enter_usec = b.fill(visitors, 0, 0).await?;
     let waiting = b.keys.waiting();
     if b.card(&waiting).await? != visitors as u64 {
         bail!("the fill did not put all {visitors} visitors in line");
@@ -379,6 +488,53 @@ async fn slowlog_all(conn: &mut MultiplexedConnection, on: bool) -> Result<()> {
 /// The server-side µs of the last EVALSHA of `sha` (read right after the
 /// call, so it is among the newest entries: a long draw would outgrow any
 /// log kept to the end).
+/// Server-side µs of every call logged since the last `SLOWLOG RESET`
+/// (threshold 0), but the slowlog's own and the commands scripts ran.
+async fn logged_since_reset(conn: &mut MultiplexedConnection) -> Result<Vec<u64>> {
+    let entries: Vec<redis::Value> = redis::cmd("SLOWLOG")
+        .arg("GET")
+        .arg(16)
+        .query_async(conn)
+        .await?;
+    let mut out = Vec::new();
+    for entry in &entries {
+        let redis::Value::Array(fields) = entry else {
+            bail!("a slowlog entry is not an array: {entry:?}");
+        };
+        let (Some(redis::Value::Int(micros)), Some(redis::Value::Array(args))) =
+            (fields.get(2), fields.get(3))
+        else {
+            bail!("unexpected slowlog entry {entry:?}");
+        };
+        let slowlog = matches!(args.first(), Some(redis::Value::BulkString(b)) if b.eq_ignore_ascii_case(b"slowlog"));
+        // A command a script ran is logged too, from client "?:0": it is
+        // part of its script's time, not a call of its own.
+        let inner =
+            matches!(fields.get(4), Some(redis::Value::BulkString(c)) if c.as_slice() == b"?:0");
+        if !slowlog && !inner {
+            out.push(u64::try_from(*micros)?);
+        }
+    }
+    Ok(out)
+}
+
+/// Server-side µs of the newest command in the slowlog (threshold 0: the
+/// command sent just before this read).
+async fn newest_logged(conn: &mut MultiplexedConnection) -> Result<u64> {
+    let entries: Vec<redis::Value> = redis::cmd("SLOWLOG")
+        .arg("GET")
+        .arg(1)
+        .query_async(conn)
+        .await?;
+    match entries.first() {
+        Some(redis::Value::Array(fields)) => match fields.get(2) {
+            Some(redis::Value::Int(micros)) => Ok(u64::try_from(*micros)?),
+            other => bail!("unexpected slowlog entry field {other:?}"),
+        },
+        other => bail!("unexpected slowlog entry {other:?}"),
+    }
+}
+
 async fn last_logged(conn: &mut MultiplexedConnection, sha: &str) -> Result<u64> {
     let entries: Vec<redis::Value> = redis::cmd("SLOWLOG")
         .arg("GET")

@@ -133,6 +133,40 @@ pub async fn usec_per_call(conn: &mut MultiplexedConnection, command: &str) -> R
     Ok(value.parse()?)
 }
 
+/// Commands Redis ran per call of `command` since the reset, the call
+/// itself included: for a script, 1 + the commands it ran inside (which
+/// `INFO commandstats` counts under their own names) — what a database
+/// that bills every command counts. `INFO` and `CONFIG` (the bench's own)
+/// are left out.
+pub async fn commands_per_call(conn: &mut MultiplexedConnection, command: &str) -> Result<f64> {
+    let text = info(conn, "commandstats").await?;
+    let mut total = 0u64;
+    let mut own = 0u64;
+    for line in text.lines() {
+        let Some((name, rest)) = line
+            .strip_prefix("cmdstat_")
+            .and_then(|l| l.split_once(':'))
+        else {
+            continue;
+        };
+        let calls: u64 = rest
+            .split(',')
+            .find_map(|kv| kv.strip_prefix("calls="))
+            .context("calls")?
+            .parse()?;
+        if name == command {
+            own = calls;
+        }
+        if !name.starts_with("info") && !name.starts_with("config") {
+            total += calls;
+        }
+    }
+    if own == 0 {
+        anyhow::bail!("no calls of {command} since the reset");
+    }
+    Ok(total as f64 / own as f64)
+}
+
 /// The server's `process_id`, for reading its CPU time.
 pub async fn server_pid(conn: &mut MultiplexedConnection) -> Result<u32> {
     let text = info(conn, "server").await?;

@@ -50,6 +50,13 @@ pub enum IdentityError {
     /// A JWT from another issuer than `JWT_ISSUER`.
     #[error("the identity is from another issuer")]
     Issuer,
+    /// A JWT this service does not take as a login: it names a critical
+    /// extension (`crit`), none of which is understood here, or it is
+    /// another type of token (`typ` other than a JWT or an access token:
+    /// a logout token, a DPoP proof, a security event; `token_use` other
+    /// than `id` or `access`).
+    #[error("the identity is a kind of token this service does not accept")]
+    Unsupported,
 }
 
 /// An identity secret, keyed once. HMAC-SHA-256 first hashes the padded key
@@ -192,6 +199,20 @@ pub fn parse_jwt(token: &str) -> Result<Parsed<'_>, IdentityError> {
         .get("alg")
         .and_then(|a| a.as_str())
         .ok_or(IdentityError::Malformed)?;
+    // A critical extension must be understood to be honoured (RFC 7515
+    // §4.1.11); none is here.
+    if head.get("crit").is_some() {
+        return Err(IdentityError::Unsupported);
+    }
+    // A typed token must be a JWT or an access token (RFC 9068), not
+    // another token signed by the same keys.
+    if let Some(typ) = head.get("typ") {
+        let t = typ.as_str().unwrap_or_default().to_ascii_lowercase();
+        let t = t.strip_prefix("application/").unwrap_or(&t);
+        if !matches!(t, "jwt" | "at+jwt") {
+            return Err(IdentityError::Unsupported);
+        }
+    }
     Ok(Parsed {
         alg: alg.to_string(),
         kid: head.get("kid").and_then(|k| k.as_str()).map(str::to_string),
@@ -239,6 +260,13 @@ fn claims(payload: &[u8], now_s: f64, expect: &Expect<'_>) -> Result<VerifiedJwt
     };
     if number("nbf").is_some_and(|nbf| nbf - LEEWAY_S > now_s) {
         return Err(IdentityError::NotYetValid);
+    }
+    // Cognito says which of its tokens this is: an id or access token is a
+    // login, anything else is not.
+    if let Some(used) = claims.get("token_use") {
+        if !matches!(used.as_str(), Some("id" | "access")) {
+            return Err(IdentityError::Unsupported);
+        }
     }
     if let Some(want) = expect.audience {
         let ok = match claims.get("aud") {
@@ -449,6 +477,57 @@ mod tests {
         }
         // Unconfigured: neither is looked at.
         assert!(verify_jwt(key, &token(json!({"aud": "other"})), now).is_ok());
+    }
+
+    /// An HS256 JWT under `header` (the test's own, unlike [`sign_jwt`]).
+    fn signed_with(header: &serde_json::Value, claims: &serde_json::Value) -> String {
+        let header = URL_SAFE_NO_PAD.encode(header.to_string());
+        let payload = URL_SAFE_NO_PAD.encode(claims.to_string());
+        let mut m = KEY.keyed();
+        m.update(format!("{header}.{payload}").as_bytes());
+        let sig = URL_SAFE_NO_PAD.encode(m.finalize().into_bytes());
+        format!("{header}.{payload}.{sig}")
+    }
+
+    #[test]
+    fn critical_extensions_and_other_token_types_are_refused() {
+        let now = 1_800_000_000.0;
+        let claims = json!({"sub": "u1", "exp": now + 60.0});
+        for header in [
+            json!({"alg": "HS256"}),
+            json!({"alg": "HS256", "typ": "JWT"}),
+            json!({"alg": "HS256", "typ": "jwt"}),
+            json!({"alg": "HS256", "typ": "at+jwt"}),
+            json!({"alg": "HS256", "typ": "application/at+jwt"}),
+        ] {
+            assert!(
+                verify_jwt(KEY, &signed_with(&header, &claims), now).is_ok(),
+                "{header}"
+            );
+        }
+        for header in [
+            json!({"alg": "HS256", "crit": ["exp"]}),
+            json!({"alg": "HS256", "crit": []}),
+            json!({"alg": "HS256", "typ": "logout+jwt"}),
+            json!({"alg": "HS256", "typ": "dpop+jwt"}),
+            json!({"alg": "HS256", "typ": "secevent+jwt"}),
+            json!({"alg": "HS256", "typ": 1}),
+        ] {
+            assert_eq!(
+                verify_jwt(KEY, &signed_with(&header, &claims), now),
+                Err(IdentityError::Unsupported),
+                "{header}"
+            );
+        }
+        let header = json!({"alg": "HS256", "typ": "JWT"});
+        for (used, ok) in [("id", true), ("access", true), ("refresh", false)] {
+            let c = json!({"sub": "u1", "exp": now + 60.0, "token_use": used});
+            assert_eq!(
+                verify_jwt(KEY, &signed_with(&header, &c), now).is_ok(),
+                ok,
+                "{used}"
+            );
+        }
     }
 
     #[test]

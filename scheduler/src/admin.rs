@@ -20,7 +20,7 @@ use tokio::sync::watch;
 
 use crate::actions::{
     self, Action, ActionError, Bypass, BypassCall, Done, Notice, Reset, Revocation, RevocationCall,
-    Schedule, Settings, SettingsCall, Status, Switch, SwitchState, Visitor,
+    Schedule, Settings, SettingsCall, Status, Stock, Switch, SwitchState, Visitor,
 };
 use crate::config::{AdminConfig, Config};
 use crate::connect::RedisConn;
@@ -30,7 +30,7 @@ mod auth;
 mod body;
 
 use auth::Who;
-use body::{body, BypassBody, NoticeBody, ResetQuery, RevokeBody, ScheduleBody};
+use body::{body, BypassBody, NoticeBody, ResetQuery, RevokeBody, ScheduleBody, StockBody};
 
 /// The largest request body taken: a notice with a text in each of the
 /// page's nine languages, each up to 280 characters of up to 4 bytes of
@@ -93,6 +93,10 @@ pub fn router(
         .route(
             "/admin/v1/queues/{queue}/notice",
             put(set_notice).delete(clear_notice),
+        )
+        .route(
+            "/admin/v1/queues/{queue}/stock",
+            get(show_stock).put(change_stock).delete(clear_stock),
         )
         .fallback(|| async { error(StatusCode::NOT_FOUND, "not_found", "No such route.") })
         .method_not_allowed_fallback(|| async {
@@ -212,6 +216,7 @@ async fn set_schedule(
         opens_at: b.opens_at,
         closes_at: b.closes_at,
         clear: false,
+        beacon: b.beacon,
         names: actions::FIELDS,
     });
     answer(s.perform(&who, action).await)
@@ -227,6 +232,7 @@ async fn clear_schedule(
         opens_at: None,
         closes_at: None,
         clear: true,
+        beacon: None,
         names: actions::FIELDS,
     });
     answer(s.perform(&who, action).await)
@@ -418,4 +424,44 @@ async fn clear_notice(
     Path(queue): Path<String>,
 ) -> Response {
     answer(s.perform(&who, notice(queue, None, Vec::new())).await)
+}
+
+/// A stock action on `queue`.
+fn stock(queue: String, change: queuegate_shared::ops::StockChange) -> Action {
+    Action::Stock(Stock {
+        queue: Some(queue),
+        change,
+    })
+}
+
+async fn show_stock(
+    State(s): State<Admin>,
+    Extension(who): Extension<Who>,
+    Path(queue): Path<String>,
+) -> Response {
+    let show = queuegate_shared::ops::StockChange::Show;
+    answer(s.perform(&who, stock(queue, show)).await)
+}
+
+async fn change_stock(
+    State(s): State<Admin>,
+    Extension(who): Extension<Who>,
+    Path(queue): Path<String>,
+    bytes: Result<Bytes, BytesRejection>,
+) -> Response {
+    let change = match body::<StockBody>(bytes).map(StockBody::change) {
+        Ok(Ok(change)) => change,
+        Ok(Err(why)) => return error(StatusCode::BAD_REQUEST, "bad_request", &why),
+        Err(e) => return e.into_response(),
+    };
+    answer(s.perform(&who, stock(queue, change)).await)
+}
+
+async fn clear_stock(
+    State(s): State<Admin>,
+    Extension(who): Extension<Who>,
+    Path(queue): Path<String>,
+) -> Response {
+    let clear = queuegate_shared::ops::StockChange::Clear;
+    answer(s.perform(&who, stock(queue, clear)).await)
 }

@@ -12,13 +12,14 @@ use clap::{Parser, Subcommand};
 
 use crate::actions::{
     self, Action, ActionError, Bypass, BypassCall, Notice, Reset, Revocation, RevocationCall,
-    Schedule, Settings, SettingsCall, Status, Switch, SwitchState, Visitor,
+    Schedule, Settings, SettingsCall, Status, Stock, Switch, SwitchState, Visitor,
 };
 use crate::audit;
 use crate::config::{self, Config, ConfigError};
 use crate::connect::{self, ConnectError, Patience};
 use crate::engine::EngineError;
 use crate::service::{self, RunError};
+use queuegate_shared::ops::StockChange;
 
 /// queuegate's admission scheduler and its operator commands.
 #[derive(Debug, Parser)]
@@ -88,6 +89,12 @@ pub enum Command {
         /// Remove both.
         #[arg(long, conflicts_with_all = ["opens_at", "closes_at"])]
         clear: bool,
+        /// Mix a public randomness beacon into the opening's draw: `drand`
+        /// (the config's `[beacon]`). Its first round after the opening is
+        /// named now, published with the commitment, and read at the
+        /// reveal; the draw waits for it.
+        #[arg(long, value_name = "SOURCE")]
+        beacon: Option<String>,
     },
     /// Set or clear a short notice to the line ("sizes S and M are sold
     /// out"): one line of plain text, at most 280 characters, shown on the
@@ -111,7 +118,7 @@ pub enum Command {
     },
     /// Empty a closed queue for a rehearsal: its line, pre-queue,
     /// statistics, visitors' statuses and tokens (settings, state,
-    /// schedule, notice and bypass links stay). Refused unless the queue is closed, and
+    /// schedule, notice and bypass links stay; a stock is cleared). Refused unless the queue is closed, and
     /// while admitted visitors hold slots unless --force.
     Reset {
         /// The queue (may be left out when only one is configured).
@@ -120,6 +127,41 @@ pub enum Command {
         /// working).
         #[arg(long)]
         force: bool,
+    },
+    /// The stock on sale (docs/drop-day.md, *Stock*): every order the shop
+    /// accepts takes one unit (or as many as its reply's Queuegate-Units
+    /// says); admission never lets out more turns than the units left
+    /// allow, and with none left the line is told `sold_out`, new visitors
+    /// get no place and orders never reach the shop. Raising the stock
+    /// again reopens the line in the same order. Without a flag: show it.
+    Stock {
+        /// The queue (may be left out when only one is configured).
+        queue: Option<String>,
+        /// Units left for sale from now (orders in flight keep theirs).
+        #[arg(long, value_name = "N", group = "change")]
+        set: Option<u64>,
+        /// Units added (negative: taken away, e.g. damaged goods).
+        #[arg(
+            long,
+            value_name = "N",
+            allow_negative_numbers = true,
+            group = "change"
+        )]
+        add: Option<i64>,
+        /// Units of refunded orders: back on sale, off the sold count.
+        #[arg(long, value_name = "N", group = "change")]
+        refund: Option<u64>,
+        /// The overbooking margin for no-shows in percent (0 to 100), or
+        /// `auto`: measured from the drop's own conversion (the default).
+        #[arg(long, value_name = "PERCENT|auto", group = "change")]
+        overbook: Option<String>,
+        /// Keep no stock any more: admission and orders are no longer
+        /// limited by it.
+        #[arg(long, group = "change")]
+        clear: bool,
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
     },
     /// Bypass links for staff and QA: a link passes the queue's gate
     /// without queueing until it expires or is revoked (the origin still
@@ -323,12 +365,14 @@ fn parse(command: Command, config: &Config) -> Result<(Action, bool), CliError> 
             opens_at,
             closes_at,
             clear,
+            beacon,
         } => {
             let mut schedule = Schedule {
                 queue: None,
                 opens_at,
                 closes_at,
                 clear,
+                beacon,
                 names: actions::FLAGS,
             };
             schedule.change()?;
@@ -407,6 +451,34 @@ fn parse(command: Command, config: &Config) -> Result<(Action, bool), CliError> 
             } else {
                 (Action::Visitor(Visitor { queue, user }), json)
             }
+        }
+        Command::Stock {
+            queue,
+            set,
+            add,
+            refund,
+            overbook,
+            clear,
+            json,
+        } => {
+            let change = match (set, add, refund, overbook, clear) {
+                (Some(n), ..) => StockChange::Set(n),
+                (_, Some(n), ..) => StockChange::Add(n),
+                (_, _, Some(n), ..) => StockChange::Refund(n),
+                (_, _, _, Some(p), _) if p.trim() == "auto" => StockChange::Overbook(None),
+                (_, _, _, Some(p), _) => {
+                    StockChange::Overbook(Some(p.trim().parse().map_err(|_| {
+                        ActionError::BadInput(format!(
+                            "--overbook {p:?}: give a percentage from 0 to 100, or auto"
+                        ))
+                    })?))
+                }
+                (.., true) => StockChange::Clear,
+                _ => StockChange::Show,
+            };
+            let change = change.check().map_err(ActionError::BadInput)?;
+            let queue = one(queue)?;
+            (Action::Stock(Stock { queue, change }), json)
         }
         Command::Bypass { action } => {
             let (queue, call, json) = match action {

@@ -7,8 +7,10 @@
 //! places it (the scheduler, the system tests and the bench all drive
 //! this one).
 
-use queuegate_shared::draw::{slot_of_rank, DrawPermutation};
-use queuegate_shared::ops::{DrawPlace, DrawSeed, Drawing, Placed};
+use queuegate_shared::draw::{deal, slot_of_rank, DrawPermutation, Member};
+use queuegate_shared::ops::{
+    Dealt, DrawPlace, DrawSeed, DrawShuffle, Drawing, FreshCommit, Placed,
+};
 use queuegate_shared::QueueKeys;
 use redis::aio::ConnectionLike;
 
@@ -19,6 +21,19 @@ pub fn fresh_seed() -> Result<DrawSeed, getrandom::Error> {
     let mut bytes = [0u8; 32];
     getrandom::getrandom(&mut bytes)?;
     Ok(DrawSeed::from_random(bytes))
+}
+
+/// A fresh secret seed and salt key for the next draw's commitment.
+pub fn fresh_commit() -> Result<FreshCommit, getrandom::Error> {
+    let mut bytes = [0u8; 64];
+    getrandom::getrandom(&mut bytes)?;
+    let (seed, salt_key) = bytes.split_at(32);
+    // Two halves of 64 bytes are 32 bytes each: these cannot fail.
+    #[allow(clippy::expect_used)]
+    Ok(FreshCommit {
+        seed: seed.try_into().expect("32 bytes"),
+        salt_key: salt_key.try_into().expect("32 bytes"),
+    })
 }
 
 /// A running draw as its lease holder places it: the draw `draw_open`
@@ -33,7 +48,26 @@ pub struct Placement {
     permutation: DrawPermutation,
     placed: u64,
     dropped: u64,
+    /// The deal of the seats of address groups with more than one
+    /// identity, while it is pending: each step reads one page of
+    /// `draw_members` or writes one batch of the deal.
+    deal: Deal,
 }
+
+/// Where the deal stands (see [`queuegate_shared::draw::deal`]).
+#[derive(Debug, Clone)]
+enum Deal {
+    /// Reading `draw_members` from this HSCAN cursor.
+    Reading { cursor: u64, members: Vec<Member> },
+    /// Writing the new scores from this index on.
+    Writing {
+        scores: Vec<(String, u64)>,
+        at: usize,
+    },
+}
+
+/// `draw_members` entries read per HSCAN page.
+const DEAL_PAGE: u64 = 1_000;
 
 impl Placement {
     /// The placement of `drawing`, from its cursor on.
@@ -44,6 +78,10 @@ impl Placement {
             permutation,
             placed: 0,
             dropped: 0,
+            deal: Deal::Reading {
+                cursor: 0,
+                members: Vec::new(),
+            },
         }
     }
 
@@ -73,6 +111,14 @@ impl Placement {
             || drawing.rounds != self.drawing.rounds
         {
             return false;
+        }
+        // A deal that another holder finished meanwhile, or that must start
+        // again (this one's writes may have lost the lease), follows Redis.
+        if drawing.deal_pending && !self.drawing.deal_pending {
+            self.deal = Deal::Reading {
+                cursor: 0,
+                members: Vec::new(),
+            };
         }
         self.drawing = drawing.clone();
         true
@@ -108,6 +154,9 @@ impl Placement {
     where
         C: ConnectionLike + Send,
     {
+        if self.drawing.deal_pending {
+            return self.deal_step(conn, keys, owner, batch).await;
+        }
         let d = &self.drawing;
         let end = (d.done + batch).min(d.size());
         let places = self.places(d.done, end);
@@ -133,6 +182,82 @@ impl Placement {
     }
 }
 
+impl Placement {
+    /// One step of the deal, before anyone is placed: one page of
+    /// `draw_members` read, or one batch of at most `batch` new scores
+    /// written (the last batch ends the dealing). Reported as a batch that
+    /// placed nobody, so every driver steps through it like the draw.
+    async fn deal_step<C>(
+        &mut self,
+        conn: &mut C,
+        keys: &QueueKeys,
+        owner: &str,
+        batch: u64,
+    ) -> Result<Placed, EngineError>
+    where
+        C: ConnectionLike + Send,
+    {
+        let left = self.drawing.size();
+        let waiting = Placed::Batch {
+            placed: 0,
+            dropped: 0,
+            left,
+        };
+        match &mut self.deal {
+            Deal::Reading { cursor, members } => {
+                let (next, page): (u64, Vec<(String, String)>) = redis::cmd("HSCAN")
+                    .arg(keys.draw_members())
+                    .arg(*cursor)
+                    .arg("COUNT")
+                    .arg(DEAL_PAGE)
+                    .query_async(conn)
+                    .await
+                    .map_err(EngineError::Redis)?;
+                for (user, value) in page {
+                    // An entry that does not parse is not dealt: that
+                    // identity keeps the seat it took.
+                    if let Some(m) = Member::parse(&user, &value) {
+                        members.push(m);
+                    }
+                }
+                *cursor = next;
+                if next == 0 {
+                    let scores = deal(&self.drawing.seed.bytes(), members);
+                    self.deal = Deal::Writing { scores, at: 0 };
+                }
+                Ok(waiting)
+            }
+            Deal::Writing { scores, at } => {
+                let end = (*at + batch.max(1) as usize).min(scores.len());
+                let reply = engine::run(
+                    conn,
+                    &DrawShuffle {
+                        keys,
+                        owner,
+                        seed: &self.drawing.seed,
+                        scores: &scores[*at..end],
+                        last: end == scores.len(),
+                    },
+                )
+                .await?;
+                match reply {
+                    Dealt::NotOwner => Ok(Placed::NotOwner),
+                    Dealt::Moved => Ok(Placed::Moved {
+                        done: self.drawing.done,
+                    }),
+                    Dealt::Written(_) => {
+                        *at = end;
+                        if end == scores.len() {
+                            self.drawing.deal_pending = false;
+                        }
+                        Ok(waiting)
+                    }
+                }
+            }
+        }
+    }
+}
+
 /// `order[rank]` is the 0-based place, within the reserved tickets, of the
 /// `rank`-th sealed visitor of a draw in `rounds` (ranked by round, then by
 /// arrival within it): each round is drawn on its own block of places,
@@ -145,6 +270,7 @@ pub fn permutation_in_rounds(seed: &DrawSeed, rounds: &[u64]) -> Vec<u64> {
         done: 0,
         seed: seed.clone(),
         rounds: rounds.to_vec(),
+        deal_pending: false,
     })
     .places(0, size)
 }
@@ -179,6 +305,7 @@ mod tests {
             done,
             seed: DrawSeed::from_random([seed; 32]),
             rounds: vec![size],
+            deal_pending: false,
         }
     }
 
@@ -195,6 +322,7 @@ mod tests {
         // Another seed, or another size: not this placement's draw.
         let in_rounds = Drawing {
             rounds: vec![30, 20],
+            deal_pending: false,
             ..drawing(1, 100, 50, 20)
         };
         for other in [drawing(2, 100, 50, 20), drawing(1, 100, 51, 20), in_rounds] {

@@ -91,6 +91,9 @@ pub struct Metrics {
     rate_cuts: Family<QueueLabel, Counter>,
     pre_queued: Family<QueueLabel, Gauge>,
     claims: Family<QueueLabel, Gauge>,
+    stock_left: Family<QueueLabel, Gauge>,
+    stock_sold: Family<QueueLabel, Gauge>,
+    stock_overbooking: Family<QueueLabel, FloatGauge>,
     claimed: Family<QueueLabel, Counter>,
     draw_left: Family<QueueLabel, Gauge>,
     drawn: Family<QueueLabel, Counter>,
@@ -151,6 +154,9 @@ impl Metrics {
             rate_cuts: Family::default(),
             pre_queued: Family::default(),
             claims: Family::default(),
+            stock_left: Family::default(),
+            stock_sold: Family::default(),
+            stock_overbooking: Family::default(),
             claimed: Family::default(),
             draw_left: Family::default(),
             drawn: Family::default(),
@@ -183,6 +189,21 @@ impl Metrics {
             "claims",
             "Visitors passed over asleep at the head, holding a claim within their sleep grace",
             m.claims.clone(),
+        );
+        registry.register(
+            "stock_units_left",
+            "A kept stock's units left for sale, not counting those held by orders in flight (no series: no stock kept)",
+            m.stock_left.clone(),
+        );
+        registry.register(
+            "stock_units_sold",
+            "A kept stock's units sold since it was first set (refunds taken off)",
+            m.stock_sold.clone(),
+        );
+        registry.register(
+            "stock_overbooking_ratio",
+            "The overbooking margin in force: turns let out beyond the units left, as a share of them",
+            m.stock_overbooking.clone(),
         );
         registry.register(
             "claimed",
@@ -420,6 +441,9 @@ impl Metrics {
             self.active.remove(&l);
             self.pre_queued.remove(&l);
             self.claims.remove(&l);
+            self.stock_left.remove(&l);
+            self.stock_sold.remove(&l);
+            self.stock_overbooking.remove(&l);
             self.draw_left.remove(&l);
             self.admitting.remove(&l);
             self.rate.remove(&l);
@@ -442,6 +466,20 @@ impl Metrics {
         self.pre_queued.get_or_create(&l).set(gauge(c.pre_queued));
         self.claims.get_or_create(&l).set(gauge(c.claims));
         self.claimed.get_or_create(&l).inc_by(c.claimed);
+        match c.stock_left {
+            Some(left) => {
+                self.stock_left.get_or_create(&l).set(gauge(left));
+                self.stock_sold.get_or_create(&l).set(gauge(c.stock_sold));
+                self.stock_overbooking
+                    .get_or_create(&l)
+                    .set(c.stock_margin as f64 / 1000.0);
+            }
+            None => {
+                self.stock_left.remove(&l);
+                self.stock_sold.remove(&l);
+                self.stock_overbooking.remove(&l);
+            }
+        }
         if !c.drawing {
             self.draw_left.get_or_create(&l).set(0);
         }

@@ -2,6 +2,7 @@
 -- KEYS[1] waiting  KEYS[2] active  KEYS[3] lock  KEYS[4] config  KEYS[5] stats
 -- KEYS[6] guard (entry budgets and used solutions)  KEYS[7] pre (counted)
 -- KEYS[8] claims (visitors passed over asleep: user → ticket)
+-- KEYS[9] stock_held (units held by orders in flight: user → units)
 -- ARGV: positions AA.* (shared/src/records.rs admit_arg): the lease owner id, the
 --   key base, the allowance (most admissions this tick), the settings it
 --   needs, the measured rate ('' keeps the recorded one), the lease TTL
@@ -18,7 +19,9 @@
 --   counts, the totals of refused entries and of the operators' bypasses
 --   and revocations, the pre-queued, the run-time settings' version (0
 --   none; the caller applies a new one), the visitors passed over into
---   claims this tick and the claims held.
+--   claims this tick and the claims held, and a kept stock's units left
+--   (-1: none kept), units sold and overbooking margin in force (per
+--   mille).
 --   code 1 admitted (maybe 0 users) · 2 queue not admitting (paused/closed;
 --   sweeps still ran) · 3 a draw runs (no admission until it is over) · 0
 --   caller does not own the lease: nothing changed.
@@ -71,6 +74,9 @@ do
     kind = kind and split(kind)[SR_KIND]
     if kind == ST_IN_FLIGHT then
       lapsed = lapsed + 1
+      -- Its unit goes back to the stock; a late settle that says the order
+      -- went through takes it again (prelude stock.settle).
+      stock.settle(KEYS[4], KEYS[9], uid, 0)
     else
       expired = expired + 1
       -- An unused turn ends its session with it.
@@ -158,10 +164,17 @@ end
 --    passthrough is the rate limit (the scheduler asks for what it can
 --    hold at most); the allowance only caps a caller's tick.
 local code, admitted, claimed = 1, 0, 0
+-- A kept stock lets out at most its units left times one plus the
+-- overbooking margin, counting the turns out (prelude stock.tick).
+local kept = {}
+kept.left, kept.sold, kept.margin, kept.out = stock.tick(KEYS[4], KEYS[5], KEYS[2], KEYS[9])
 local cfg = read_fields(KEYS[4], CF_STATE, CF_DRAW_LEFT, CF_RATE_NOW, CF_SETTINGS_VERSION, CF_SESSION_MS)
 if cfg[CF_RATE_NOW] ~= ARGV[AA.RATE] then redis.call('HSET', KEYS[4], CF_RATE_NOW, ARGV[AA.RATE]) end
 if (cfg[CF_STATE] == QS_OPEN or cfg[CF_STATE] == QS_DRAINING) and tonumber(cfg[CF_DRAW_LEFT] or '0') == 0 then
   local free = max_active - redis.call('ZCARD', KEYS[2])
+  if kept.left >= 0 then
+    free = math.min(free, math.floor(kept.left * (1000 + kept.margin) / 1000) - kept.out)
+  end
   local tokens = rate_tokens(KEYS[5], now, rate, tick_ms)
   local want = math.min(free, allowance, math.floor(tokens), math.floor((#ARGV - AA.GRANTS + 1) / 2))
   local popped = 0
@@ -258,7 +271,8 @@ do
 end
 
 -- 6. Entry guard upkeep: a rolling scan of the guard hash deletes used
---    solutions past their expiry and address budgets that are full again
+--    solutions and cap holds past their expiry and address budgets that
+--    are full again
 --    (or all of them when the budget is off), so it never grows for good.
 if scan > 0 then
   local per_minute, burst = tonumber(ARGV[AA.BUDGET_PER_MINUTE]), tonumber(ARGV[AA.BUDGET_BURST])
@@ -269,10 +283,11 @@ if scan > 0 then
   for i = 1, #page[2], 2 do
     local field, value = page[2][i], page[2][i + 1]
     local spent
-    if string.sub(field, 1, #GF_POW) == GF_POW then
+    if string.sub(field, 1, #GF_POW) == GF_POW or string.sub(field, 1, #GF_FULL) == GF_FULL then
       spent = tonumber(value) <= now
     else
-      spent = per_minute == 0 or budget_tokens(value, now, per_ms, burst) >= burst
+      local k = budget_scale(field)
+      spent = per_minute == 0 or budget_tokens(value, now, per_ms * k, burst * k) >= burst * k
     end
     if spent then done[#done + 1] = field end
   end
@@ -282,9 +297,15 @@ end
 
 -- 7. The edge's refusals, for the operator's metrics (totals; read here so
 --    the tick stays one round trip).
+-- The lease this tick leaves its holder goes with the snapshot: the edge
+-- trusts no snapshot read later than that after it was written (its
+-- writer has stopped ticking and lost the lease).
 if ARGV[AA.IDLE_LEASE_TTL_MS] ~= '' and waiting == 0 and redis.call('ZCARD', KEYS[2]) == 0
   and redis.call('ZCARD', KEYS[7]) == 0 and tonumber(cfg[CF_DRAW_LEFT] or '0') == 0 then
   redis.call('PEXPIRE', KEYS[3], ARGV[AA.IDLE_LEASE_TTL_MS])
+  redis.call('HSET', KEYS[4], CF_SNAP_TTL, ARGV[AA.IDLE_LEASE_TTL_MS])
+else
+  redis.call('HSET', KEYS[4], CF_SNAP_TTL, ARGV[AA.LEASE_TTL_MS])
 end
 local refused = read_fields(KEYS[5], SF_REFUSED_BUDGET, SF_REFUSED_CHALLENGE, SF_REFUSED_REUSED,
   SF_REFUSED_TURNSTILE, SF_REFUSED_STALE, SF_REFUSED_ADDRESS_FULL, SF_BYPASSED, SF_REVOKED)
@@ -299,4 +320,5 @@ r[AR.REFUSED_STALE], r[AR.REFUSED_ADDRESS_FULL], r[AR.BYPASSED], r[AR.REVOKED] =
   total(SF_REFUSED_STALE), total(SF_REFUSED_ADDRESS_FULL), total(SF_BYPASSED), total(SF_REVOKED)
 r[AR.SETTINGS_VERSION] = tonumber(cfg[CF_SETTINGS_VERSION] or '0')
 r[AR.CLAIMED], r[AR.CLAIMS] = claimed, redis.call('ZCARD', KEYS[8])
+r[AR.STOCK_LEFT], r[AR.STOCK_SOLD], r[AR.STOCK_MARGIN] = kept.left, kept.sold, kept.margin
 return r

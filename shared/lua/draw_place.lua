@@ -7,17 +7,20 @@
 -- ARGV[1] lease owner id  ARGV[2] key base '<prefix>:{<queue>}:'
 -- ARGV[3] the cursor this batch starts at (draw_done as the caller read it)
 -- ARGV[4..] the drawn ticket of each visitor from that rank on
--- Reply: {'not_owner'} · {'moved', done} (the cursor is elsewhere: nothing
---   written) · {'placed', placed, dropped, left}. Everyone is placed
+-- Reply: {'not_owner'} · {'moved', done} (the cursor is elsewhere, or the
+--   seats are not dealt yet: nothing written) · {'placed', placed, dropped, left}. Everyone is placed
 --   (dropped is 0: nobody leaves a pre-queue for silence) but visitors an
 --   operator revoked (counted as withdrawn), and marked seen
 --   now, the grace in which to poll; far back the near zone's front gives
 --   it again when it passes (docs/uncapped-line.md).
 if redis.call('GET', KEYS[5]) ~= ARGV[1] then return {R.NOT_OWNER} end
 local d = read_fields(KEYS[3], CF_DRAW_LEFT, CF_DRAW_DONE, CF_ABANDON_AFTER_MS, CF_SLEEP_GRACE_MS,
-  CF_SEEN_PREV, CF_GRACE_PREV)
+  CF_SEEN_PREV, CF_GRACE_PREV, CF_DRAW_SHUFFLE)
 local left, done = tonumber(d[CF_DRAW_LEFT] or '0'), tonumber(d[CF_DRAW_DONE] or '0')
-if left == 0 or done ~= tonumber(ARGV[3]) then return {R.MOVED, done} end
+-- Nobody is placed before the seats are dealt (draw_shuffle).
+if left == 0 or done ~= tonumber(ARGV[3]) or d[CF_DRAW_SHUFFLE] == DS_PENDING then
+  return {R.MOVED, done}
+end
 local base = ARGV[2]
 local now = now_ms()
 local live = seen.live(d, now)

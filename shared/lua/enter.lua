@@ -18,17 +18,22 @@
 -- ARGV[7] a fresh entry token, used only if idle passthrough admits at once
 -- ARGV[8] the verified solution's difficulty level ('' none): below the
 --   level in force for this size, it is stale
--- ARGV[9] ARGV[10] an IPv6 address group's /56 and /48 ('' for IPv4): a
---   pre-queued identity's draw round counts them too (see draw_round)
+-- ARGV[9] ARGV[10] an IPv6 address group's /56 and /48 ('' for IPv4): the
+--   entry budget, the cap on live places and a pre-queued identity's draw
+--   round count them too (prelude budget_spend and draw_slot)
 -- Reply: a waiting_reply, pre_queue_reply or settled_state reply (see
 --   prelude; 'admitted' also for a visitor idle passthrough just admitted),
 --   or {'full', waiting, max_waiting} · {'closed', state} (also after
---   closes_at) · UNCONFIGURED (no scheduler has published settings yet;
+--   closes_at) · {'sold_out'} (the queue keeps a stock and no unit is
+--   left: no new place; one held already is kept, and its reply carries
+--   the units left) · UNCONFIGURED (no scheduler has published settings yet;
 --   nothing written) · {'guard', missing} · {'too_many', retry_after_ms} ·
 --   {'reused'} (a solution used before) · {'stale'} (a solution of a lower
 --   difficulty level than the one now in force) · {'address_full', cap}
---   (the address group holds entry_places_per_address live places). A
---   refusal of a new place writes only its stats counter.
+--   (the address group, its /56 or its /48 holds as many live places as
+--   entry_places_per_address allows it). A refusal of a new place writes
+--   only its stats counter (and at the cap, once a second, the hold that
+--   spares the next refusals the count).
 -- A refresh never moves anyone: a waiting user keeps their ticket, a
 -- pre-queued one their draw, one holding a claim takes it up (back in line
 -- first on its own ticket, prelude reclaim), and a visitor who holds a place passes no
@@ -74,6 +79,7 @@ end
 if state ~= QS_OPEN and state ~= QS_PAUSED then return {R.CLOSED, state} end
 local closes_at = tonumber(cfg[CF_CLOSES_AT] or '')
 if closes_at and now >= closes_at then return {R.CLOSED, QS_CLOSED} end
+if stock.sold_out(cfg) then return {R.SOLD_OUT} end
 
 -- Before the opening a new place joins the pre-queue. After it, the first
 -- entry (or tick) seals a pre-queue still there, so this visitor's ticket
@@ -84,7 +90,8 @@ local pre_queue = before_opening(cfg, now)
 local pre_exists = redis.call('EXISTS', KEYS[9]) == 1
 if not pre_queue and pre_exists then
   if left == 0 then
-    left = seal(KEYS[9], KEYS[10], KEYS[2], KEYS[6], KEYS[11], KEYS[1])
+    left = seal(KEYS[9], KEYS[10], KEYS[2], KEYS[6], KEYS[11], KEYS[1], base .. K_MEMBERS,
+      base .. K_DRAW_MEMBERS, base .. K_MOVED, base .. K_DRAW_MOVED)
     pre_exists = false
   else
     pre_queue = true
@@ -108,63 +115,90 @@ if ARGV[8] ~= '' then
     return {R.STALE}
   end
 end
--- The address's bucket and the solution's single-use mark share one hash:
--- one read and one write for both. Plain branches, no tables: this path
--- runs for every new place at a drop's opening.
+-- The address's buckets, the solution's single-use mark and the cap's
+-- holds share one hash: one read for them all, one write for the budget
+-- and the mark. An IPv6 group also spends its /56's and /48's buckets
+-- (prelude budget_spend).
 local per_minute = tonumber(cfg[CF_ENTRY_BUDGET_PER_MINUTE] or '0')
 local address = ARGV[3] ~= '' and per_minute > 0 and ARGV[3] or nil
+local wide = ARGV[9] ~= ''
 local pow_field = ARGV[4] ~= '' and GF_POW .. ARGV[4] or nil
-local bucket, used
-if address and pow_field then
-  local got = redis.call('HMGET', KEYS[8], address, pow_field)
-  bucket, used = got[1], got[2]
-elseif address then
-  bucket = redis.call('HGET', KEYS[8], address)
-elseif pow_field then
-  used = redis.call('HGET', KEYS[8], pow_field)
+local cap = tonumber(cfg[CF_ENTRY_PLACES_PER_ADDRESS] or '0')
+-- The levels the cap counts: the group, then its /56 and /48.
+local levels = {}
+if cap > 0 and ARGV[3] ~= '' then
+  levels = {{name = ARGV[3], limit = cap}}
+  if wide then
+    levels = {levels[#levels], {name = ARGV[9], limit = cap * PER_56}, {name = ARGV[10], limit = cap * PER_48}}
+  end
 end
+local fields = {}
+if address then fields = wide and {address, ARGV[9], ARGV[10]} or {address} end
+local buckets = #fields
+for _, level in ipairs(levels) do fields[#fields + 1] = GF_FULL .. level.name end
+if pow_field then fields[#fields + 1] = pow_field end
+local got = #fields > 0 and redis.call('HMGET', KEYS[8], unpack(fields)) or {}
+local spent
 if address then
   local per_ms = per_minute / 60000
-  local tokens = budget_tokens(bucket, now, per_ms, tonumber(cfg[CF_ENTRY_BUDGET_BURST] or '0'))
-  if tokens < 1 then
+  local retry
+  spent, retry = budget_spend(got, buckets, now, per_ms, tonumber(cfg[CF_ENTRY_BUDGET_BURST] or '0'))
+  if not spent then
     redis.call('HINCRBY', KEYS[7], SF_REFUSED_BUDGET, 1)
-    return {R.TOO_MANY, math.ceil((1 - tokens) / per_ms)}
+    return {R.TOO_MANY, retry}
   end
-  bucket = (tokens - 1) .. SEP .. now
 end
 -- A solution is good once, until it expires.
-if pow_field and (tonumber(ARGV[5]) <= now or used) then
+if pow_field and (tonumber(ARGV[5]) <= now or got[#fields]) then
   redis.call('HINCRBY', KEYS[7], SF_REFUSED_REUSED, 1)
   return {R.REUSED}
 end
--- The cap on an address group's live places: its set's members still
--- pre-queued, being drawn, waiting or holding a claim (O(cap): the set
--- never holds more than the cap plus the places that ended since its last
--- new place).
-local cap = tonumber(cfg[CF_ENTRY_PLACES_PER_ADDRESS] or '0')
-local places_key, ended
-if cap > 0 and ARGV[3] ~= '' then
-  places_key, ended = base .. K_PLACES .. ARGV[3], {}
-  local live = 0
-  for _, m in ipairs(redis.call('SMEMBERS', places_key)) do
-    if m ~= uid and (redis.call('ZSCORE', KEYS[1], m) or redis.call('ZSCORE', KEYS[9], m)
-      or (left > 0 and redis.call('ZSCORE', KEYS[10], m)) or redis.call('ZSCORE', KEYS[12], m)) then
-      live = live + 1
-    else
-      ended[#ended + 1] = m
+-- The cap on live places: an address group holds at most `cap`, its /56
+-- cap * PER_56 and its /48 cap * PER_48 (one /64's places are a 16th of
+-- its /48's at most). Each level's set `places:<name>` holds the places
+-- taken from it; a member is live while still pre-queued, being drawn,
+-- waiting or holding a claim. A set is counted (O(its size)) only when it
+-- holds as many members as its limit, and a level found full is refused
+-- for FULL_HOLD_MS without counting again, so knocking at the cap costs
+-- one count a second.
+local function live(m)
+  return redis.call('ZSCORE', KEYS[1], m) or redis.call('ZSCORE', KEYS[9], m)
+    or (left > 0 and redis.call('ZSCORE', KEYS[10], m)) or redis.call('ZSCORE', KEYS[12], m)
+end
+for i, level in ipairs(levels) do
+  local hold = tonumber(got[buckets + i] or '')
+  level.key, level.ended = base .. K_PLACES .. level.name, {}
+  local full = hold and hold > now
+  if not full and redis.call('SCARD', level.key) >= level.limit then
+    local count = 0
+    for _, m in ipairs(redis.call('SMEMBERS', level.key)) do
+      if m ~= uid and live(m) then
+        count = count + 1
+      else
+        level.ended[#level.ended + 1] = m
+      end
+    end
+    if count >= level.limit then
+      full = true
+      redis.call('HSET', KEYS[8], GF_FULL .. level.name, now + FULL_HOLD_MS)
     end
   end
-  if live >= cap then
+  if full then
     redis.call('HINCRBY', KEYS[7], SF_REFUSED_ADDRESS_FULL, 1)
-    return {R.ADDRESS_FULL, cap}
+    return {R.ADDRESS_FULL, level.limit}
   end
 end
-if address and pow_field then
-  redis.call('HSET', KEYS[8], address, bucket, pow_field, ARGV[5])
-elseif address then
-  redis.call('HSET', KEYS[8], address, bucket)
-elseif pow_field then
-  redis.call('HSET', KEYS[8], pow_field, ARGV[5])
+if address or pow_field then
+  local writes = {}
+  for i = 1, buckets do
+    writes[#writes + 1] = fields[i]
+    writes[#writes + 1] = spent[i]
+  end
+  if pow_field then
+    writes[#writes + 1] = pow_field
+    writes[#writes + 1] = ARGV[5]
+  end
+  redis.call('HSET', KEYS[8], unpack(writes))
 end
 
 -- A rejoin ends the previous entry: an issued token that lapsed before the
@@ -174,20 +208,22 @@ if redis.call('ZREM', KEYS[5], uid) == 1 then
 end
 redis.call('DEL', KEYS[3], KEYS[4])
 
--- The place joins its group's set (after idle passthrough, which takes no
--- place).
+-- The place joins its levels' sets (after idle passthrough, which takes
+-- no place).
 local function count_place()
-  if not places_key then return end
-  if #ended > 0 then redis.call('SREM', places_key, unpack(ended)) end
-  redis.call('SADD', places_key, uid)
-  redis.call('PEXPIRE', places_key, PLACES_KEEP_MS)
+  for _, level in ipairs(levels) do
+    if #level.ended > 0 then redis.call('SREM', level.key, unpack(level.ended)) end
+    redis.call('SADD', level.key, uid)
+    redis.call('PEXPIRE', level.key, PLACES_KEEP_MS)
+  end
 end
 
 if pre_queue then
   -- Ranked for the draw by its address group's round, then by arrival.
   -- Not marked seen: a pre-queue is far back, where nobody is dropped for
   -- silence (the grace starts when the draw places it).
-  local score = draw_slot(KEYS[11], ARGV[3], ARGV[9], ARGV[10])
+  local score = draw_slot(KEYS[11], base .. K_MEMBERS, base .. K_MOVED, uid, ARGV[3], ARGV[9],
+    ARGV[10])
   redis.call('ZADD', KEYS[9], score, uid)
   -- The first of an empty room wakes an idle lease holder.
   if size == 0 then
@@ -203,7 +239,8 @@ end
 -- pre-queue), a slot is free and the shared rate bucket holds a token:
 -- admitted now, active at once.
 if size == 0 and state == QS_OPEN and cfg[CF_IDLE_PASSTHROUGH] == 'true' and ARGV[7] ~= ''
-  and cfg[CF_MAX_ACTIVE] and cfg[CF_TOKEN_TTL_MS] and cfg[CF_TICK_MS] and cfg[CF_STATUS_TTL_MS] then
+  and cfg[CF_MAX_ACTIVE] and cfg[CF_TOKEN_TTL_MS] and cfg[CF_TICK_MS] and cfg[CF_STATUS_TTL_MS]
+  and stock.room(KEYS[6], KEYS[5], base .. K_STOCK_HELD) >= 1 then
   if not pass_admit(KEYS[5], KEYS[7], now, cfg[CF_MAX_ACTIVE], cfg[CF_RATE_NOW], cfg[CF_ADMIT_RATE_PER_SECOND],
     cfg[CF_TICK_MS]) then
     local expires = now + tonumber(cfg[CF_TOKEN_TTL_MS])

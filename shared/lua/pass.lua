@@ -12,13 +12,16 @@
 -- KEYS[6] token:<uid>  KEYS[7] status:<uid>
 -- KEYS[8] guard (HASH: client address → its budget `tokens|at`)
 -- KEYS[9] claims (a visitor holding one takes it up in line, not here)
--- KEYS[10] session:<uid>
+-- KEYS[10] session:<uid>  KEYS[11] stock_held (an order holds one unit of a
+--   kept stock)
 -- ARGV[1] uid  ARGV[2] a fresh entry token (the in-flight record's, or on a
 --   browse route the visitor's token for the order)
 -- ARGV[3] the client address group ('' no budget)
 -- ARGV[4] 'spend' (an order: in flight at once) | 'browse' (a page of the
 --   checkout: the visitor is admitted, with a token issued for their order
 --   that the edge sets as a cookie)
+-- ARGV[5] ARGV[6] an IPv6 group's /56 and /48 ('' for IPv4): their budgets
+--   are spent too
 -- Either opens the visitor's session (README, *Browse and spend routes*):
 -- after the order, the pages after it pass until the session ends.
 -- Reply: {'ok', session endsAt} · {'queue', why} ('holds' this visitor holds a token or
@@ -27,7 +30,8 @@
 --   this visitor · 'waiting' someone waits or a
 --   pre-queue/draw exists, or this visitor holds a claim · 'full' no free slot · 'rate' the rate allows
 --   none now) · {'too_many', retry_after_ms} (the address spent its entry
---   budget; only the refused_budget counter is written) · UNCONFIGURED.
+--   budget; only the refused_budget counter is written) · {'sold_out'} (a
+--   kept stock is gone) · UNCONFIGURED.
 --   Nothing else is written unless the reply is {'ok'}.
 local uid, token, mode = ARGV[1], ARGV[2], ARGV[4]
 if mode ~= 'spend' and mode ~= 'browse' then return redis.error_reply('pass: unknown mode') end
@@ -49,24 +53,26 @@ if cfg[CF_IDLE_PASSTHROUGH] ~= 'true' then return {R.QUEUE, R.OFF} end
 local now = now_ms()
 local closes_at = tonumber(cfg[CF_CLOSES_AT] or '')
 if cfg[CF_STATE] ~= QS_OPEN or (closes_at and now >= closes_at) then return {R.QUEUE, R.CLOSED} end
+if stock.sold_out(cfg) then return {R.SOLD_OUT} end
 if before_opening(cfg, now) or drawing_left(cfg) > 0 or redis.call('ZCARD', KEYS[1]) > 0
   or redis.call('EXISTS', KEYS[2]) == 1 or redis.call('ZSCORE', KEYS[9], uid) then
   return {R.QUEUE, R.WAITING}
 end
--- The address's entry budget, as in enter: checked before the slot and
--- the rate, spent only if the request passes.
+-- The address's entry budget, as in enter (for IPv6 its /56's and /48's
+-- too): checked before the slot and the rate, spent only if the request
+-- passes.
 local per_minute = tonumber(cfg[CF_ENTRY_BUDGET_PER_MINUTE] or '0')
 local address = ARGV[3] ~= '' and per_minute > 0 and ARGV[3] or nil
-local bucket
+local fields, spent = {}, nil
 if address then
-  local per_ms = per_minute / 60000
-  local tokens = budget_tokens(redis.call('HGET', KEYS[8], address), now, per_ms,
+  fields = ARGV[5] ~= '' and {address, ARGV[5], ARGV[6]} or {address}
+  local per_ms, retry = per_minute / 60000, nil
+  spent, retry = budget_spend(redis.call('HMGET', KEYS[8], unpack(fields)), #fields, now, per_ms,
     tonumber(cfg[CF_ENTRY_BUDGET_BURST] or '0'))
-  if tokens < 1 then
+  if not spent then
     redis.call('HINCRBY', KEYS[5], SF_REFUSED_BUDGET, 1)
-    return {R.TOO_MANY, math.ceil((1 - tokens) / per_ms)}
+    return {R.TOO_MANY, retry}
   end
-  bucket = (tokens - 1) .. SEP .. now
 end
 -- A page holds its slot for the whole session, and a pass needs no proof
 -- of work: browsing an idle room may fill at most half of the slots, so
@@ -75,10 +81,20 @@ end
 if mode == 'browse' and 2 * (redis.call('ZCARD', KEYS[3]) + 1) > tonumber(cfg[CF_MAX_ACTIVE]) then
   return {R.QUEUE, R.FULL}
 end
+-- The stock lets out as many turns as the admit tick would (prelude
+-- stock.room): none left, the visitor queues.
+if stock.room(KEYS[4], KEYS[3], KEYS[11]) < 1 then return {R.QUEUE, R.FULL} end
 local refused = pass_admit(KEYS[3], KEYS[5], now, cfg[CF_MAX_ACTIVE], cfg[CF_RATE_NOW], cfg[CF_ADMIT_RATE_PER_SECOND],
   cfg[CF_TICK_MS])
 if refused then return {R.QUEUE, refused} end
-if address then redis.call('HSET', KEYS[8], address, bucket) end
+if address then
+  local writes = {}
+  for i = 1, #fields do
+    writes[#writes + 1] = fields[i]
+    writes[#writes + 1] = spent[i]
+  end
+  redis.call('HSET', KEYS[8], unpack(writes))
+end
 local ends = now + tonumber(cfg[CF_SESSION_MS])
 set_session(KEYS[10], now, ends, now + SESSION_CAP_MS, 1, now)
 if mode == 'browse' then
@@ -89,6 +105,8 @@ if mode == 'browse' then
   return {R.OK, ends}
 end
 -- activateAt = expiresAt = now, restores = 1: settle finds no retry left.
+-- The order holds its unit (there is one: stock.room found room).
+stock.hold(KEYS[4], KEYS[11], uid)
 set_status(KEYS[7], uid, ST_IN_FLIGHT, now, tonumber(cfg[CF_STATUS_TTL_MS]), token_record(token, now, now, 1))
 redis.call('ZADD', KEYS[3], now + tonumber(cfg[CF_IN_FLIGHT_MS]), uid)
 return {R.OK, ends}

@@ -6,7 +6,9 @@
 -- KEYS[5] pre  KEYS[6] draw  KEYS[7] claims  KEYS[8] stats
 -- ARGV[1] uid  ARGV[2] key base '<prefix>:{<queue>}:' (for the seen bitmaps)
 -- Reply: a waiting_reply, pre_queue_reply or settled_state reply (see
---   prelude).
+--   prelude); {'sold_out'} for a visitor without a place in a queue whose
+--   kept stock is gone (one in line keeps the place: its reply carries the
+--   units left, and the edge tells it the same).
 local uid, base = ARGV[1], ARGV[2]
 local ticket = redis.call('ZSCORE', KEYS[1], uid)
 if ticket then
@@ -28,4 +30,9 @@ if slot then
   if settled_state(KEYS[2], KEYS[3])[REPLY_KIND] == R.REVOKED then return {R.REVOKED} end
   return pre_queue_reply(read_config(KEYS[4]), now_ms(), slot, draw_number(KEYS[4], sealed))
 end
-return settled_state(KEYS[2], KEYS[3])
+local settled = settled_state(KEYS[2], KEYS[3])
+if settled[REPLY_KIND] == R.NOT_IN_QUEUE
+  and stock.sold_out(read_fields(KEYS[4], STOCK.LEFT)) then
+  return {R.SOLD_OUT}
+end
+return settled

@@ -213,6 +213,35 @@ local function budget_tokens(rec, now, per_ms, burst)
   return math.min(burst, tonumber(tokens) + (now - tonumber(at)) * per_ms)
 end
 
+-- Entry budgets are kept for an address group and, for IPv6, for its /56
+-- and its /48 too, each of those PER_56 / PER_48 times an address's (rate
+-- and burst): a /48 takes at most as many places as PER_48 addresses do,
+-- and one /64 can spend at most 1/PER_48 of its /48's. `recs` are the
+-- buckets' records in that order (n is 1 or 3). Returns the records to
+-- write once the place is taken, or nil and the ms until every bucket
+-- holds a token again.
+local BUDGET_SCALES = {1, PER_56, PER_48}
+local function budget_spend(recs, n, now, per_ms, burst)
+  local out, wait = {}, 0
+  for i = 1, n do
+    local k = BUDGET_SCALES[i]
+    local tokens = budget_tokens(recs[i], now, per_ms * k, burst * k)
+    if tokens < 1 then wait = math.max(wait, math.ceil((1 - tokens) / (per_ms * k))) end
+    out[i] = (tokens - 1) .. SEP .. now
+  end
+  if wait > 0 then return nil, wait end
+  return out
+end
+
+-- How many addresses' worth a guard hash bucket holds (the admit tick's
+-- upkeep): a /56's PER_56, a /48's PER_48, an address group's one.
+local function budget_scale(field)
+  local tail = string.sub(field, -3)
+  if tail == '/56' then return PER_56 end
+  if tail == '/48' then return PER_48 end
+  return 1
+end
+
 -- Status changes: set_status writes a user's status record (`kind|now|...`,
 -- living px ms, or keeping its TTL when px is nil) and appends `kind|now`
 -- to history:<uid>, the newest 16 changes (HISTORY_KEEP), living as long as the
@@ -259,6 +288,7 @@ local function waiting_reply(position, cfg, ticket)
     R.WAITING, position, cfg[CF_STATE] or '', cfg[CF_MEASURED_RATE] or ''
   r[WR.ADMIT_RATE], r[WR.POLL_MIN_MS], r[WR.POLL_MAX_MS], r[WR.TICKET] =
     cfg[CF_ADMIT_RATE_PER_SECOND] or '', cfg[CF_POLL_MIN_MS] or '', cfg[CF_POLL_MAX_MS] or '', ticket
+  r[WR.STOCK_LEFT] = cfg[STOCK.LEFT] or ''
   return r
 end
 
@@ -284,24 +314,78 @@ end
 -- signed into its cookie (shared/src/draw.rs). Nobody leaves a pre-queue
 -- for silence (liveness is checked once a visitor nears the head), so the
 -- indices stay dense: the k-th visitor of a round is at index k.
--- The draw slot of a new pre-queued identity from address group `group`
--- (and, for IPv6, its /56 and /48, '' for IPv4): its round is its group's
--- count of pre-queued identities with this one, a /56 counted as at most
--- PER_56 addresses and a /48 as at most PER_48 ('' no address: round 1);
--- its index the round's size with it (the `groups` hash keeps each round's
--- size as field GR_ROUND .. round; no address group starts with it).
--- Returns the score.
-local function draw_slot(groups_key, group, net56, net48)
-  local round = 1
+--
+-- Rounds (docs/drop-day.md, *Address groups*): an address group (an IPv4
+-- address, an IPv6 /64) has one place a round, its identities in rounds
+-- that only go up. An IPv6 /64 also starts behind the /64s its /56 and
+-- /48 already brought: the n-th distinct /64 of a /56 starts no earlier
+-- than round ceil(n / PER_56), of a /48 no earlier than ceil(n / PER_48),
+-- and so is every later identity of a /64 (the counts as they stand
+-- then). Distinct /64s are counted, not identities, so one /64's volume
+-- moves back only that /64.
+--
+-- `groups` keeps, per address group, `round|score|uid`: its last round,
+-- and while it has one identity that identity's score and id; from its
+-- second identity on, just the round, and every identity of the group is
+-- in `members` (uid -> `score|group`), which the scheduler reads after
+-- the seal to deal each group's seats among its identities at random
+-- (scheduler/src/draw.rs): their arrival order decides nothing. The
+-- /56 and /48 counts are fields of `groups` too, and GR_ROUND .. round
+-- each round's size (no address group starts with it).
+-- `moved` lists the round-1 seats (0-based indices, `i,`) whose group has
+-- more than one identity, so may be dealt to another: the edge answers
+-- every other round-1 slot of a dealt draw from its snapshot
+-- (shared/src/draw.rs MovedSeats). A group's round-1 seat is always its
+-- first identity's.
+local GROUP_RECORD = '^(%d+)' .. SEP .. '?(%d*)' .. SEP .. '?(.*)$'
+
+-- The draw slot of new pre-queued identity `uid` from address group
+-- `group` ('' no address: round 1), for IPv6 with its /56 and /48
+-- (`net56`, `net48`; '' for IPv4). Returns the score.
+local function draw_slot(groups_key, members_key, moved_key, uid, group, net56, net48)
+  local round, rec = 1, nil
   if group ~= '' then
-    round = redis.call('HINCRBY', groups_key, group, 1)
+    rec = redis.call('HGET', groups_key, group)
+    local last = 0
+    local first_score, first_uid
+    if rec then
+      local l, score, id = string.match(rec, GROUP_RECORD)
+      last = tonumber(l)
+      if score ~= '' then first_score, first_uid = score, id end
+    end
+    round = last + 1
     if net56 ~= '' then
-      round = math.max(round, math.ceil(redis.call('HINCRBY', groups_key, net56, 1) / PER_56),
-        math.ceil(redis.call('HINCRBY', groups_key, net48, 1) / PER_48))
+      local d56, d48
+      if rec then
+        local got = redis.call('HMGET', groups_key, net56, net48)
+        d56, d48 = tonumber(got[1] or '1'), tonumber(got[2] or '1')
+      else
+        d56 = redis.call('HINCRBY', groups_key, net56, 1)
+        d48 = redis.call('HINCRBY', groups_key, net48, 1)
+      end
+      round = math.max(round, math.ceil(d56 / PER_56), math.ceil(d48 / PER_48))
     end
     -- Beyond 2^20 rounds one group's later identities share the last one
     -- (the score stays exact below 2^53).
     round = math.min(round, MAX_ROUND)
+    local index = redis.call('HINCRBY', groups_key, GR_ROUND .. round, 1)
+    local score = (round - 1) * ROUND_SPAN + index
+    -- '%.0f': above 2^47 tostring would round the score (%.14g).
+    local text = string.format('%.0f', score)
+    if not rec then
+      redis.call('HSET', groups_key, group, round .. SEP .. text .. SEP .. uid)
+    else
+      redis.call('HSET', groups_key, group, round)
+      if first_uid then
+        redis.call('HSET', members_key, first_uid, first_score .. SEP .. group)
+        local first = tonumber(first_score)
+        if first < ROUND_SPAN then
+          redis.call('APPEND', moved_key, string.format('%.0f', first - 1) .. ',')
+        end
+      end
+      redis.call('HSET', members_key, uid, text .. SEP .. group)
+    end
+    return score
   end
   local index = redis.call('HINCRBY', groups_key, GR_ROUND .. round, 1)
   return (round - 1) * ROUND_SPAN + index
@@ -337,16 +421,37 @@ end
 -- draw's number (draw_number counts the seals: a slot is signed with the
 -- number its pre-queue gets, so it never reads another draw) and the
 -- visitors in line ahead of the reserved range (draw_ahead).
-local function seal(pre_key, draw_key, seq_key, config_key, groups_key, waiting_key)
+-- An address group with more than one identity (`members` exists) is
+-- dealt its seats at random before anyone is placed: `members` becomes
+-- `draw_members` and draw_shuffle stays 'pending' until the lease holder
+-- has dealt them (draw_shuffle.lua); the edge then answers no slot of
+-- this draw from its snapshot, since a slot signed at the enter may have
+-- been dealt to another identity of its group.
+-- `moved` becomes `draw_moved`, its draw's number appended (`#n`; just
+-- `#n` when no seat is listed), kept until the next seal for the edge.
+local function seal(pre_key, draw_key, seq_key, config_key, groups_key, waiting_key, members_key,
+                    draw_members_key, moved_key, draw_moved_key)
   local n = redis.call('ZCARD', pre_key)
   if n == 0 then return 0 end
   redis.call('RENAME', pre_key, draw_key)
   local rounds = round_sizes(groups_key, draw_key, n)
   redis.call('UNLINK', groups_key)
+  local number = redis.call('HINCRBY', config_key, CF_DRAW_NUMBER, 1)
+  local shuffle = ''
+  if redis.call('EXISTS', members_key) == 1 then
+    redis.call('RENAME', members_key, draw_members_key)
+    shuffle = DS_PENDING
+  end
+  if redis.call('EXISTS', moved_key) == 1 then
+    redis.call('APPEND', moved_key, '#' .. number)
+    redis.call('RENAME', moved_key, draw_moved_key)
+  else
+    redis.call('SET', draw_moved_key, '#' .. number)
+  end
   local last = redis.call('INCRBY', seq_key, n)
-  redis.call('HINCRBY', config_key, CF_DRAW_NUMBER, 1)
   redis.call('HSET', config_key, CF_DRAW_BASE, last - n, CF_DRAW_END, last, CF_DRAW_LEFT, n,
-    CF_DRAW_DONE, 0, CF_DRAW_ROUNDS, rounds, CF_DRAW_AHEAD, redis.call('ZCARD', waiting_key))
+    CF_DRAW_DONE, 0, CF_DRAW_ROUNDS, rounds, CF_DRAW_AHEAD, redis.call('ZCARD', waiting_key),
+    CF_DRAW_SHUFFLE, shuffle)
   redis.call('HDEL', config_key, CF_DRAW_SEED)
   return n
 end
@@ -360,6 +465,7 @@ local function pre_queue_reply(cfg, now, slot, number)
     R.PRE_QUEUE, cfg[CF_OPENS_AT] or '', now, cfg[CF_POLL_MIN_MS] or '', cfg[CF_POLL_MAX_MS] or ''
   r[PR.OPENING_SPREAD_MS], r[PR.ABANDON_AFTER_MS], r[PR.SLOT], r[PR.DRAW_NUMBER] =
     cfg[CF_OPENING_SPREAD_MS] or '', cfg[CF_ABANDON_AFTER_MS] or '', slot or '', number or ''
+  r[PR.STOCK_LEFT] = cfg[STOCK.LEFT] or ''
   return r
 end
 
@@ -448,3 +554,80 @@ local function pass_admit(active_key, stats_key, now, max_active, rate_now, rate
   return nil
 end
 
+-- Stock (docs/drop-day.md, *Stock*). The config's stock_left counts the
+-- units neither sold nor held by an order in flight; absent, no stock is
+-- kept and nothing here limits anything. A consumed order holds one unit
+-- in `stock_held` (user → units) until its settle sells it (as many as the
+-- origin says it sold) or gives it back. The functions share one table
+-- (like `seen`), the config's stock fields and constants come as STOCK.*
+-- (shared/src/fields.rs): the scripts' locals stay within Lua's budget.
+local stock = {}
+function stock.sold_out(cfg)
+  local left = tonumber(cfg[STOCK.LEFT] or '')
+  return left ~= nil and left <= 0
+end
+
+-- The turns the stock still lets out: the units left times one plus the
+-- overbooking margin in force, less the turns out that hold no unit yet
+-- (tokens issued, not spent). math.huge without a stock.
+function stock.room(config_key, active_key, held_key)
+  local f = read_fields(config_key, STOCK.LEFT, STOCK.MARGIN)
+  local left = tonumber(f[STOCK.LEFT] or '')
+  if not left then return math.huge end
+  local out = redis.call('ZCARD', active_key) - redis.call('HLEN', held_key)
+  return math.max(0, math.floor(left * (1000 + tonumber(f[STOCK.MARGIN] or '0')) / 1000) - out)
+end
+
+-- Holds one unit for uid's order: false, with nothing written, when none
+-- is left; true (nothing held) when no stock is kept.
+function stock.hold(config_key, held_key, uid)
+  local left = tonumber(redis.call('HGET', config_key, STOCK.LEFT) or '')
+  if not left then return true end
+  if left < 1 then return false end
+  redis.call('HINCRBY', config_key, STOCK.LEFT, -1)
+  redis.call('HSET', held_key, uid, 1)
+  return true
+end
+
+-- Ends uid's hold: `units` sold (0: the order failed or lapsed and its
+-- unit goes back). An order that sold more than it held takes the rest
+-- from the units left (never below 0: the shop has the last word on what
+-- it sold); a hold whose stock was cleared meanwhile just ends.
+function stock.settle(config_key, held_key, uid, units)
+  local held = tonumber(redis.call('HGET', held_key, uid) or '0')
+  if held > 0 then redis.call('HDEL', held_key, uid) end
+  local left = tonumber(redis.call('HGET', config_key, STOCK.LEFT) or '')
+  if not left or (held == 0 and units == 0) then return end
+  if units > 0 then redis.call('HINCRBY', config_key, STOCK.SOLD, units) end
+  if held ~= units then redis.call('HSET', config_key, STOCK.LEFT, math.max(0, left + held - units)) end
+end
+
+-- Each tick: the drop's measured conversion (orders per ended turn, since
+-- the stock was first set, once STOCK.MEASURED_AFTER turns ended), units
+-- per order, the overbooking margin in force (the operator's, else one
+-- no-show's worth per order: ended / ordered - 1, at most STOCK.MARGIN_MAX;
+-- none before a measurement) and the turns out, written for the edge's
+-- chance estimate and the next scripts. Returns left (-1: no stock), sold,
+-- margin per mille and the turns out.
+function stock.tick(config_key, stats_key, active_key, held_key)
+  local f = read_fields(config_key, STOCK.LEFT, STOCK.SOLD, STOCK.OVERBOOK, STOCK.BASE)
+  if not f[STOCK.LEFT] then return -1, 0, 0, 0 end
+  local s = read_fields(stats_key, SF_ORDERED, SF_EXPIRED)
+  local base_ordered, base_expired = string.match(f[STOCK.BASE] or '', '^(%d+)|(%d+)$')
+  -- (Counters reset under the stock count from 0 again.)
+  local ordered = math.max(0, tonumber(s[SF_ORDERED] or '0') - tonumber(base_ordered or '0'))
+  local ended = ordered + math.max(0, tonumber(s[SF_EXPIRED] or '0') - tonumber(base_expired or '0'))
+  local sold = tonumber(f[STOCK.SOLD] or '0')
+  local conv, per_order, margin = '', '', 0
+  if ordered > 0 then per_order = math.floor(1000 * sold / ordered) end
+  if ended >= STOCK.MEASURED_AFTER then
+    conv = math.floor(1000 * ordered / ended)
+    margin = STOCK.MARGIN_MAX
+    if ordered > 0 then margin = math.min(STOCK.MARGIN_MAX, math.floor(1000 * ended / ordered) - 1000) end
+  end
+  if (f[STOCK.OVERBOOK] or '') ~= '' then margin = 10 * tonumber(f[STOCK.OVERBOOK]) end
+  local out = redis.call('ZCARD', active_key) - redis.call('HLEN', held_key)
+  redis.call('HSET', config_key, STOCK.MARGIN, margin, STOCK.CONV, conv, STOCK.PER_ORDER, per_order,
+    STOCK.OUT, out)
+  return tonumber(f[STOCK.LEFT]), sold, margin, out
+end

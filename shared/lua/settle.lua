@@ -2,6 +2,7 @@
 -- KEYS[1] status:<uid>  KEYS[2] token:<uid>  KEYS[3] active  KEYS[4] stats
 -- KEYS[5] config (retry_window_ms, status_ttl_ms)  KEYS[6] sampled:<uid>
 -- KEYS[7] session:<uid> (ended with the turn: no retry left)
+-- KEYS[8] stock_held (the unit the order holds of a kept stock)
 -- ARGV[1] uid  ARGV[2] token
 -- ARGV[3] the origin's answer: OF_OK (2xx/3xx) | OF_CLIENT_ERROR (4xx, or
 --   the visitor's own request failed: its body never arrived whole) |
@@ -9,6 +10,8 @@
 -- ARGV[4] the origin's latency in ms (from the request leaving the edge
 --   with its body in hand to the response headers)
 -- ARGV[5] key base '<prefix>:{<queue>}:'
+-- ARGV[6] the units the order sold (the origin's Queuegate-Units, else 1;
+--   counted only on OF_OK)
 -- Reply: {'ordered'} · {'restored', expiresAt} (the same token is valid
 --   again) · {'expired'} (failure, but no retry window is left) · {'stale'}
 --   (not in flight with this token: a duplicate settle changes nothing)
@@ -25,6 +28,10 @@ if answer ~= OF_OK and answer ~= OF_CLIENT_ERROR and answer ~= OF_SERVER_ERROR a
 end
 local latency = tonumber(ARGV[4])
 if not latency then return redis.error_reply('settle: latency is not a number') end
+local units = tonumber(ARGV[6])
+if not units or units < 0 or units ~= math.floor(units) then
+  return redis.error_reply('settle: units is not a count')
+end
 local st = redis.call('GET', KEYS[1])
 if not st then return {R.STALE} end
 local f = split(st)
@@ -50,12 +57,16 @@ end
 local held = redis.call('ZREM', KEYS[3], uid) == 1
 if not held then redis.call('HINCRBY', KEYS[4], SF_LAPSED, -1) end
 
+-- A kept stock sells the units (or takes back the unit a failed order
+-- held; docs/drop-day.md, *Stock*).
 if answer == OF_OK then
+  stock.settle(KEYS[5], KEYS[8], uid, units)
   set_status(KEYS[1], uid, ST_ORDERED, now, status_ttl, token)
   redis.call('HINCRBY', KEYS[4], SF_ORDERED, 1)
   return {R.ORDERED}
 end
 
+stock.settle(KEYS[5], KEYS[8], uid, 0)
 local expires = tonumber(f[SR_EXPIRES_AT])
 local restores = tonumber(f[SR_RESTORES])
 if restores == 0 then expires = math.max(expires, now + retry_window) end

@@ -4,7 +4,7 @@
 -- flight, without a token, for a request the edge never forwarded.
 -- KEYS[1] status:<uid>  KEYS[2] token:<uid>  KEYS[3] active  KEYS[4] stats
 -- KEYS[5] config (status_ttl_ms)  KEYS[6] session:<uid> (ended with the
--- turn when it is expired)
+-- turn when it is expired)  KEYS[7] stock_held (the unit goes back)
 -- ARGV[1] uid  ARGV[2] token (the one the lost call spent)
 -- Reply: {'restored', expiresAt} (the same token is valid again, with its
 --   own activateAt, expiresAt and restore count: no retry window is spent
@@ -21,6 +21,7 @@ local cfg = required_config(KEYS[5], CF_STATUS_TTL_MS)
 if not cfg then return UNCONFIGURED end
 local status_ttl = tonumber(cfg[CF_STATUS_TTL_MS])
 local now = now_ms()
+stock.settle(KEYS[5], KEYS[7], uid, 0)
 -- A slot swept while in flight was counted as lapsed; it ends here.
 local held = redis.call('ZREM', KEYS[3], uid) == 1
 if not held then redis.call('HINCRBY', KEYS[4], SF_LAPSED, -1) end

@@ -86,6 +86,35 @@ impl DrawPermutation {
         }
     }
 
+    /// The index whose place is `place` in `0..size`: `π_round⁻¹`, the
+    /// network run backwards and cycle-walked the same way (a receipt's
+    /// index from a visitor's ticket).
+    pub fn index_of(&self, round: u64, size: u64, place: u64) -> u64 {
+        if size <= 1 {
+            return 0;
+        }
+        let bits = 64 - (size - 1).leading_zeros();
+        let half = bits.div_ceil(2);
+        let mut x = place;
+        loop {
+            x = self.feistel_back(round, size, half, x);
+            if x < size {
+                return x;
+            }
+        }
+    }
+
+    /// [`feistel`](Self::feistel) undone.
+    fn feistel_back(&self, round: u64, size: u64, half: u32, x: u64) -> u64 {
+        let mask = (1u64 << half) - 1;
+        let (mut left, mut right) = (x >> half, x & mask);
+        for step in (0..STEPS).rev() {
+            let f = self.round_function(round, size, step, left) & mask;
+            (left, right) = (right ^ f, left);
+        }
+        (left << half) | right
+    }
+
     /// One pass of the network over `2 × half` bits.
     fn feistel(&self, round: u64, size: u64, half: u32, x: u64) -> u64 {
         let mask = (1u64 << half) - 1;
@@ -108,6 +137,118 @@ impl DrawPermutation {
         let mut word = [0u8; 8];
         word.copy_from_slice(&out[..8]);
         u64::from_be_bytes(word)
+    }
+}
+
+/// Domain separation of the deal's keys.
+const DEAL_CONTEXT: &[u8] = b"queuegate-deal-v1";
+
+/// An identity of an address group that pre-queued more than one, as
+/// `draw_members` keeps it: the seat (score) it took at its enter.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Member {
+    /// The identity.
+    pub user: String,
+    /// The score it took at its enter: `(round − 1) × DRAW_ROUND_SPAN +
+    /// index + 1`.
+    pub seat: u64,
+    /// Its address group.
+    pub group: String,
+}
+
+impl Member {
+    /// From a `draw_members` entry (`user` → `score|group`); None when
+    /// the value is not one.
+    pub fn parse(user: &str, value: &str) -> Option<Member> {
+        let (seat, group) = value.split_once(crate::fields::SEPARATOR)?;
+        Some(Member {
+            user: user.to_string(),
+            seat: seat.parse().ok()?,
+            group: group.to_string(),
+        })
+    }
+}
+
+/// The deal of a sealed draw (docs/drop-day.md, *Address groups*): each
+/// address group's seats, the scores its identities took as they
+/// arrived, are handed out again among its identities in an order the
+/// draw's seed fixes (HMAC-SHA-256 under the seed of the identity), so
+/// which of a group's identities goes to which of its rounds does not
+/// depend on who came first. The round sizes do not change (a group keeps
+/// exactly its seats). The deal is a function of the seed and the members
+/// only, so dealing again gives the same scores. Returns `(user, score)`
+/// for every identity whose seat changes.
+pub fn deal(seed: &[u8; 32], members: &[Member]) -> Vec<(String, u64)> {
+    #[allow(clippy::expect_used)]
+    let mac = Hmac::<Sha256>::new_from_slice(seed).expect("HMAC takes any key length");
+    let key = |user: &str| {
+        let mut m = mac.clone();
+        m.update(DEAL_CONTEXT);
+        m.update(user.as_bytes());
+        m.finalize().into_bytes()
+    };
+    // A page read twice (HSCAN may repeat an entry) deals nobody twice.
+    let mut users = std::collections::HashSet::new();
+    let mut groups: std::collections::BTreeMap<&str, Vec<&Member>> = Default::default();
+    for m in members.iter().filter(|m| users.insert(m.user.as_str())) {
+        groups.entry(m.group.as_str()).or_default().push(m);
+    }
+    let mut moved = Vec::new();
+    for (_, mut group) in groups {
+        let mut seats: Vec<u64> = group.iter().map(|m| m.seat).collect();
+        seats.sort_unstable();
+        group.sort_by_cached_key(|m| (key(&m.user), m.user.clone()));
+        for (m, seat) in group.into_iter().zip(seats) {
+            if m.seat != seat {
+                moved.push((m.user.clone(), seat));
+            }
+        }
+    }
+    moved
+}
+
+/// The round-1 seats of a sealed draw that the deal may have given to
+/// another identity (their address group had more than one), as the
+/// scripts keep them in `draw_moved`: `i,i,…,#n`, the 0-based indices and
+/// the draw's number. Every other round-1 seat is its first holder's for
+/// good, so the edge answers it from the snapshot; a seat listed here (and
+/// any seat of a later round) of a dealt draw asks Redis.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MovedSeats {
+    /// The draw the list belongs to.
+    pub draw: u64,
+    /// One bit per round-1 seat, set for a listed one (a bitset, not a
+    /// sorted list: no sort in the wasm, a lookup is one load).
+    bits: Vec<u64>,
+}
+
+impl MovedSeats {
+    /// Parses `draw_moved` of a draw whose round 1 has `round_one` seats;
+    /// None when it is not one, or lists a seat outside round 1 (the edge
+    /// then asks Redis for every slot of the draw).
+    pub fn parse(text: &str, round_one: u64) -> Option<MovedSeats> {
+        let (list, draw) = text.rsplit_once('#')?;
+        let mut bits = vec![0u64; usize::try_from(round_one.div_ceil(64)).ok()?];
+        for index in list.split_terminator(',') {
+            let index: u64 = index.parse().ok()?;
+            let word = bits.get_mut(usize::try_from(index / 64).ok()?)?;
+            if index >= round_one {
+                return None;
+            }
+            *word |= 1 << (index % 64);
+        }
+        Some(MovedSeats {
+            draw: draw.parse().ok()?,
+            bits,
+        })
+    }
+
+    /// Whether round-1 seat `index` may have moved.
+    pub fn contains(&self, index: u64) -> bool {
+        usize::try_from(index / 64)
+            .ok()
+            .and_then(|w| self.bits.get(w))
+            .is_some_and(|word| word & (1 << (index % 64)) != 0)
     }
 }
 
@@ -154,6 +295,103 @@ mod tests {
         [b; 32]
     }
 
+    fn member(user: &str, seat: u64, group: &str) -> Member {
+        Member {
+            user: user.into(),
+            seat,
+            group: group.into(),
+        }
+    }
+
+    #[test]
+    fn a_deal_hands_each_group_its_own_seats_again_in_an_order_the_seed_fixes() {
+        let span = crate::fields::DRAW_ROUND_SPAN;
+        // 120 identities behind one address, in rounds 1..=120, and three
+        // behind another.
+        let mut members: Vec<Member> = (0..120u64)
+            .map(|i| member(&format!("u{i:03}"), i * span + 7, "198.51.100.1"))
+            .collect();
+        members.extend((0..3u64).map(|i| member(&format!("v{i}"), i * span + 1, "2001:db8::/64")));
+        let seats = |members: &[Member], moved: &[(String, u64)]| {
+            let mut out: Vec<(String, u64)> = members
+                .iter()
+                .map(|m| {
+                    let seat = moved
+                        .iter()
+                        .find(|(u, _)| *u == m.user)
+                        .map_or(m.seat, |(_, s)| *s);
+                    (m.user.clone(), seat)
+                })
+                .collect();
+            out.sort();
+            out
+        };
+        let a = seats(&members, &deal(&seed(1), &members));
+        // Each group holds exactly its seats.
+        for group in ["198.51.100.1", "2001:db8::/64"] {
+            let mut before: Vec<u64> = members
+                .iter()
+                .filter(|m| m.group == group)
+                .map(|m| m.seat)
+                .collect();
+            let mut after: Vec<u64> = a
+                .iter()
+                .filter(|(u, _)| members.iter().any(|m| m.user == *u && m.group == group))
+                .map(|(_, s)| *s)
+                .collect();
+            before.sort_unstable();
+            after.sort_unstable();
+            assert_eq!(before, after, "{group} keeps its seats");
+        }
+        // The order no longer follows arrival: rank correlation near 0.
+        let rounds: Vec<f64> = a[..120].iter().map(|(_, s)| (s / span) as f64).collect();
+        let arrival: Vec<f64> = (0..120).map(f64::from).collect();
+        let rho = pearson(&arrival, &rounds);
+        assert!(rho.abs() < 0.35, "spearman {rho}");
+        // The same seed deals the same; another deals otherwise; the
+        // members' order in the input does not matter.
+        let mut shuffled = members.clone();
+        shuffled.reverse();
+        assert_eq!(seats(&members, &deal(&seed(1), &shuffled)), a);
+        assert_ne!(seats(&members, &deal(&seed(2), &members)), a);
+        // A group of one keeps its seat.
+        assert!(deal(&seed(1), &[member("x", 5, "203.0.113.9")]).is_empty());
+    }
+
+    #[test]
+    fn the_moved_seats_parse_and_answer() {
+        let m = MovedSeats::parse("17,3,120,#4", 200).unwrap();
+        assert_eq!(m.draw, 4);
+        assert!(m.contains(3) && m.contains(17) && m.contains(120));
+        assert!(!m.contains(0) && !m.contains(4) && !m.contains(199) && !m.contains(1 << 40));
+        assert_eq!(MovedSeats::parse("#9", 0).unwrap().draw, 9);
+        assert_eq!(MovedSeats::parse("120,#4", 120), None, "outside round 1");
+        for bad in ["", "1,2,", "1,x,#3", "1,2,#", "1,,#3", "-1,#2"] {
+            assert_eq!(MovedSeats::parse(bad, 200), None, "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn a_member_entry_parses() {
+        assert_eq!(
+            Member::parse("auth0|7", "4294967298|2001:db8::/64"),
+            Some(member("auth0|7", 4_294_967_298, "2001:db8::/64"))
+        );
+        for bad in ["", "x|g", "12", "-1|g"] {
+            assert_eq!(Member::parse("u", bad), None, "{bad:?}");
+        }
+    }
+
+    /// Pearson's r (of ranks: Spearman's ρ when the inputs are ranks).
+    fn pearson(x: &[f64], y: &[f64]) -> f64 {
+        let n = x.len() as f64;
+        let (mx, my) = (x.iter().sum::<f64>() / n, y.iter().sum::<f64>() / n);
+        let cov: f64 = x.iter().zip(y).map(|(a, b)| (a - mx) * (b - my)).sum();
+        let vx: f64 = x.iter().map(|a| (a - mx).powi(2)).sum();
+        let vy: f64 = y.iter().map(|b| (b - my).powi(2)).sum();
+        cov / (vx * vy).sqrt()
+    }
+
     #[test]
     fn each_round_is_a_permutation_of_its_block() {
         let p = DrawPermutation::new(&seed(7));
@@ -175,6 +413,16 @@ mod tests {
             start += n;
         }
         assert!(seen.iter().all(|&s| s));
+    }
+
+    #[test]
+    fn index_of_undoes_within() {
+        let p = DrawPermutation::new(&seed(3));
+        for size in [1u64, 2, 3, 20, 1_000, 65_537] {
+            for i in (0..size).step_by((size as usize / 50).max(1)) {
+                assert_eq!(p.index_of(4, size, p.within(4, size, i)), i, "{size} {i}");
+            }
+        }
     }
 
     #[test]

@@ -91,6 +91,10 @@ names!(
         WAITING = "waiting",
         /// Snapshot: Redis' clock (epoch ms) when the tick wrote it.
         SNAP_AT = "snap_at",
+        /// Snapshot: the lease the tick that wrote it left its holder (ms:
+        /// `lease_ttl_ms`, or the idle lease's): a snapshot older than
+        /// this when read has no live writer (docs/uncapped-line.md).
+        SNAP_TTL = "snap_ttl",
         /// Snapshot: marks of the far part's rank-to-ticket map,
         /// `rank:ticket,…` at ranks growing by a fifth from the zone's,
         /// rewritten once a second.
@@ -165,9 +169,19 @@ names!(
         /// last draw. A slot's place cookie names the number of its draw,
         /// so it never reads another (docs/uncapped-line.md).
         DRAW_NUMBER = "draw_number",
+        /// The randomness beacon named with the scheduled opening (JSON
+        /// `{"source":…,"round":N}`; `schedule --beacon`): copied into the
+        /// next commitment, its value mixed into the draw's key.
+        DRAW_BEACON = "draw_beacon",
         /// Draw: visitors in line ahead of the reserved range at sealing:
         /// a drawn place's position while the draw runs is behind them.
         DRAW_AHEAD = "draw_ahead",
+        /// Draw: `pending` while the seats of its address groups with more
+        /// than one identity are still to be dealt among them at random
+        /// (`draw_members`, draw_shuffle.lua), then `dealt`; '' when there
+        /// were none. The edge answers no slot of a draw that had any
+        /// from its snapshot (docs/uncapped-line.md).
+        DRAW_SHUFFLE = "draw_shuffle",
         /// The operator's notice to the line (`queuegate-scheduler
         /// notice`; absent: none), shown on the page and in every reply.
         NOTICE = "notice",
@@ -183,6 +197,28 @@ names!(
         /// Liveness: the same for the sleep grace in force (the `grace:`
         /// bitmaps).
         GRACE_PREV = "grace_prev",
+        /// Stock (docs/drop-day.md, *Stock*): the units left for sale,
+        /// not counting those held by orders in flight (absent: no stock
+        /// is kept; 0: sold out).
+        STOCK_LEFT = "stock_left",
+        /// Stock: units sold since the stock was first set.
+        STOCK_SOLD = "stock_sold",
+        /// Stock: the operator's overbooking margin in percent ('':
+        /// measured from the drop's own conversion).
+        STOCK_OVERBOOK = "stock_overbook",
+        /// Stock: the stats' `ordered|expired` when the stock was first
+        /// set, so the conversion is this drop's own.
+        STOCK_BASE = "stock_base",
+        /// Stock, each tick: the overbooking margin in force, per mille.
+        STOCK_MARGIN = "stock_margin",
+        /// Stock, each tick: the measured conversion (orders per ended
+        /// turn) per mille ('' before enough turns ended).
+        STOCK_CONV = "stock_conv",
+        /// Stock, each tick: mean units per order, per mille ('' before
+        /// the first order).
+        STOCK_PER_ORDER = "stock_per_order",
+        /// Stock, each tick: turns out (tokens issued, not spent yet).
+        STOCK_OUT = "stock_out",
     }
 );
 
@@ -320,6 +356,10 @@ names!(
         /// Prefix of a used proof-of-work solution's field (then its
         /// challenge); the value is its expiry in ms.
         POW = "pow:",
+        /// Prefix of an address group found at its cap of live places
+        /// (then the group); the value is until when, in ms
+        /// ([`ADDRESS_FULL_HOLD_MS`]).
+        FULL = "full:",
     }
 );
 
@@ -333,12 +373,71 @@ names!(
     }
 );
 
+names!(
+    /// Fields of the `draw_commit` hash (docs/drop-day.md, *A draw anyone
+    /// can verify*) and of a `draw_record:<n>` hash.
+    commit, "DC_" {
+        /// `pending` from the commitment until the reveal, then `revealed`.
+        STATE = "state",
+        /// The secret seed, hex (never served before the reveal).
+        SEED = "seed",
+        /// The key of the registrants' salts, hex (never served).
+        SALT_KEY = "salt_key",
+        /// `SHA-256(seed)`, hex: public.
+        COMMITMENT = "commitment",
+        /// When the commitment was made (epoch ms): public.
+        COMMITTED_AT = "committed_at",
+        /// The draw it is for (the number its seal will get): public.
+        DRAW = "draw",
+        /// The opening it was made for (epoch ms): public.
+        OPENS_AT = "opens_at",
+        /// The beacon round named with it (JSON `{"source":…,"round":N}`;
+        /// absent for none): public.
+        BEACON = "beacon",
+        /// Record: the public JSON of the draw.
+        HEADER = "header",
+        /// Record: the roots of the pages of leaves, hex, concatenated.
+        TOP = "top",
+        /// Record: prefix of page k's leaves (`p<k>`), hex, concatenated.
+        PAGE = "p",
+    }
+);
+
+/// `draw_commit`'s state from the commitment until the reveal.
+pub const COMMIT_PENDING: &str = "pending";
+/// `draw_commit`'s state after the reveal.
+pub const COMMIT_REVEALED: &str = "revealed";
+
+/// `draw_shuffle` while a draw's seats are still to be dealt.
+pub const DRAW_SHUFFLE_PENDING: &str = "pending";
+/// `draw_shuffle` once they are.
+pub const DRAW_SHUFFLE_DEALT: &str = "dealt";
+
+/// How long an address group (or a /56 or /48) found at its cap of live
+/// places is refused without counting them again: one count a second at
+/// most, however often its clients knock (`guard` field
+/// `full:<group>` → until when).
+pub const ADDRESS_FULL_HOLD_MS: u64 = 1_000;
+
 /// Status changes a user's `history:<uid>` keeps (the newest). Written
 /// as a literal in the prelude's `set_status` (a Lua local less in the
 /// biggest script); a test checks they agree.
 pub const HISTORY_KEEP: u64 = 16;
 
 /// Separator of record fields.
+/// Stock: the ended turns (orders and expiries since the stock was first
+/// set) after which the drop's conversion counts as measured: the margin
+/// and the chance estimate use it from then on.
+pub const STOCK_MEASURED_AFTER: u64 = 20;
+
+/// Stock: the largest measured overbooking margin, per mille (twice the
+/// units left in turns out at most).
+pub const STOCK_MARGIN_MAX_PER_MILLE: u64 = 1_000;
+
+/// Stock: the most units one order may take (`Queuegate-Units` beyond it
+/// counts as this many).
+pub const STOCK_MAX_UNITS_PER_ORDER: u64 = 1_000;
+
 pub const SEPARATOR: char = '|';
 
 record!(
@@ -408,6 +507,7 @@ fn lua_declarations() -> Vec<(String, String)> {
         .chain(status::ALL)
         .chain(guard_field::ALL)
         .chain(group_field::ALL)
+        .chain(commit::ALL)
         .chain(origin::ALL)
         .map(|(n, v)| (n.to_string(), *v))
         .chain(queue_states())
@@ -436,6 +536,11 @@ fn lua_declarations() -> Vec<(String, String)> {
         ("PER_56", crate::guard::address::PER_56.to_string()),
         ("PER_48", crate::guard::address::PER_48.to_string()),
         ("PLACES_KEEP_MS", PLACES_KEEP_MS.to_string()),
+        ("DS_PENDING", format!("'{DRAW_SHUFFLE_PENDING}'")),
+        ("DS_DEALT", format!("'{DRAW_SHUFFLE_DEALT}'")),
+        ("DC_PENDING", format!("'{COMMIT_PENDING}'")),
+        ("DC_REVEALED", format!("'{COMMIT_REVEALED}'")),
+        ("FULL_HOLD_MS", ADDRESS_FULL_HOLD_MS.to_string()),
         ("LIVENESS_MARGIN", crate::snapshot::MAX_AGE_MS.to_string()),
         (
             "SESSION_CAP_MS",
@@ -468,7 +573,26 @@ fn lua_tables() -> Vec<(&'static str, Vec<(String, String)>)> {
             .collect();
         (table, fields)
     });
-    [("R", tags)].into_iter().chain(records).collect()
+    // The stock's config fields and constants as one table (one Lua local
+    // in every script that uses the prelude's `stock`).
+    let stock = [
+        ("LEFT", format!("'{}'", config::STOCK_LEFT)),
+        ("SOLD", format!("'{}'", config::STOCK_SOLD)),
+        ("OVERBOOK", format!("'{}'", config::STOCK_OVERBOOK)),
+        ("BASE", format!("'{}'", config::STOCK_BASE)),
+        ("MARGIN", format!("'{}'", config::STOCK_MARGIN)),
+        ("CONV", format!("'{}'", config::STOCK_CONV)),
+        ("PER_ORDER", format!("'{}'", config::STOCK_PER_ORDER)),
+        ("OUT", format!("'{}'", config::STOCK_OUT)),
+        ("MEASURED_AFTER", STOCK_MEASURED_AFTER.to_string()),
+        ("MARGIN_MAX", STOCK_MARGIN_MAX_PER_MILLE.to_string()),
+    ]
+    .map(|(field, value)| (field.to_string(), value))
+    .to_vec();
+    [("R", tags), ("STOCK", stock)]
+        .into_iter()
+        .chain(records)
+        .collect()
 }
 
 /// The Lua locals a script starts with: one per name above that `uses`
@@ -539,7 +663,9 @@ mod tests {
                 config::DRAW_SEED,
                 config::DRAW_ROUNDS,
                 config::DRAW_NUMBER,
+                config::DRAW_BEACON,
                 config::DRAW_AHEAD,
+                config::DRAW_SHUFFLE,
                 config::SEEN_PREV,
                 config::GRACE_PREV,
                 config::TARGET_RATE,
@@ -553,6 +679,7 @@ mod tests {
                 config::TAIL,
                 config::WAITING,
                 config::SNAP_AT,
+                config::SNAP_TTL,
                 config::MARKS,
                 config::MARKS_AT,
                 config::MARKS_SHIFT,
@@ -564,6 +691,14 @@ mod tests {
                 config::FILE_FINGERPRINT,
                 config::FILE_SETTINGS,
                 config::SETTINGS_REFUSED,
+                config::STOCK_LEFT,
+                config::STOCK_SOLD,
+                config::STOCK_OVERBOOK,
+                config::STOCK_BASE,
+                config::STOCK_MARGIN,
+                config::STOCK_CONV,
+                config::STOCK_PER_ORDER,
+                config::STOCK_OUT,
             ];
             if kept_by_the_scheduler.contains(field) {
                 assert!(!settings.iter().any(|s| s == field), "{field} is a setting");

@@ -231,12 +231,55 @@ impl QueueKeys {
         self.key(name::DRAW)
     }
 
-    /// HASH: address group → identities it has pre-queued in the open
-    /// pre-queue, and for IPv6 the same count per /56 and /48 (what ranks
-    /// a visitor in the draw's rounds), and `#<round>` → the visitors of
-    /// that round; removed when the pre-queue is sealed.
+    /// HASH: address group → `round|score|uid` (its last draw round in
+    /// the open pre-queue, and its identity while it has only one), for
+    /// IPv6 the distinct /64s seen per /56 and /48 (what ranks a visitor
+    /// in the draw's rounds), and `#<round>` → the visitors of that round;
+    /// removed when the pre-queue is sealed (lua/prelude.lua draw_slot).
     pub fn groups(&self) -> String {
         self.key(name::GROUPS)
+    }
+
+    /// HASH: the identities of the open pre-queue whose address group has
+    /// more than one (uid → `score|group`): after the seal the lease
+    /// holder deals each such group's seats among them at random.
+    pub fn members(&self) -> String {
+        self.key(name::MEMBERS)
+    }
+
+    /// HASH: `members` of the sealed pre-queue, until its seats are
+    /// dealt (then removed).
+    pub fn draw_members(&self) -> String {
+        self.key(name::DRAW_MEMBERS)
+    }
+
+    /// STRING: the open pre-queue's round-1 seats whose address group has
+    /// more than one identity (`i,` each, 0-based indices), which the deal
+    /// may give to another; renamed `draw_moved` at the seal.
+    pub fn moved(&self) -> String {
+        self.key(name::MOVED)
+    }
+
+    /// STRING: `moved` of the last sealed draw, its number appended
+    /// (`#n`; just that when none is listed), kept until the next seal:
+    /// the edge reads it once per draw (crate::draw::MovedSeats).
+    pub fn draw_moved(&self) -> String {
+        self.key(name::DRAW_MOVED)
+    }
+
+    /// HASH: the commitment of the next draw (docs/drop-day.md, *A draw
+    /// anyone can verify*): its secret seed and salt key, `SHA-256(seed)`
+    /// and when it was published; after the reveal, the draw it went to.
+    /// The edge reads only its public fields.
+    pub fn draw_commit(&self) -> String {
+        self.key(name::DRAW_COMMIT)
+    }
+
+    /// HASH: draw `n`'s record: `header` (the public JSON), `top` (the
+    /// pages' roots), `p<k>` (page k's leaves), `salt_key` (never served:
+    /// the edge makes receipts with it). Written once, never changed.
+    pub fn draw_record(&self, n: u64) -> String {
+        format!("{}{}{n}", self.base, name::DRAW_RECORD)
     }
 
     /// SET: the users holding a live place taken from address group
@@ -262,6 +305,13 @@ impl QueueKeys {
     /// [`crate::settings::IDLE_WAIT_MS`]).
     pub fn wake(&self) -> String {
         self.key(name::WAKE)
+    }
+
+    /// Units of the stock held by orders in flight: user → units, one
+    /// entry per consumed token until its settle (docs/drop-day.md,
+    /// *Stock*).
+    pub fn stock_held(&self) -> String {
+        self.key(name::STOCK_HELD)
     }
 
     /// HASH: the origin's answers recorded by settles in Redis second
@@ -311,6 +361,18 @@ names!(
         DRAW = "draw",
         /// HASH: pre-queued identities per address group.
         GROUPS = "groups",
+        /// HASH: pre-queued identities of groups with more than one.
+        MEMBERS = "members",
+        /// HASH: `members` of the sealed pre-queue.
+        DRAW_MEMBERS = "draw_members",
+        /// STRING: round-1 seats the deal may move.
+        MOVED = "moved",
+        /// STRING: `moved` of the last sealed draw.
+        DRAW_MOVED = "draw_moved",
+        /// HASH: the next draw's secret seed and its commitment.
+        DRAW_COMMIT = "draw_commit",
+        /// Prefix of a sealed draw's public record, `draw_record:<n>`.
+        DRAW_RECORD = "draw_record:",
         /// Prefix of an address group's live places, `places:<group>`.
         PLACES = "places:",
         /// Prefix of the origin's answers per second, `origin:<second>`
@@ -325,6 +387,7 @@ names!(
         /// gets its first visitor or the settings change: an idle lease
         /// holder waits on it (BLPOP) instead of ticking.
         WAKE = "wake",
+        STOCK_HELD = "stock_held",
     }
 );
 

@@ -9,6 +9,7 @@
 //! * [`guard`] — the entry guard: address budgets, proof of work.
 //! * [`script`] — the Lua scripts (`lua/*.lua`) and their SHA-1s.
 //! * [`draw`] — the pre-queue's draw: a keyed permutation both sides evaluate.
+//! * [`draw_proof`] — a draw anyone can verify: commitment, Merkle record, receipts.
 //! * [`ops`] — one typed request and reply per script.
 //! * [`value`] — the reply type both clients convert into.
 //! * [`refusal`] — Redis refusing a command it did not run (OOM, BUSY, …).
@@ -20,8 +21,11 @@
 #[macro_use]
 mod names;
 
+pub mod beacon;
 pub mod bypass;
+pub mod chance;
 pub mod draw;
+pub mod draw_proof;
 pub mod fields;
 pub mod guard;
 pub mod keys;

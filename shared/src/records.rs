@@ -10,7 +10,7 @@ use crate::fields::{config, status_record, token_record, SEPARATOR};
 /// that calls it (a script adds its own after them): what the shared
 /// replies and the drop-day helpers need. The script reads them back by
 /// field name (`cfg[CF_STATE]`), never by position.
-pub const CONFIG_READ: [&str; 17] = [
+pub const CONFIG_READ: [&str; 18] = [
     config::STATE,
     config::MAX_WAITING,
     config::ABANDON_AFTER_MS,
@@ -28,6 +28,7 @@ pub const CONFIG_READ: [&str; 17] = [
     config::OPENING_SPREAD_MS,
     config::SEEN_PREV,
     config::GRACE_PREV,
+    config::STOCK_LEFT,
 ];
 
 record!(
@@ -123,6 +124,12 @@ record!(
         CLAIMED,
         /// Claims held after the tick.
         CLAIMS,
+        /// A kept stock's units left (-1: no stock kept).
+        STOCK_LEFT,
+        /// A kept stock's units sold.
+        STOCK_SOLD,
+        /// The overbooking margin in force, per mille.
+        STOCK_MARGIN,
     }
 );
 
@@ -145,6 +152,9 @@ record!(
         POLL_MAX_MS,
         /// The visitor's ticket (signed into its place cookie).
         TICKET,
+        /// A kept stock's units left ('' no stock kept; 0 sold out: the
+        /// visitor keeps its place and is told so).
+        STOCK_LEFT,
     }
 );
 
@@ -171,6 +181,8 @@ record!(
         SLOT,
         /// The number of the draw the slot belongs to ('' as the slot).
         DRAW_NUMBER,
+        /// A kept stock's units left, as in the waiting reply.
+        STOCK_LEFT,
     }
 );
 

@@ -110,6 +110,8 @@ reply_kinds! {
     PreQueued = "pre_queued",
     /// A browse route's visitor holds no live session.
     NoSession = "no_session",
+    /// The queue's stock is gone: no new place, no order.
+    SoldOut = "sold_out",
 }
 
 impl ReplyKind {

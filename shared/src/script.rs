@@ -103,35 +103,35 @@ pub static ENTER: Script = Script::new(
     "enter",
     true,
     shipped!("enter"),
-    "914476ff60c7b69d77fdf05ddf80917292e8e611",
+    "d5cb271c7cbabc8bf587cad277cf22c30534b03e",
 );
 /// Reports a user's state and marks them as seen.
 pub static POSITION: Script = Script::new(
     "position",
     true,
     shipped!("position"),
-    "44be6fc6fd23a26943db831baab4ee12dc480fbb",
+    "9e2c70ebf1c18db456aea30b0158808c2572d3f9",
 );
 /// One scheduler tick: sweeps, drops leavers, admits.
 pub static ADMIT: Script = Script::new(
     "admit",
     true,
     shipped!("admit"),
-    "50087fb45c72a37efbaa9dedf3a1e74ad4c029ac",
+    "eec381da0dffb935932dc85d4f2b0cb8958d0274",
 );
 /// Compare-and-delete of an entry token.
 pub static CONSUME: Script = Script::new(
     "consume",
     true,
     shipped!("consume"),
-    "9bbdbfd3b27ab4d09b0607e4f373ee9829800937",
+    "22994a399f339a65e6e49e3d533777c62ba4b2e4",
 );
 /// Records the origin's outcome after a consume.
 pub static SETTLE: Script = Script::new(
     "settle",
     true,
     shipped!("settle"),
-    "7880041b37b8d1134e18d48f39f6e68cf077c2e5",
+    "19e7396c0d7b708037a9d8d5c40466cbe2c5d62e",
 );
 /// Takes or extends the scheduler lease.
 pub static LEASE_ACQUIRE: Script = Script::new(
@@ -154,21 +154,21 @@ pub static PUBLISH_FILE: Script = Script::new(
     "publish_file",
     true,
     shipped!("publish_file"),
-    "0a8b49db383f70d78d4908a23b3e5e2bda5a77bb",
+    "92889bcc4cf06ea5b4a97939353f29c6eefdc097",
 );
 /// Publishes settings without touching the operator's state.
 pub static CONFIGURE: Script = Script::new(
     "configure",
     true,
     shipped!("configure"),
-    "a02b2806840adeb18463cb4f6b7b736d9e6f1a65",
+    "0f7e46d94913f0ea667b6cfd05594f001db4578d",
 );
 /// Reads a new proof-of-work challenge's terms.
 pub static CHALLENGE: Script = Script::new(
     "challenge",
     true,
     shipped!("challenge"),
-    "16252f271eb049b933402f36ecb7132112f20429",
+    "fc798b4ee85da51aa8b3d42ba98912f62e1387c3",
 );
 /// Reads what the operator's `status` shows.
 pub static STATUS: Script = Script::new(
@@ -191,7 +191,7 @@ pub static ORIGIN_WINDOW: Script = Script::new(
     "origin_window",
     true,
     shipped!("origin_window"),
-    "7f150bc589d13ad1ffa189b918d09a3b987d7850",
+    "0fafe47f88fadd60498545a266bb4fedc282156d",
 );
 
 /// Idle passthrough of a token-less protected request.
@@ -199,28 +199,42 @@ pub static PASS: Script = Script::new(
     "pass",
     true,
     shipped!("pass"),
-    "7d68cc5f5f674a7c8471d06ae602b9cd7e9b86fd",
+    "944efbcdadb4ab547427164df4f0e846620b83f2",
 );
 /// Seals a pre-queue after its opening and fixes the draw's seed.
 pub static DRAW_OPEN: Script = Script::new(
     "draw_open",
     true,
     shipped!("draw_open"),
-    "f38dd1dd1b8a1897a20c0e3b24ee2f884284464a",
+    "546bbd4a5528f224114581dd0192e7181550121c",
 );
 /// Places one batch of a running draw.
 pub static DRAW_PLACE: Script = Script::new(
     "draw_place",
     true,
     shipped!("draw_place"),
-    "fe268535fcf304801536b6f15049248dadc09d41",
+    "d1f1900f8744c241f16f428efc93e7b68bec4332",
+);
+/// Deals a sealed draw's seats among each address group's identities.
+pub static DRAW_SHUFFLE: Script = Script::new(
+    "draw_shuffle",
+    true,
+    shipped!("draw_shuffle"),
+    "2d7a5f31f9362a1561dec4ac0bf11837304205ef",
+);
+/// Writes a sealed draw's public record, then reveals its seed.
+pub static DRAW_REVEAL: Script = Script::new(
+    "draw_reveal",
+    true,
+    shipped!("draw_reveal"),
+    "e254d2060464b8522be6ebc5dd8fee8034122023",
 );
 /// Sets or clears a queue's opening and closing.
 pub static SCHEDULE: Script = Script::new(
     "schedule",
     false,
     shipped!("schedule"),
-    "f63ee805260ef9dd4a426434edf6657cceeb9259",
+    "8071c21e24807e6fc4198faf8977828574a2883d",
 );
 /// Sets or clears the operator's notice to the line.
 pub static SET_NOTICE: Script = Script::new(
@@ -234,7 +248,7 @@ pub static UNCONSUME: Script = Script::new(
     "unconsume",
     true,
     shipped!("unconsume"),
-    "0eacae7a6a6ef55d1953d8233b93d1be905f68e7",
+    "bd44131e764740825e779dde7345f98a9accda29",
 );
 
 /// A browse route's session check.
@@ -242,7 +256,7 @@ pub static BROWSE: Script = Script::new(
     "browse",
     true,
     shipped!("browse"),
-    "d37d810e4c65a20ec169a8ad4ebae152dabb604c",
+    "60a6224d0e2fbecda461278233b31fd106726544",
 );
 
 /// Checks, uses, creates and revokes bypass links.
@@ -250,7 +264,7 @@ pub static BYPASS: Script = Script::new(
     "bypass",
     true,
     shipped!("bypass"),
-    "5cf9b920484113f3d6d04be67458d107d2354dfa",
+    "ce04069f4fd25873ac6a146f226e1d8b99220f8a",
 );
 
 /// Revokes a visitor (ends its place or token) or lifts a revocation.
@@ -258,7 +272,7 @@ pub static REVOKE: Script = Script::new(
     "revoke",
     true,
     shipped!("revoke"),
-    "74ca57006309a369dc77e5febcf8decb3f4b0f3d",
+    "e51e6744445998464f2209ede8c0905dafd2bb2b",
 );
 
 /// Changes a queue's run-time settings if nobody changed them meanwhile.
@@ -277,8 +291,16 @@ pub static VISITOR: Script = Script::new(
     "92dafd99639ef026c8e79b480b4421587c56c7ac",
 );
 
+/// Sets, adds to, refunds, clears or reads a queue's stock.
+pub static STOCK: Script = Script::new(
+    "stock",
+    true,
+    shipped!("stock"),
+    "8030fb13710ec0ac90f3d9fd379ddc382db0c658",
+);
+
 /// Every script, for preloading (SCRIPT LOAD) and the pinned-hash test.
-pub fn all() -> [&'static Script; 24] {
+pub fn all() -> [&'static Script; 27] {
     [
         &ENTER,
         &POSITION,
@@ -296,6 +318,8 @@ pub fn all() -> [&'static Script; 24] {
         &PASS,
         &DRAW_OPEN,
         &DRAW_PLACE,
+        &DRAW_SHUFFLE,
+        &DRAW_REVEAL,
         &SCHEDULE,
         &UNCONSUME,
         &SET_NOTICE,
@@ -304,6 +328,7 @@ pub fn all() -> [&'static Script; 24] {
         &SETTINGS,
         &VISITOR,
         &BROWSE,
+        &STOCK,
     ]
 }
 
@@ -503,6 +528,7 @@ mod tests {
         let redis_replies = [
             ("prelude", "t"),   // TIME
             ("prelude", "top"), // ZRANGE WITHSCORES
+            ("prelude", "got"), // HMGET of a /56's and a /48's counts
             ("admit", "at"),
             ("admit", "last"),
             ("admit", "at_rank"),

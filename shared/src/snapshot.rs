@@ -8,16 +8,26 @@
 /// Which answers a poll: the snapshot or Redis.
 pub mod answer;
 
-use crate::draw::{DrawPermutation, DrawSlot};
+use std::sync::Arc;
+
+use crate::chance::StockView;
+use crate::draw::{DrawPermutation, DrawSlot, MovedSeats};
 use crate::fields::config;
 use crate::ops::{parse_rounds, DrawSeed};
 use crate::policy::{PollPolicy, PreQueuePolicy};
 use crate::settings::{edge_may_answer, QueueState};
 use crate::state::UserState;
 
-/// A snapshot older than this (by Redis' clock against the edge's) is not
-/// used: the scheduler has stopped ticking, or the clocks disagree.
+/// A snapshot older than this (by Redis' clock against the edge's) is
+/// never used, whatever its writer's lease: the scheduler has stopped
+/// ticking, or the clocks disagree. Below it, the writer's lease decides
+/// ([`Snapshot::has_live_writer`], [`Snapshot::is_fresh`]).
 pub const MAX_AGE_MS: u64 = 10_000;
+
+/// How far the edge's clock and Redis' may disagree for a snapshot's
+/// lease to be judged by them (both keep NTP time; a larger gap only
+/// sends far-back polls to Redis).
+pub const CLOCK_TOLERANCE_MS: u64 = 1_000;
 
 /// How long an isolate keeps a snapshot before it reads a new one. Its
 /// estimates are moved on by the admissions since it was written (the
@@ -70,6 +80,12 @@ snapshot_fields! {
     Notice = config::NOTICE,
     NoticeTexts = config::NOTICE_TEXTS,
     MarksShift = config::MARKS_SHIFT,
+    SnapTtl = config::SNAP_TTL,
+    DrawShuffle = config::DRAW_SHUFFLE,
+    StockLeft = config::STOCK_LEFT,
+    StockOut = config::STOCK_OUT,
+    StockConv = config::STOCK_CONV,
+    StockPerOrder = config::STOCK_PER_ORDER,
 }
 
 /// The last sealed draw, as far as the edge can evaluate it: its seed is
@@ -84,6 +100,16 @@ pub struct SnapDraw {
     pub seed: DrawSeed,
     /// Visitors in line ahead of the range at sealing.
     pub ahead: u64,
+    /// Its address groups with more than one identity had their seats
+    /// dealt among them after the seal (`draw_shuffle` set): a slot
+    /// signed at the enter may now be another identity's. Only a round-1
+    /// slot that [`moved`](SnapDraw::moved) does not list is answered here
+    /// then; any other asks Redis once and gets its ticket.
+    pub dealt: bool,
+    /// The round-1 seats the deal may have moved, once the edge has read
+    /// them (`draw_moved`, once per draw and isolate); None: not read,
+    /// every slot of a dealt draw asks Redis.
+    pub moved: Option<Arc<MovedSeats>>,
 }
 
 /// What the snapshot says to a visitor holding a draw slot.
@@ -109,6 +135,13 @@ pub struct Snapshot {
     pub waiting: u64,
     /// Redis' clock when the tick wrote it (epoch ms).
     pub snap_at: u64,
+    /// The lease that tick left its writer (ms; None: written by a
+    /// scheduler that does not say, judged by [`MAX_AGE_MS`] alone).
+    pub snap_ttl: Option<u64>,
+    /// Whether its writer could still hold the lease when the isolate read
+    /// it ([`Snapshot::has_live_writer`]; true as decoded). A snapshot
+    /// without one is kept for the operator's notice, but answers no poll.
+    pub live_writer: bool,
     /// The operator's state.
     pub state: QueueState,
     /// Visitors a running draw has still to place (0: none runs).
@@ -137,6 +170,8 @@ pub struct Snapshot {
     /// The notice's texts per language besides the default
     /// (`crate::notice::for_language` picks a visitor's).
     pub notice_texts: Vec<(String, String)>,
+    /// The queue's kept stock, if any (docs/drop-day.md, *Stock*).
+    pub stock: Option<StockView>,
 }
 
 impl Snapshot {
@@ -156,6 +191,8 @@ impl Snapshot {
             tail: int(Field::Tail)?,
             waiting: int(Field::Waiting)?,
             snap_at: int(Field::SnapAt)?,
+            snap_ttl: int(Field::SnapTtl),
+            live_writer: true,
             state: QueueState::parse(text(Field::State)?)?,
             draw_left: text(Field::DrawLeft).map_or(Some(0), |t| t.parse().ok())?,
             measured_rate: float(Field::MeasuredRate),
@@ -181,6 +218,12 @@ impl Snapshot {
                 .map(crate::notice::decode_texts)
                 .unwrap_or_default(),
             sealed: int(Field::DrawNumber).unwrap_or(0),
+            stock: int(Field::StockLeft).map(|left| StockView {
+                left,
+                out: int(Field::StockOut).unwrap_or(0),
+                conversion: int(Field::StockConv).map(|c| c as f64 / 1000.0),
+                units_per_order: int(Field::StockPerOrder).map(|u| u as f64 / 1000.0),
+            }),
             draw: (|| {
                 let base = int(Field::DrawBase)?;
                 Some(SnapDraw {
@@ -191,6 +234,8 @@ impl Snapshot {
                     )?,
                     seed: DrawSeed::parse(text(Field::DrawSeed)?)?,
                     ahead: int(Field::DrawAhead)?,
+                    dealt: text(Field::DrawShuffle).is_some_and(|t| !t.is_empty()),
+                    moved: None,
                 })
             })(),
         })
@@ -219,6 +264,14 @@ impl Snapshot {
         }
         if number == self.sealed {
             let d = self.draw.as_ref()?;
+            if d.dealt {
+                // Only a round-1 seat whose group had one identity is
+                // still the one its cookie names.
+                let moved = d.moved.as_ref().filter(|m| m.draw == number)?;
+                if slot.round != 1 || moved.contains(slot.index) {
+                    return None;
+                }
+            }
             let place =
                 DrawPermutation::new(&d.seed.bytes()).place(&d.rounds, slot.round, slot.index)?;
             if self.draw_left == 0 {
@@ -244,9 +297,38 @@ impl Snapshot {
         }))
     }
 
-    /// Whether the snapshot may answer at `now_ms` (the edge's clock).
+    /// Whether the snapshot may answer at `now_ms` (the edge's clock): no
+    /// older than the lease its writer held when an isolate last read it
+    /// ([`Self::has_live_writer`]) plus that isolate's [`REFRESH_MS`], and
+    /// never older than [`MAX_AGE_MS`]. A scheduler that stops therefore
+    /// stops the edge's far-back answers within its lease and one refresh
+    /// (8 s at the defaults), after which Redis answers, exactly.
     pub fn is_fresh(&self, now_ms: u64) -> bool {
-        now_ms.abs_diff(self.snap_at) <= MAX_AGE_MS
+        if !self.live_writer {
+            return false;
+        }
+        let limit = self.snap_ttl.map_or(MAX_AGE_MS, |ttl| {
+            ttl.saturating_add(CLOCK_TOLERANCE_MS + REFRESH_MS)
+                .min(MAX_AGE_MS)
+        });
+        now_ms.abs_diff(self.snap_at) <= limit
+    }
+
+    /// Whether the snapshot, read at `read_ms` (the edge's clock), was
+    /// written by a scheduler that may still hold its lease: one that has
+    /// not ticked for longer than the lease its last tick left it has lost
+    /// the lease, and nothing moves the line its snapshot describes. An
+    /// isolate marks such a snapshot ([`Snapshot::live_writer`]): its polls
+    /// ask Redis until the next refresh finds a live writer again, and the
+    /// operator's notice in it still reaches them.
+    pub fn has_live_writer(&self, read_ms: u64) -> bool {
+        match self.snap_ttl {
+            Some(ttl) => {
+                read_ms.saturating_sub(self.snap_at) <= ttl.saturating_add(CLOCK_TOLERANCE_MS)
+                    && self.is_fresh(read_ms)
+            }
+            None => self.is_fresh(read_ms),
+        }
     }
 
     /// The answer for a visitor holding `ticket`, when it is far back:
@@ -462,6 +544,8 @@ pub(crate) mod tests {
             tail: 1_000_000,
             waiting: 1_000_000,
             snap_at: NOW,
+            snap_ttl: Some(2_000),
+            live_writer: true,
             state: QueueState::Open,
             draw_left: 0,
             measured_rate: Some(175.0),
@@ -484,6 +568,7 @@ pub(crate) mod tests {
             draw: None,
             notice: None,
             notice_texts: Vec::new(),
+            stock: None,
         }
     }
 
@@ -660,11 +745,35 @@ pub(crate) mod tests {
             "",
             "",
             "",
+            "2000",
+            "",
+            "",
+            "",
+            "",
+            "",
         ]
         .iter()
         .map(|t| Some(t.to_string()))
         .collect();
         assert_eq!(Snapshot::decode(&full), Some(snapshot()));
+        // A kept stock comes with it, its measurements once made.
+        let mut kept = full.clone();
+        kept[Field::StockLeft as usize] = Some("40".into());
+        kept[Field::StockOut as usize] = Some("5".into());
+        kept[Field::StockConv as usize] = Some("500".into());
+        assert_eq!(
+            Snapshot::decode(&kept).and_then(|s| s.stock),
+            Some(StockView {
+                left: 40,
+                out: 5,
+                conversion: Some(0.5),
+                units_per_order: None,
+            })
+        );
+        // A scheduler that does not say its lease is judged by the age alone.
+        let mut unsaid = full.clone();
+        unsaid[Field::SnapTtl as usize] = None;
+        assert_eq!(Snapshot::decode(&unsaid).unwrap().snap_ttl, None);
         // The operator's notice comes with it.
         let mut told = full.clone();
         told[23] = Some("Sizes S and M are sold out".into());
@@ -736,6 +845,8 @@ pub(crate) mod tests {
                 rounds: vec![900_000, 0, 100_000],
                 seed: DrawSeed::from_random([9; 32]),
                 ahead: 1_500,
+                dealt: false,
+                moved: None,
             }),
             ..snapshot()
         }
@@ -766,6 +877,36 @@ pub(crate) mod tests {
             })) => assert_eq!(position, 1_500 + place + 1),
             other => panic!("{other:?}"),
         }
+        // A draw whose groups' seats were dealt after the seal: a slot
+        // may be another identity's now. Redis answers until the edge has
+        // read which round-1 seats may have moved; then only those, and
+        // every later round's, go to Redis.
+        let mut dealt = drawn(0);
+        dealt.draw.as_mut().unwrap().dealt = true;
+        assert_eq!(dealt.slot(opens, slot, NOW, 0.5), None, "dealt, round 3");
+        let first = DrawSlot { round: 1, index: 7 };
+        let first_place = perm.place(&rounds, 1, 7).unwrap();
+        assert_eq!(dealt.slot(opens, first, NOW, 0.5), None, "not read yet");
+        let moved = |text: &str| Some(Arc::new(MovedSeats::parse(text, 900_000).unwrap()));
+        dealt.draw.as_mut().unwrap().moved = moved("7,9,#3");
+        assert_eq!(
+            dealt.slot(opens, first, NOW, 0.5),
+            None,
+            "another draw's list"
+        );
+        dealt.draw.as_mut().unwrap().moved = moved("7,9,#4");
+        assert_eq!(dealt.slot(opens, first, NOW, 0.5), None, "7 may have moved");
+        dealt.draw.as_mut().unwrap().moved = moved("6,9,#4");
+        assert_eq!(
+            dealt.slot(opens, first, NOW, 0.5),
+            Some(SlotAnswer::Ticket(2_000 + first_place + 1)),
+            "7 is its first holder's"
+        );
+        assert_eq!(
+            dealt.slot(opens, slot, NOW, 0.5),
+            None,
+            "round 3 still asks"
+        );
         // A slot of another opening, outside the rounds, or under a stale
         // or closed snapshot goes to Redis.
         assert_eq!(
@@ -902,5 +1043,45 @@ pub(crate) mod tests {
         assert!(older.near(1_000, seen, NOW).is_none(), "the head moved on");
         let (position, ..) = waiting(&older.near(20_000, seen, NOW).unwrap());
         assert_eq!(position, 19_982 - 700);
+    }
+
+    #[test]
+    fn a_snapshot_is_trusted_only_while_its_writer_may_hold_the_lease() {
+        let s = snapshot(); // written at NOW with a 2 s lease
+                            // Read within the lease (and the clocks' tolerance): kept, and it
+                            // answers for one refresh beyond.
+        assert!(s.has_live_writer(NOW + 3_000));
+        assert!(s.is_fresh(NOW + 2_000 + CLOCK_TOLERANCE_MS + REFRESH_MS));
+        assert!(!s.is_fresh(NOW + 2_000 + CLOCK_TOLERANCE_MS + REFRESH_MS + 1));
+        // Read later: its writer has stopped ticking and lost the lease.
+        assert!(!s.has_live_writer(NOW + 3_001));
+        let probe = s.far_back(500_000, NOW + 2_000 + CLOCK_TOLERANCE_MS + REFRESH_MS + 1);
+        assert!(probe.is_none(), "stale by the lease");
+        // An idle holder's longer lease lets its snapshot be read later;
+        // MAX_AGE_MS caps every lease.
+        let idle = Snapshot {
+            snap_ttl: Some(7_000),
+            ..snapshot()
+        };
+        assert!(idle.has_live_writer(NOW + 8_000));
+        assert!(idle.is_fresh(NOW + MAX_AGE_MS));
+        assert!(!idle.is_fresh(NOW + MAX_AGE_MS + 1));
+        // A scheduler that does not say: the age alone, as before.
+        let unsaid = Snapshot {
+            snap_ttl: None,
+            ..snapshot()
+        };
+        assert!(unsaid.has_live_writer(NOW + MAX_AGE_MS));
+        assert!(!unsaid.has_live_writer(NOW + MAX_AGE_MS + 1));
+        // An edge clock behind Redis' within the tolerance is no reason to
+        // distrust it.
+        assert!(s.has_live_writer(NOW - 500));
+        // Marked without a live writer when read: it answers nothing.
+        let dead = Snapshot {
+            live_writer: false,
+            ..snapshot()
+        };
+        assert!(!dead.is_fresh(NOW));
+        assert!(dead.far_back(500_000, NOW).is_none());
     }
 }

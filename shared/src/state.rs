@@ -57,6 +57,13 @@ pub enum UserState {
     Revoked,
     /// Never entered (or everything about the visit has expired).
     NotInQueue,
+    /// The queue's stock is gone (docs/drop-day.md, *Stock*): no new
+    /// place and no order. A visitor in line keeps its place, in case the
+    /// stock is raised again, and keeps polling.
+    SoldOut {
+        /// When to poll again.
+        retry_after_ms: u64,
+    },
 }
 
 impl UserState {
@@ -72,6 +79,7 @@ impl UserState {
             UserState::Abandoned => "abandoned",
             UserState::Revoked => "revoked",
             UserState::NotInQueue => "not_in_queue",
+            UserState::SoldOut { .. } => "sold_out",
         }
     }
 }
@@ -88,6 +96,22 @@ pub struct StateReply {
     /// notice`): plain text for the page to show.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub notice: Option<String>,
+    /// A waiting visitor's chance, in percent, that stock remains at its
+    /// turn (`crate::stock::chance`), sent as a share in [0, 1]; absent
+    /// when the queue keeps no stock.
+    #[serde(
+        rename = "chance",
+        skip_serializing_if = "Option::is_none",
+        serialize_with = "percent_as_share"
+    )]
+    pub chance_percent: Option<u8>,
+}
+
+fn percent_as_share<S: serde::Serializer>(p: &Option<u8>, s: S) -> Result<S::Ok, S::Error> {
+    match p {
+        Some(p) => s.serialize_f64(f64::from(*p) / 100.0),
+        None => s.serialize_none(),
+    }
 }
 
 #[cfg(test)]
@@ -106,6 +130,7 @@ mod tests {
             },
             queue: "main".into(),
             notice: None,
+            chance_percent: None,
         };
         assert_eq!(
             serde_json::to_value(&waiting).unwrap(),
@@ -120,6 +145,7 @@ mod tests {
             },
             queue: "main".into(),
             notice: None,
+            chance_percent: None,
         };
         assert_eq!(
             serde_json::to_value(&far).unwrap(),
@@ -132,6 +158,7 @@ mod tests {
             },
             queue: "main".into(),
             notice: None,
+            chance_percent: None,
         };
         assert_eq!(
             serde_json::to_value(&pre).unwrap(),
@@ -145,6 +172,7 @@ mod tests {
             },
             queue: "main".into(),
             notice: None,
+            chance_percent: None,
         };
         assert_eq!(
             serde_json::to_value(&admitted).unwrap(),
@@ -162,10 +190,39 @@ mod tests {
                 state: s.clone(),
                 queue: "q".into(),
                 notice: None,
+                chance_percent: None,
             })
             .unwrap();
             assert_eq!(v, json!({"state": s.name(), "queue": "q"}));
         }
+    }
+
+    #[test]
+    fn sold_out_and_the_chance_follow_the_contract() {
+        let sold_out = StateReply {
+            state: UserState::SoldOut {
+                retry_after_ms: 30_000,
+            },
+            queue: "main".into(),
+            notice: None,
+            chance_percent: None,
+        };
+        assert_eq!(
+            serde_json::to_value(&sold_out).unwrap(),
+            json!({"state":"sold_out","queue":"main","retryAfterMs":30000})
+        );
+        let waiting = StateReply {
+            state: UserState::Waiting {
+                position: 9,
+                eta_seconds: None,
+                retry_after_ms: 1000,
+                approximate: false,
+            },
+            queue: "main".into(),
+            notice: None,
+            chance_percent: Some(42),
+        };
+        assert_eq!(serde_json::to_value(&waiting).unwrap()["chance"], 0.42);
     }
 
     #[test]
@@ -175,6 +232,7 @@ mod tests {
                 state: UserState::NotInQueue,
                 queue: "main".into(),
                 notice: notice.map(String::from),
+                chance_percent: None,
             })
             .unwrap()
         };

@@ -93,6 +93,7 @@ pub async fn run(opts: &Options, control: bool) -> anyhow::Result<Run> {
         origin: Default::default(),
         turnstile_stand_in: false,
         signed_in_token_lifetime_s: None,
+        persistence: false,
     })
     .await?;
     let (keys, mut conn) = stack.main_queue().await?;

@@ -4,7 +4,7 @@
 //! stops when the [`Stack`] is dropped.
 
 use queuegate_testkit::gateway::Gateway;
-use queuegate_testkit::scheduler::Scheduler;
+use queuegate_testkit::scheduler::{Scheduler, SchedulerBuilder};
 use queuegate_testkit::workerd::Workerd;
 use queuegate_testkit::{RedisServer, Wrangler, WranglerBuilder, ORIGIN_SECRET};
 
@@ -99,6 +99,9 @@ pub struct StackOptions {
     /// login service whose tokens live this many seconds, handed to the
     /// page by its token script (`PAGE_TOKEN_SCRIPT`).
     pub signed_in_token_lifetime_s: Option<u64>,
+    /// Redis with its append-only file on (fsync every write), so a
+    /// restart keeps the line (the chaos run restarts it).
+    pub persistence: bool,
 }
 
 /// The demo's `JWT_SECRET` in signed-in mode (loopback demos and tests only).
@@ -120,6 +123,7 @@ impl Default for StackOptions {
             origin: Conditions::default(),
             turnstile_stand_in: false,
             signed_in_token_lifetime_s: None,
+            persistence: false,
         }
     }
 }
@@ -139,6 +143,8 @@ pub struct Stack {
     pub shop_url: String,
     /// The worker's vars and secrets.
     worker_settings: WranglerBuilder,
+    /// The scheduler's config, for more schedulers of the same file.
+    scheduler_settings: SchedulerBuilder,
 }
 
 /// Schedules the opening of `keys`' queue at `opens_at` (epoch ms), as
@@ -193,7 +199,7 @@ impl Stack {
 
     /// Starts everything and waits until the worker answers.
     pub async fn start(opts: &StackOptions) -> anyhow::Result<Stack> {
-        let redis = RedisServer::start();
+        let redis = RedisServer::builder().aof(opts.persistence).start();
         let log = if opts.gateway_request_log {
             "redis_rest=debug"
         } else {
@@ -224,9 +230,8 @@ impl Stack {
             settings.push(("challenge_max_number", d));
         }
         settings.extend(opts.settings.iter().map(|(k, v)| (k.as_str(), v.as_str())));
-        let scheduler = Scheduler::builder(&redis.url())
-            .queue("main", &settings)
-            .start();
+        let scheduler_settings = Scheduler::builder(&redis.url()).queue("main", &settings);
+        let scheduler = scheduler_settings.clone().start();
         let mut worker = Wrangler::local(&gateway, &shop_url)
             .var("CONTINUE_URL", "/checkout")
             // The shop's ticket pages are protected too: a person who opens
@@ -273,6 +278,7 @@ impl Stack {
             redis,
             shop_url,
             worker_settings,
+            scheduler_settings,
         })
     }
 
@@ -283,5 +289,12 @@ impl Stack {
     pub async fn start_workerd(&self) -> anyhow::Result<Workerd> {
         let settings = self.worker_settings.clone();
         Ok(tokio::task::spawn_blocking(move || settings.start_workerd()).await?)
+    }
+
+    /// Another scheduler with the same config file (a standby, or a
+    /// killed one's replacement), once its HTTP listener answers: it
+    /// takes the lease only when the holder's runs out.
+    pub fn another_scheduler(&self) -> Scheduler {
+        self.scheduler_settings.clone().spawn()
     }
 }

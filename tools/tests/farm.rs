@@ -1,8 +1,10 @@
 //! `queuegate-load --farm` end to end, tiny: 12 humans and a farm of 2
 //! addresses × 12 identities take places before an opening on the whole
 //! local room; the run stops once 12 are admitted, and the report's counts
-//! must add up. Needs the built worker and `cargo build --bins` (scripts/test
-//! does both); about 20 s.
+//! must add up; and the same with issue #38's shapes (a farm of 20 IPv6
+//! /64s of one /48, 6 people behind one NAT address). Needs the built
+//! worker and `cargo build --bins` (scripts/test does both); about 20 s
+//! each, run side by side.
 
 use queuegate_tools::load::farm::{self, FarmOptions};
 use queuegate_tools::load::farm_report::{self, Kind};
@@ -79,4 +81,62 @@ async fn a_tiny_farm_run_adds_up() {
     let chart = farm_report::write_chart(&report, dir.path()).expect("chart");
     let svg = std::fs::read_to_string(chart).expect("chart written");
     assert!(svg.starts_with("<svg") && svg.contains("</svg>"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tiny_wide_run_adds_up() {
+    let opts = FarmOptions::smoke_wide();
+    let report = farm::run(&opts).await.expect("the farm run");
+    let text = report.to_string();
+    let (h, n, b) = (
+        report.side(Kind::Human),
+        report.side(Kind::Nat),
+        report.side(Kind::Bot),
+    );
+
+    // Twenty /64s of one /48 (counted as 16), one NAT address for six.
+    assert_eq!(
+        (b.identities, b.addresses, b.counted_addresses),
+        (20, 20, 16),
+        "{text}"
+    );
+    assert!(
+        report
+            .parties
+            .iter()
+            .filter(|p| p.kind == Kind::Bot)
+            .all(|p| p.address.starts_with("2001:db8:ff00:")),
+        "{text}"
+    );
+    assert_eq!((n.identities, n.addresses), (opts.nat_humans, 1), "{text}");
+    let all = (h.addresses + 1 + 16) as f64;
+    assert!(
+        (report.bot_address_share() - 16.0 / all).abs() < 1e-12,
+        "{text}"
+    );
+    assert!(
+        (report.bot_address_share_naive() - 20.0 / (h.addresses + 1 + 20) as f64).abs() < 1e-12,
+        "{text}"
+    );
+
+    // Everyone placed, and the run went on until the NAT crowd was all
+    // admitted: each of them has an admission rank.
+    assert_eq!(report.humans_refused().len(), 0, "{text}");
+    assert_eq!(n.placed, opts.nat_humans, "{text}");
+    assert_eq!(n.admitted, opts.nat_humans, "{text}");
+    assert_eq!(report.nat_ranks().len() as u64, opts.nat_humans, "{text}");
+    let rho = report.nat_rank_correlation().expect("six ranks");
+    assert!((-1.0..=1.0).contains(&rho), "{text}");
+    assert_eq!(report.first_n().len() as u64, opts.humans, "{text}");
+    assert_eq!(h.first_n + n.first_n + b.first_n, opts.humans, "{text}");
+    assert!(text.contains("counted (as the product counts)"), "{text}");
+    assert!(
+        text.contains("Spearman ρ(arrival order, admission order)"),
+        "{text}"
+    );
+
+    let dir = tempfile::tempdir().expect("temp dir");
+    let chart = farm_report::write_chart(&report, dir.path()).expect("chart");
+    let svg = std::fs::read_to_string(chart).expect("chart written");
+    assert!(svg.contains("NAT crowd: arrival vs admission"));
 }

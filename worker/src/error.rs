@@ -65,6 +65,10 @@ pub enum EdgeError {
     /// The token was already used.
     #[error("token used")]
     TokenUsed,
+    /// The queue's kept stock is gone: no order reaches the shop, no new
+    /// place is taken.
+    #[error("sold out")]
+    SoldOut,
     /// The token activates later.
     #[error("token not active for {wait_ms} ms")]
     NotYetActive {
@@ -180,7 +184,7 @@ impl EdgeError {
             EdgeError::TurnstileUnavailable(_) => 503,
             EdgeError::UnknownQueue | EdgeError::NotFound => 404,
             EdgeError::MethodNotAllowed { .. } => 405,
-            EdgeError::TokenUsed => 409,
+            EdgeError::TokenUsed | EdgeError::SoldOut => 409,
             EdgeError::QueueFull | EdgeError::NotYetActive { .. } => 429,
             EdgeError::Misconfigured(_) | EdgeError::Internal(_) => 500,
             EdgeError::OriginUnreachable(_) => 502,
@@ -211,6 +215,7 @@ impl EdgeError {
             EdgeError::TokenInvalid => "token_invalid",
             EdgeError::BypassInvalid(_) => "bypass_invalid",
             EdgeError::TokenUsed => "token_used",
+            EdgeError::SoldOut => "sold_out",
             EdgeError::ChallengeRequired => "challenge_required",
             EdgeError::ChallengeInvalid(AltchaError::Expired) => "challenge_expired",
             EdgeError::ChallengeInvalid(_) => "challenge_invalid",
@@ -263,6 +268,7 @@ impl EdgeError {
                 "This bypass link is not valid: it was revoked, has expired or is mistyped.".into()
             }
             EdgeError::TokenUsed => "The entry token has already been used.".into(),
+            EdgeError::SoldOut => "Sold out: no stock is left for this sale.".into(),
             EdgeError::ChallengeRequired => {
                 "A new place needs a solved challenge: GET /queue/challenge, then send the solution in X-Altcha.".into()
             }
@@ -347,6 +353,18 @@ impl EdgeError {
             EdgeError::MethodNotAllowed { allow } => Some(allow_list(allow)),
             _ => None,
         }
+    }
+
+    /// Whether Redis could not be reached or refused for now (a gateway
+    /// restarting, a fail-over, a limit): the same call may succeed a
+    /// moment later. Script answers and bugs are not.
+    pub fn is_transient(&self) -> bool {
+        matches!(
+            self,
+            EdgeError::RedisUnavailable(_)
+                | EdgeError::RedisLimited(_)
+                | EdgeError::RedisRefused { .. }
+        )
     }
 
     /// Whether the cause belongs in the log (server-side faults).

@@ -83,28 +83,30 @@ pub fn presented(
     };
     let (a, t) = from_body.map_or((None, None), |f| (f.altcha, f.turnstile));
     let some = |v: Option<String>| v.filter(|s| !s.is_empty());
-    let presented = Presented {
-        altcha: some(altcha_header).or(some(a)),
-        turnstile: some(turnstile_header).or(some(t)),
-    };
+    let (altcha_header, a) = (some(altcha_header), some(a));
+    let (turnstile_header, t) = (some(turnstile_header), some(t));
     // Shapes as documented: anything else is a bad request, whether or
-    // not the value would have been used.
+    // not the value would have been used (a header wins over the body,
+    // but a malformed body beside it is refused all the same).
     let base64 = |c: char| c.is_ascii_alphanumeric() || matches!(c, '+' | '/' | '=');
-    if let Some(a) = &presented.altcha {
-        if a.len() > 4096 || !a.chars().all(base64) {
+    for v in [&altcha_header, &a].into_iter().flatten() {
+        if v.len() > 4096 || !v.chars().all(base64) {
             return Err(EdgeError::BadRequest(
                 "the solution must be base64, at most 4096 bytes".into(),
             ));
         }
     }
-    if let Some(t) = &presented.turnstile {
-        if t.len() > 2048 || !t.chars().all(|c| c.is_ascii_graphic()) {
+    for v in [&turnstile_header, &t].into_iter().flatten() {
+        if v.len() > 2048 || !v.chars().all(|c| c.is_ascii_graphic()) {
             return Err(EdgeError::BadRequest(
                 "the Turnstile token must be printable ASCII, at most 2048 bytes".into(),
             ));
         }
     }
-    Ok(presented)
+    Ok(Presented {
+        altcha: altcha_header.or(a),
+        turnstile: turnstile_header.or(t),
+    })
 }
 
 /// Reads what an enter request presents, headers first, then a (small)
@@ -338,6 +340,20 @@ mod tests {
         assert!(presented(None, None, "application/json", "  ").is_ok());
         let long = "A".repeat(2049);
         assert!(presented(None, Some(long), "", "").is_err());
+        // A header wins over the body, but a malformed body beside a good
+        // header is refused all the same (Schemathesis found it).
+        let form = "application/x-www-form-urlencoded";
+        for (a, t, body) in [
+            (
+                None,
+                Some("ok-token"),
+                "cf-turnstile-response=%F0%98%B3%8F%0F",
+            ),
+            (Some("AAA"), None, "altcha=not%20base64"),
+        ] {
+            let e = presented(a.map(str::to_string), t.map(str::to_string), form, body);
+            assert!(matches!(e, Err(EdgeError::BadRequest(_))), "{body}: {e:?}");
+        }
         assert!(presented(Some("not base64!".into()), None, "", "").is_err());
     }
 

@@ -215,6 +215,20 @@ impl Response {
         }
     }
 
+    /// This JSON reply with `name: value` added to its object; unchanged
+    /// when it is not a JSON object we built.
+    pub fn with_json_field(mut self, name: &str, value: serde_json::Value) -> Response {
+        if let Body::Text(text) = &self.body {
+            if let Ok(serde_json::Value::Object(mut map)) = serde_json::from_str(text) {
+                map.insert(name.to_string(), value);
+                if let Ok(t) = serde_json::to_string(&map) {
+                    self.body = Body::Text(t);
+                }
+            }
+        }
+        self
+    }
+
     /// A 200 HTML page (the signature of workers-rs' `Response::from_html`;
     /// it cannot fail).
     pub fn from_html(html: String) -> worker::Result<Response> {
@@ -229,6 +243,22 @@ impl Response {
     /// The headers to send (for a runtime reply: added to its own).
     pub fn headers(&self) -> &ReplyHeaders {
         &self.headers
+    }
+
+    /// Takes a header of the origin's reply away: its value, if it had
+    /// one; the visitor's copy of the reply goes without it. None for a
+    /// reply we built.
+    pub fn take_origin_header(&self, name: &str) -> Option<String> {
+        let Body::Runtime(resp) = &self.body else {
+            return None;
+        };
+        let value = resp.headers().get(name).ok().flatten()?;
+        // A name marked '-' is deleted from the copy (js::with_headers).
+        self.headers
+            .0
+            .borrow_mut()
+            .push((format!("-{name}"), String::new()));
+        Some(value)
     }
 
     /// The runtime's `Response`: a reply we built in one call into JS.
@@ -360,7 +390,10 @@ export function reply(status, body, head) {
 export function with_headers(resp, head) {
   const copy = new Response(resp.body, resp);
   const h = head.split("\n");
-  for (let i = 1; i < h.length; i += 2) copy.headers.append(h[i - 1], h[i]);
+  for (let i = 1; i < h.length; i += 2) {
+    if (h[i - 1].startsWith("-")) copy.headers.delete(h[i - 1].slice(1));
+    else copy.headers.append(h[i - 1], h[i]);
+  }
   return copy;
 }
 "#)]
@@ -370,7 +403,8 @@ export function with_headers(resp, head) {
         pub fn request_line(req: &web_sys::Request) -> String;
 
         /// A copy of `resp` (same status, headers and body stream) with
-        /// `head`'s headers added.
+        /// `head`'s headers added (a name starting with '-': that header
+        /// deleted).
         #[wasm_bindgen(catch)]
         pub fn with_headers(
             resp: &web_sys::Response,

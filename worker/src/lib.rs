@@ -42,6 +42,7 @@ pub mod routes;
 pub mod snapshots;
 pub mod subrequest;
 pub mod template;
+pub mod terms;
 pub mod verified;
 pub mod visitor;
 

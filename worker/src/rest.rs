@@ -276,6 +276,32 @@ impl RestClient {
         }
     }
 
+    /// `GET key`: its text (None when absent or not UTF-8).
+    pub async fn get(&self, key: &str) -> Result<Option<String>, RestError> {
+        // Serializing strings cannot fail.
+        let body = serde_json::to_string(&["GET", key]).unwrap_or_default();
+        match self.post(&body).await? {
+            Value::Data(d) => Ok(String::from_utf8(d).ok()),
+            Value::Nil => Ok(None),
+            other => Err(RestError::Protocol(format!("GET answered {other:?}"))),
+        }
+    }
+
+    /// `ZSCORE key member` as a whole number (None when absent).
+    pub async fn zscore(&self, key: &str, member: &str) -> Result<Option<u64>, RestError> {
+        // Serializing strings cannot fail.
+        let body = serde_json::to_string(&["ZSCORE", key, member]).unwrap_or_default();
+        match self.post(&body).await? {
+            Value::Data(d) => Ok(std::str::from_utf8(&d)
+                .ok()
+                .and_then(|t| t.parse::<f64>().ok())
+                .map(|f| f as u64)),
+            Value::Int(i) => Ok(u64::try_from(i).ok()),
+            Value::Nil => Ok(None),
+            other => Err(RestError::Protocol(format!("ZSCORE answered {other:?}"))),
+        }
+    }
+
     /// `PING`, for health.
     pub async fn ping(&self) -> Result<(), RestError> {
         match self.post(r#"["PING"]"#).await? {

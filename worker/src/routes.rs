@@ -21,6 +21,8 @@ pub enum Handler {
     Challenge,
     /// Opens a staff bypass link: sets its cookie.
     Bypass,
+    /// A draw's public record.
+    Draw,
 }
 
 /// One route the worker answers itself.
@@ -65,6 +67,11 @@ pub const ROUTES: &[Route] = &[
         path: "/queue/bypass",
         methods: &[Method::Get],
         handler: Handler::Bypass,
+    },
+    Route {
+        path: "/queue/draw",
+        methods: &[Method::Get, Method::Head],
+        handler: Handler::Draw,
     },
 ];
 

@@ -70,6 +70,15 @@ impl SnapshotCache {
         Some(s.exact_front())
     }
 
+    /// The tickets `(base, end]` of the last sealed draw in the snapshot
+    /// held for `queue` (None: none, or no snapshot).
+    pub fn last_draw(&self, queue: &str) -> Option<(u64, u64)> {
+        let list = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        let s = list.iter().find(|e| e.queue == queue)?.snapshot.as_ref()?;
+        let d = s.draw.as_ref()?;
+        Some((d.base, d.base + d.rounds.iter().sum::<u64>()))
+    }
+
     /// The operator's notice in the snapshot held for `queue`, without a
     /// refresh, for a visitor whose page is in the language `lang` gives
     /// (asked only when the notice has texts per language).
@@ -84,6 +93,17 @@ impl SnapshotCache {
             queuegate_shared::notice::for_language(default, &snapshot.notice_texts, lang())
                 .to_string(),
         )
+    }
+
+    /// The queue's kept stock as the last snapshot read it (None: none
+    /// kept, or no snapshot).
+    pub fn stock(&self, queue: &str) -> Option<queuegate_shared::chance::StockView> {
+        let list = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        list.iter()
+            .find(|e| e.queue == queue)?
+            .snapshot
+            .as_ref()?
+            .stock
     }
 
     /// Keeps what a refresh read (None: nothing usable, e.g. before the
@@ -113,6 +133,8 @@ mod tests {
             tail: 100,
             waiting: 100,
             snap_at: at,
+            snap_ttl: Some(2_000),
+            live_writer: true,
             state: QueueState::Open,
             draw_left: 0,
             measured_rate: None,
@@ -135,6 +157,7 @@ mod tests {
             draw: None,
             notice: None,
             notice_texts: Vec::new(),
+            stock: None,
         }
     }
 

@@ -3,10 +3,16 @@
 //! the pre-queue beside the plain line; Redis memory per pre-queued visitor
 //! before and after the draw.
 //!
-//! `cargo run --profile release-native -p queuegate-bench --bin draw_cost [-- 10000,100000 --batches=250,500,1000 --rounds=1 --farm=0]`
+//! `cargo run --profile release-native -p queuegate-bench --bin draw_cost [-- 10000,100000 --batches=250,500,1000 --rounds=1 --farm=0 --groups=0 --no-line]`
 //!
 //! `--farm=K`: the first K visitors share one address (K draw rounds), the
 //! rest have one each; the seal's cost grows with the rounds.
+//! `--groups=G`: the visitors come from G addresses in turn (n ÷ G rounds;
+//! every group's seats are dealt among its identities after the seal).
+//!
+//! Each draw takes the scheduler's path (issue #41): sealed without a
+//! seed, its public record written page by page, then the seed revealed;
+//! the record's calls, size and serving cost are their own table.
 //!
 //! Each draw runs on a fresh private redis-server (see
 //! `queuegate_bench::draw_cost`); the target is no single script call over
@@ -34,17 +40,27 @@ async fn main() -> Result<()> {
     let farm = list_flag("--farm=")?
         .and_then(|r| r.first().copied())
         .unwrap_or(0) as usize;
+    let groups = list_flag("--groups=")?
+        .and_then(|r| r.first().copied())
+        .unwrap_or(0) as usize;
+    // --no-line: skip the plain line beside each size (a fill of its own).
+    let with_line = !std::env::args().any(|a| a == "--no-line");
     let mut draws = Vec::new();
     let mut lines = Vec::new();
     for &n in &sizes {
-        lines.push(line_run(n).await?);
+        if with_line {
+            lines.push(line_run(n).await?);
+        }
         for round in 1..=rounds {
             for &batch in &batches {
-                let run = draw_run(n, batch, farm).await?;
+                let run = draw_run(n, batch, farm, groups).await?;
                 eprintln!(
-                    "{n} visitors ({} draw rounds), batch {batch}, round {round}: seal {} µs, place p50 {} µs, worst call {} µs, CPU p50 {} µs",
+                    "{n} visitors ({} draw rounds), batch {batch}, round {round}: seal {} µs, record worst {} µs, deal {} calls worst {} µs, place p50 {} µs, worst call {} µs, CPU p50 {} µs",
                     run.rounds,
                     run.seal_us,
+                    quantile_us(&run.record_us, 1.0),
+                    run.deal_us.len(),
+                    quantile_us(&run.deal_us, 1.0),
                     quantile_us(&run.place_us, 0.5),
                     run.worst_us(),
                     quantile_us(&run.place_cpu_us, 0.5)
@@ -54,6 +70,8 @@ async fn main() -> Result<()> {
         }
     }
     print_draws(&draws);
+    print_records(&draws, default_batch);
+    print_deals(&draws);
     print_enters(&lines, &draws, default_batch);
     print_memory(&lines, &draws, default_batch);
     print_verdict(&draws, default_batch);
@@ -117,6 +135,67 @@ fn print_draws(draws: &[DrawRun]) {
             ms(quantile_us(&rtt, 0.99)),
             d.placed,
             d.rank_correlation,
+        );
+    }
+    println!();
+}
+
+fn print_records(draws: &[DrawRun], batch: u64) {
+    println!("The record before the reveal (issue #41): per page of 1,024 leaves a `ZRANGE` of the sealed pre-queue and a `draw_reveal` writing the page, last the header; server µs per command from SLOWLOG; the record's `MEMORY USAGE`; `HMGET header p<k>` (an isolate's first read of a page) usec_per_call over up to 200 pages");
+    println!();
+    println!("| registrants | pages | calls | p50 µs | worst µs | Redis CPU per page p50 / worst µs | server total ms | client wall ms (incl. hashing) | record MB | bytes per registrant | HMGET of a page µs |");
+    println!("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
+    let mut seen = std::collections::BTreeSet::new();
+    for d in draws
+        .iter()
+        .filter(|d| d.batch == batch || !draws.iter().any(|e| e.batch == batch))
+    {
+        if !seen.insert(d.visitors) {
+            continue;
+        }
+        println!(
+            "| {} | {} | {} | {} | **{}** | {} / {} | {:.1} | {:.1} | {:.1} | {:.1} | {:.1} |",
+            d.visitors,
+            d.record_pages,
+            d.record_us.len(),
+            quantile_us(&d.record_us, 0.5),
+            quantile_us(&d.record_us, 1.0),
+            quantile_us(&d.record_cpu_us, 0.5),
+            quantile_us(&d.record_cpu_us, 1.0),
+            ms(d.record_us.iter().sum()),
+            d.record_wall.as_secs_f64() * 1e3,
+            d.record_bytes as f64 / 1e6,
+            d.record_bytes as f64 / d.visitors as f64,
+            d.serve_usec,
+        );
+    }
+    println!();
+}
+
+fn print_deals(draws: &[DrawRun]) {
+    if draws.iter().all(|d| d.deal_us.is_empty()) {
+        return;
+    }
+    println!("The deal after the seal (address groups with more than one identity: `draw_members` read with HSCAN, 1,000 a page, then the new scores in `draw_shuffle` batches of the draw batch), server µs per call from SLOWLOG");
+    println!();
+    println!("| visitors | groups | rounds | batch | calls | p50 µs | worst call µs | server total ms | client wall ms (incl. the deal's computation and the slowlog reads) |");
+    println!("|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
+    for d in draws.iter().filter(|d| !d.deal_us.is_empty()) {
+        println!(
+            "| {} | {} | {} | {} | {} | {} | **{}** | {:.1} | {:.1} |",
+            d.visitors,
+            if d.groups > 0 {
+                d.groups.to_string()
+            } else {
+                "farm".into()
+            },
+            d.rounds,
+            d.batch,
+            d.deal_us.len(),
+            quantile_us(&d.deal_us, 0.5),
+            quantile_us(&d.deal_us, 1.0),
+            ms(d.deal_us.iter().sum()),
+            d.deal_wall.as_secs_f64() * 1e3,
         );
     }
     println!();

@@ -11,7 +11,8 @@ use std::collections::BTreeMap;
 
 use anyhow::{bail, Context, Result};
 use queuegate_bench::redis_cost::{
-    add_evalsha, bench_user as uid, phase, prepare_queue, reset_stats, usec_per_call, used_memory,
+    add_evalsha, bench_user as uid, commands_per_call, phase, prepare_queue, reset_stats,
+    usec_per_call, used_memory,
 };
 use queuegate_scheduler::engine;
 use queuegate_shared::ops::{Admit, AdmitReply, Consume, Enter, Outcome, Position, Settle};
@@ -207,6 +208,7 @@ impl Bench {
             })
             .await?,
         ));
+        out.push(("position, commands/call", self.per_call().await?));
         out.push((
             "ZADD (bare)",
             self.phase("zadd", |p, i| {
@@ -233,6 +235,7 @@ impl Bench {
             })
             .await?,
         ));
+        out.push(("enter, commands/call", self.per_call().await?));
 
         // admit: batches of 18 (the default tick at 175/s).
         let grants: Vec<Grant> = (0..18)
@@ -266,6 +269,7 @@ impl Bench {
             "admit (18/tick)",
             usec_per_call(&mut conn, "evalsha").await?,
         ));
+        out.push(("admit, commands/call", self.per_call().await?));
 
         // consume + settle for the users just admitted.
         let admitted: Vec<String> = redis::cmd("ZRANGE")
@@ -302,6 +306,7 @@ impl Bench {
             .await?;
         }
         out.push(("consume", usec_per_call(&mut conn, "evalsha").await?));
+        out.push(("consume, commands/call", self.per_call().await?));
         reset_stats(&mut conn).await?;
         for (user, token) in &pairs {
             engine::run(
@@ -312,12 +317,20 @@ impl Bench {
                     token,
                     outcome: Outcome::Success,
                     latency_ms: 20,
+                    units: 1,
                 },
             )
             .await?;
         }
         out.push(("settle", usec_per_call(&mut conn, "evalsha").await?));
+        out.push(("settle, commands/call", self.per_call().await?));
         Ok((out, (token_bytes as f64 / n, status_bytes as f64 / n)))
+    }
+
+    /// Commands per script call in the phase just run (the script and what
+    /// it ran inside: what a per-command bill counts).
+    async fn per_call(&self) -> Result<f64> {
+        commands_per_call(&mut self.conn.clone(), "evalsha").await
     }
 
     /// Resets the stats, sends CALLS commands in pipelines, returns the

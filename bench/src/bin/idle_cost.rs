@@ -8,9 +8,9 @@
 //! older build, for a before/after figure) on one queue with idle
 //! passthrough off, lets them settle, then counts every request the
 //! schedulers sent for `--seconds` (default 60) with `MONITOR` (a script
-//! call is one request; the commands it runs inside are not counted, as a
-//! pay-per-request Redis bills): requests per second for the whole idle
-//! room. Then one visitor enters the line (the
+//! call is one request), and every command with those a script runs
+//! inside (what Upstash bills: docs/upstash.md): per second for the whole
+//! idle room. Then one visitor enters the line (the
 //! edge's `enter` script, as the worker runs it) and the bench times how
 //! long until it holds a token, five times, the room idle again between.
 
@@ -41,11 +41,12 @@ fn arg(name: &str) -> Option<String> {
         .and_then(|i| args.get(i + 1).cloned())
 }
 
-/// Counts the requests clients sent during `window`, from `MONITOR`
-/// (`redis-cli monitor`): every line but those of commands a script ran
-/// (`[0 lua]`). A script call is one request, as a pay-per-request Redis
-/// bills it; `INFO commandstats` would count the commands inside it too.
-async fn requests(url: &str, window: Duration) -> Result<u64> {
+/// Counts what clients sent during `window`, from `MONITOR` (`redis-cli
+/// monitor`): the requests (every line but those of commands a script ran,
+/// `[0 lua]`: a script call is one request) and the commands (every line:
+/// a script call and the commands it ran inside, as Upstash counts them
+/// for its bill, docs/upstash.md).
+async fn requests(url: &str, window: Duration) -> Result<(u64, u64)> {
     let mut monitor = Command::new("redis-cli")
         .arg("-u")
         .arg(url)
@@ -57,11 +58,18 @@ async fn requests(url: &str, window: Duration) -> Result<u64> {
     let out = monitor.stdout.take().context("monitor's output")?;
     let reader = std::thread::spawn(move || {
         use std::io::BufRead;
-        std::io::BufReader::new(out)
+        let (mut requests, mut commands) = (0u64, 0u64);
+        for l in std::io::BufReader::new(out)
             .lines()
             .map_while(Result::ok)
-            .filter(|l| l.contains(" [") && !l.contains(" lua]"))
-            .count() as u64
+            .filter(|l| l.contains(" ["))
+        {
+            commands += 1;
+            if !l.contains(" lua]") {
+                requests += 1;
+            }
+        }
+        (requests, commands)
     });
     tokio::time::sleep(window).await;
     let _ = monitor.kill();
@@ -107,12 +115,14 @@ async fn main() -> Result<()> {
     // after 10 s of idleness).
     tokio::time::sleep(Duration::from_secs(15)).await;
     let start = Instant::now();
-    let served = requests(&redis.url(), Duration::from_secs(seconds)).await?;
+    let (served, commands) = requests(&redis.url(), Duration::from_secs(seconds)).await?;
     let took = start.elapsed().as_secs_f64();
     println!(
-        "scheduler {}: 1 holder + {standbys} standby, idle {took:.0} s: {served} requests, {:.2} per second",
+        "scheduler {}: 1 holder + {standbys} standby, idle {took:.0} s: {served} requests, {:.2} per second; \
+         {commands} commands with those scripts run inside, {:.2} per second",
         bin.display(),
-        served as f64 / took
+        served as f64 / took,
+        commands as f64 / took
     );
 
     let keys = QueueKeys::new(&Prefix::default(), &QueueId::new("main")?);

@@ -11,6 +11,7 @@ mod revoke;
 mod schedule;
 mod settings;
 mod status;
+mod stock;
 mod switch;
 mod visitor;
 
@@ -30,7 +31,8 @@ pub use reset::{Reset, ResetDone};
 pub use revoke::{Lifted, Revocation, RevocationCall, VisitorRevoked};
 pub use schedule::{Names, Schedule, ScheduleNow, FIELDS, FLAGS};
 pub use settings::{Settings, SettingsCall, SettingsView};
-pub use status::{FileStatus, OriginStatus, QueueStatus, Status};
+pub use status::{DrawStatus, FileStatus, OriginStatus, QueueStatus, Status};
+pub use stock::{Stock, StockNow};
 pub use switch::{Switch, SwitchState, Switched};
 pub use visitor::{LastChange, TokenView, Visitor, VisitorView};
 
@@ -85,6 +87,8 @@ pub enum Action {
     Revocation(Revocation),
     /// Create, list or revoke bypass links.
     Bypass(Bypass),
+    /// Set, add to, refund, clear or show the stock.
+    Stock(Stock),
 }
 
 /// What an action did, as data: the CLI prints it, the API answers it as
@@ -116,6 +120,8 @@ pub enum Done {
     Bypasses(Vec<BypassListed>),
     /// A revoked bypass link.
     BypassRevoked(BypassRevoked),
+    /// The stock now.
+    Stock(StockNow),
 }
 
 impl Action {
@@ -132,6 +138,7 @@ impl Action {
             Action::Visitor(_) => "visitor",
             Action::Revocation(a) => a.name(),
             Action::Bypass(a) => a.name(),
+            Action::Stock(a) => a.name(),
         }
     }
 
@@ -147,6 +154,7 @@ impl Action {
             Action::Visitor(a) => &a.queue,
             Action::Revocation(a) => &a.queue,
             Action::Bypass(a) => &a.queue,
+            Action::Stock(a) => &a.queue,
         };
         queue.as_deref().unwrap_or("*")
     }
@@ -156,6 +164,7 @@ impl Action {
     pub fn changes(&self) -> Option<String> {
         match self {
             Action::Settings(a) => a.changes(),
+            Action::Stock(a) => a.changes(),
             _ => None,
         }
     }
@@ -173,6 +182,7 @@ impl Action {
             Action::Visitor(a) => Done::Visitor(a.apply(config, conn).await?),
             Action::Revocation(a) => a.apply(config, conn).await?,
             Action::Bypass(a) => a.apply(config, conn).await?,
+            Action::Stock(a) => Done::Stock(a.apply(config, conn).await?),
         })
     }
 
@@ -249,6 +259,7 @@ mod tests {
                 opens_at: None,
                 closes_at: None,
                 clear: true,
+                beacon: None,
                 names: FIELDS,
             }),
             Action::Notice(Notice {
@@ -282,6 +293,18 @@ mod tests {
             bypass(BypassCall::List),
             bypass(BypassCall::Revoke { id: "x".into() }),
         ];
+        use queuegate_shared::ops::StockChange;
+        all.extend(
+            [
+                StockChange::Show,
+                StockChange::Set(10),
+                StockChange::Add(-2),
+                StockChange::Refund(1),
+                StockChange::Overbook(None),
+                StockChange::Clear,
+            ]
+            .map(|change| Action::Stock(Stock { queue: q(), change })),
+        );
         all.extend(Switch::ALL.iter().map(|(_, switch)| {
             Action::Switch(SwitchState {
                 queue: q(),
@@ -306,6 +329,12 @@ mod tests {
                 "bypass_create",
                 "bypass_list",
                 "bypass_revoke",
+                "stock",
+                "stock_set",
+                "stock_add",
+                "stock_refund",
+                "stock_overbook",
+                "stock_clear",
                 "pause",
                 "resume",
                 "close",

@@ -76,9 +76,17 @@ impl Reset {
                 q.id
             )));
         }
+        let removed_keys = unlink_all_but_kept(conn, &keys).await?;
+        // A rehearsal's stock goes with its orders (the holds just went
+        // with the other keys): the drop sets its own.
+        let clear = queuegate_shared::ops::Stock {
+            keys: &keys,
+            change: queuegate_shared::ops::StockChange::Clear,
+        };
+        crate::engine::run(conn, &clear).await?;
         Ok(ResetDone {
             queue: q.id.to_string(),
-            removed_keys: unlink_all_but_kept(conn, &keys).await?,
+            removed_keys,
             tokens_dropped: held,
         })
     }

@@ -67,6 +67,47 @@ pub struct QueueStatus {
     pub schedule_version: u64,
     /// The config file whose settings are published, against this one.
     pub file: FileStatus,
+    /// A kept stock's units left (None: no stock kept; 0: sold out).
+    pub stock_left: Option<u64>,
+    /// A kept stock's units sold.
+    pub stock_sold: Option<u64>,
+    /// The draw's commitment and seal (docs/drop-day.md, *A draw anyone
+    /// can verify*).
+    pub draw: DrawStatus,
+}
+
+/// The next draw's commitment, or the last one's reveal, and the seals.
+#[derive(Debug, Default, serde::Serialize)]
+pub struct DrawStatus {
+    /// `pending` (committed, not revealed) or `revealed`; None: no
+    /// commitment was ever made.
+    pub commitment_state: Option<String>,
+    /// `SHA-256(seed)`, hex.
+    pub commitment: Option<String>,
+    /// When it was made.
+    pub committed_at: Option<String>,
+    /// The draw it was revealed for.
+    pub revealed_draw: Option<u64>,
+    /// Pre-queues sealed so far (the last draw's number).
+    pub sealed: u64,
+}
+
+impl DrawStatus {
+    /// One line of `status`.
+    pub fn line(&self) -> String {
+        let sealed = format!("{} sealed", self.sealed);
+        match (&self.commitment_state, &self.commitment) {
+            (Some(state), Some(c)) => {
+                let at = self.committed_at.as_deref().unwrap_or("?");
+                let revealed = self
+                    .revealed_draw
+                    .filter(|_| state == queuegate_shared::fields::COMMIT_REVEALED)
+                    .map_or(String::new(), |n| format!(" for draw {n}"));
+                format!("{sealed} · commitment {c} ({state}{revealed}, made {at})")
+            }
+            _ => format!("{sealed} · no commitment"),
+        }
+    }
 }
 
 /// Which config file's settings are published (its fingerprint, beside
@@ -157,6 +198,27 @@ impl OriginStatus {
 
 async fn read(conn: &mut RedisConn, keys: &QueueKeys) -> Result<QueueStatus, ActionError> {
     let s = engine::run(conn, &ops::Status { keys }).await?;
+    use queuegate_shared::fields::commit as dc;
+    let commit: Vec<Option<String>> = redis::cmd("HMGET")
+        .arg(keys.draw_commit())
+        .arg(&[dc::STATE, dc::COMMITMENT, dc::COMMITTED_AT, dc::DRAW])
+        .query_async(conn)
+        .await?;
+    let [state, commitment, committed_at, revealed] =
+        <[Option<String>; 4]>::try_from(commit).unwrap_or_default();
+    let draw = DrawStatus {
+        commitment_state: state,
+        commitment,
+        committed_at: committed_at
+            .and_then(|t| t.parse().ok())
+            .map(config::format_time),
+        revealed_draw: revealed.and_then(|n| n.parse().ok()),
+        sealed: s
+            .config
+            .get(cf::DRAW_NUMBER)
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(0),
+    };
     Ok(QueueStatus {
         queue: keys.queue().to_string(),
         state: s.config.get(cf::STATE).cloned(),
@@ -192,5 +254,13 @@ async fn read(conn: &mut RedisConn, keys: &QueueKeys) -> Result<QueueStatus, Act
             published: s.config.get(cf::FILE_FINGERPRINT).cloned(),
             ..FileStatus::default()
         },
+        stock_left: s.config.get(cf::STOCK_LEFT).and_then(|v| v.parse().ok()),
+        stock_sold: s.config.get(cf::STOCK_LEFT).map(|_| {
+            s.config
+                .get(cf::STOCK_SOLD)
+                .and_then(|v| v.parse().ok())
+                .unwrap_or(0)
+        }),
+        draw,
     })
 }

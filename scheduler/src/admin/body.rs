@@ -55,6 +55,8 @@ pub(super) struct ScheduleBody {
     pub(super) opens_at: Option<String>,
     #[serde(default, deserialize_with = "present")]
     pub(super) closes_at: Option<String>,
+    #[serde(default, deserialize_with = "present")]
+    pub(super) beacon: Option<String>,
 }
 
 /// A field that may be left out but, when given, is a string: `null` is
@@ -146,5 +148,92 @@ impl<'de> Deserialize<'de> for NoticeTexts {
             }
         }
         d.deserialize_map(Visit)
+    }
+}
+
+/// `PUT …/stock`: exactly one of `set` (units left for sale from now),
+/// `add` (units added; negative: taken away), `refund` (units of refunded
+/// orders) or `overbook` (the margin in percent, or `"auto"`: measured).
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct StockBody {
+    #[serde(default, deserialize_with = "some_count")]
+    pub(super) set: Option<u64>,
+    #[serde(default, deserialize_with = "some_signed_count")]
+    pub(super) add: Option<i64>,
+    #[serde(default, deserialize_with = "some_count")]
+    pub(super) refund: Option<u64>,
+    #[serde(default)]
+    pub(super) overbook: Option<Overbook>,
+}
+
+/// `overbook`: a percentage, or `"auto"`.
+#[derive(Debug, Deserialize)]
+#[serde(untagged)]
+pub(super) enum Overbook {
+    Percent(serde_json::Number),
+    Word(String),
+}
+
+/// A whole number as JSON may write it (`5` or `5.0`), within ±`limit`.
+fn integer(n: &serde_json::Number, limit: f64) -> Option<i64> {
+    n.as_i64().or_else(|| {
+        n.as_f64()
+            .filter(|f| f.fract() == 0.0 && f.abs() <= limit)
+            .map(|f| f as i64)
+    })
+}
+
+fn some_count<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<u64>, D::Error> {
+    let n = serde_json::Number::deserialize(d)?;
+    integer(&n, 1e12)
+        .and_then(|n| u64::try_from(n).ok())
+        .map(Some)
+        .ok_or_else(|| serde::de::Error::custom("must be a whole number of units, 0 or more"))
+}
+
+fn some_signed_count<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<i64>, D::Error> {
+    let n = serde_json::Number::deserialize(d)?;
+    integer(&n, 1e12)
+        .map(Some)
+        .ok_or_else(|| serde::de::Error::custom("must be a whole number of units"))
+}
+
+impl StockBody {
+    /// The one change it asks for, or why it is not one.
+    pub(super) fn change(self) -> Result<queuegate_shared::ops::StockChange, String> {
+        use queuegate_shared::ops::StockChange;
+        let overbook = match self.overbook {
+            None => None,
+            Some(Overbook::Percent(p)) => {
+                match integer(&p, 1e12).and_then(|p| u64::try_from(p).ok()) {
+                    Some(p) => Some(StockChange::Overbook(Some(p))),
+                    None => {
+                        return Err(format!(
+                            "overbook {p}: give a whole percentage from 0 to 100"
+                        ))
+                    }
+                }
+            }
+            Some(Overbook::Word(w)) if w == "auto" => Some(StockChange::Overbook(None)),
+            Some(Overbook::Word(w)) => {
+                return Err(format!(
+                    "overbook {w:?}: give a percentage from 0 to 100, or \"auto\""
+                ))
+            }
+        };
+        let asked: Vec<StockChange> = [
+            self.set.map(StockChange::Set),
+            self.add.map(StockChange::Add),
+            self.refund.map(StockChange::Refund),
+            overbook,
+        ]
+        .into_iter()
+        .flatten()
+        .collect();
+        match asked[..] {
+            [one] => Ok(one),
+            _ => Err("give exactly one of set, add, refund or overbook".into()),
+        }
     }
 }

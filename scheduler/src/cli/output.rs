@@ -32,6 +32,12 @@ pub(super) fn print(done: Done, queue: &str, json: bool) {
                 show(&now.opens_at),
                 show(&now.closes_at)
             );
+            if let Some(b) = &now.beacon {
+                println!(
+                    "queue {}: the draw mixes in beacon {} round {} (the first after the opening)",
+                    now.queue, b.source, b.round
+                );
+            }
             if let Some(w) = now.warning {
                 eprintln!("warning: {w}");
             }
@@ -65,6 +71,7 @@ pub(super) fn print(done: Done, queue: &str, json: bool) {
                 None => println!("queue {}: notice cleared (was {was})", now.queue),
             }
         }
+        Done::Stock(s) => print!("{}", render_stock(&s)),
         Done::Settings(v) => print!("{}", render_settings(&v)),
         Done::Visitor(v) => print!("{}", render_visitor(&v)),
         Done::Revoked(r) => println!(
@@ -113,13 +120,14 @@ fn render(s: &QueueStatus) -> String {
     };
     let none = || "none".to_string();
     format!(
-        "queue {}\n  state       {}\n  schedule    opens {} · closes {}\n  pre-queue   {} (drawing: {} left)\n  waiting     {} (and {} claims: passed over asleep)\n  active      {} / {max}\n  admitted/s  {rate}\n  lease       {lease}\n  file        {}\n  origin      {}\n  totals      entered {} · admitted {} (passed at once {}) · abandoned {} · expired {} · ordered {} · lapsed {}\n  refused     budget {} · no challenge {} · reused {} · stale {} · turnstile {}\n",
+        "queue {}\n  state       {}\n  schedule    opens {} · closes {}\n  pre-queue   {} (drawing: {} left)\n  draw        {}\n  waiting     {} (and {} claims: passed over asleep)\n  active      {} / {max}\n  admitted/s  {rate}\n  lease       {lease}\n  file        {}\n  origin      {}\n  totals      entered {} · admitted {} (passed at once {}) · abandoned {} · expired {} · ordered {} · lapsed {}\n  refused     budget {} · no challenge {} · reused {} · stale {} · turnstile {}\n",
         s.queue,
         s.state.as_deref().unwrap_or("unconfigured (no scheduler has published settings)"),
         s.opens_at.clone().unwrap_or_else(none),
         s.closes_at.clone().unwrap_or_else(none),
         s.pre_queued,
         s.drawing,
+        s.draw.line(),
         s.waiting,
         s.claims,
         s.active,
@@ -138,6 +146,13 @@ fn render(s: &QueueStatus) -> String {
         stat(sf::REFUSED_STALE),
         stat(sf::REFUSED_TURNSTILE),
     ) + &bypassed(s)
+        + &s.stock_left.map_or(String::new(), |left| {
+            format!(
+                "  stock       {left} left{} · {} sold\n",
+                if left == 0 { " (sold out)" } else { "" },
+                s.stock_sold.unwrap_or(0)
+            )
+        })
         + &s
             .notice
             .as_ref()
@@ -235,6 +250,31 @@ fn bypassed(s: &QueueStatus) -> String {
     out
 }
 
+/// A queue's stock, as `stock` shows it.
+fn render_stock(s: &crate::actions::StockNow) -> String {
+    let st = &s.stock;
+    let Some(left) = st.left else {
+        return format!("queue {}: no stock kept\n", s.queue);
+    };
+    let per_mille = |v: u64| format!("{:.1} %", v as f64 / 10.0);
+    format!(
+        "queue {}: {left} units left{}, {} sold, {} held by orders in flight\n\
+         overbooking: {} in force ({}); conversion {}, {} units per order; {} turns out\n",
+        s.queue,
+        if s.sold_out { " (sold out)" } else { "" },
+        st.sold,
+        st.held,
+        per_mille(st.margin_per_mille),
+        st.overbook_percent
+            .map_or("measured".to_string(), |p| format!("set to {p} %")),
+        st.conversion_per_mille
+            .map_or("not measured yet".to_string(), per_mille),
+        st.units_per_order_per_mille
+            .map_or("-".to_string(), |u| format!("{:.2}", u as f64 / 1000.0)),
+        st.turns_out,
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -269,8 +309,15 @@ mod tests {
             notice_texts: BTreeMap::from([("de".into(), "S und M ausverkauft".into())]),
             schedule_version: 2,
             file: crate::actions::FileStatus::new(Some("aa11".into()), "bb22".into()),
+            stock_left: Some(0),
+            stock_sold: Some(10_000),
+            draw: crate::actions::DrawStatus::default(),
         };
         let text = render(&s);
+        assert!(
+            text.contains("  stock       0 left (sold out) · 10000 sold\n"),
+            "{text}"
+        );
         assert!(
             text.ends_with(
                 "  notice      \"S and M sold out\"\n    de        \"S und M ausverkauft\"\n"

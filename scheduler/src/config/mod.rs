@@ -13,10 +13,12 @@ use queuegate_shared::{Prefix, Settings};
 use serde::Deserialize;
 
 mod admin;
+mod beacon;
 pub mod env;
 mod queues;
 mod redis;
 
+pub use beacon::BeaconConfig;
 pub use env::Environment;
 
 pub use admin::{token_hash, AdminConfig, AdminToken, DEFAULT_ADMIN_LISTEN};
@@ -93,6 +95,8 @@ pub struct Config {
     pub admin: Option<AdminConfig>,
     /// The queues, in file order, ids unique.
     pub queues: Vec<QueueConfig>,
+    /// The randomness beacon `schedule --beacon drand` names (`[beacon]`).
+    pub beacon: Option<BeaconConfig>,
 }
 
 impl Config {
@@ -252,6 +256,10 @@ impl Config {
             .admin
             .map(|a| admin::admin_config(a, &env, listen, at))
             .transpose()?;
+        let beacon = raw
+            .beacon
+            .map(|b| beacon::beacon_config(b, at))
+            .transpose()?;
         Ok(Config {
             origin: origin.to_string(),
             redis,
@@ -259,6 +267,7 @@ impl Config {
             listen,
             admin,
             queues,
+            beacon,
         })
     }
 
@@ -298,6 +307,7 @@ struct RawConfig {
     #[serde(default)]
     http: RawHttp,
     admin: Option<admin::RawAdmin>,
+    beacon: Option<beacon::RawBeacon>,
     #[serde(default)]
     defaults: toml::Table,
     #[serde(default, rename = "queue")]

@@ -5,14 +5,17 @@
 
 use std::time::{Duration, Instant};
 
-use queuegate_shared::ops::{AdmitCounts, DrawOpen, DrawState, Drawing, Placed};
+use queuegate_shared::ops::{
+    AdmitCounts, DrawOpen, DrawState, Drawing, FreshCommit, Placed, Sealed,
+};
 use queuegate_shared::{QueueKeys, Settings};
 
 use super::TickError;
 use crate::connect::RedisConn;
-use crate::draw::{fresh_seed, Placement};
+use crate::draw::{fresh_commit, Placement};
 use crate::engine;
 use crate::metrics::Metrics;
+use crate::reveal::{Reveal, Revealed};
 
 /// Whether to look at the pre-queue, and the draw being placed.
 #[derive(Debug)]
@@ -22,6 +25,8 @@ pub(super) struct Drawer {
     due: bool,
     /// The running draw and its permutation (computed once per draw).
     placement: Option<Placement>,
+    /// A sealed draw's record being written before its seed is revealed.
+    reveal: Option<Reveal>,
 }
 
 impl Drawer {
@@ -30,6 +35,7 @@ impl Drawer {
         Drawer {
             due: true,
             placement: None,
+            reveal: None,
         }
     }
 
@@ -61,26 +67,45 @@ impl Drawer {
         started: Instant,
     ) -> Result<(), TickError> {
         let queue = keys.queue().as_str();
-        let seed = fresh_seed().map_err(TickError::Random)?;
+        let commit = fresh_commit().map_err(TickError::Random)?;
         let state = engine::run(
             conn,
             &DrawOpen {
                 keys,
                 owner,
-                seed: &seed,
+                seed: None,
+                commit: Some(&commit),
             },
         )
         .await?;
+        let budget = Duration::from_millis(settings.lease_ttl_ms) / 4;
         let drawing = match state {
             // Not the holder any more: the admit that follows finds out.
             DrawState::NotOwner => return Ok(()),
-            DrawState::Idle { pre_queued } => {
+            DrawState::Idle {
+                pre_queued,
+                committed,
+            } => {
+                if committed {
+                    audit_commit(queue, &commit, false);
+                }
                 self.placement = None;
+                self.reveal = None;
                 metrics.draw(queue, pre_queued, 0);
                 return Ok(());
             }
+            DrawState::Sealed(sealed) => {
+                if sealed.committed {
+                    audit_commit(queue, &commit, true);
+                }
+                metrics.draw(queue, 0, sealed.end - sealed.base);
+                return self
+                    .reveal(conn, keys, owner, sealed, started, budget)
+                    .await;
+            }
             DrawState::Drawing(d) => d,
         };
+        self.reveal = None;
         if drawing.done == 0 {
             tracing::info!(
                 queue,
@@ -89,7 +114,6 @@ impl Drawer {
             );
         }
         let placement = self.placement(drawing);
-        let budget = Duration::from_millis(settings.lease_ttl_ms) / 4;
         loop {
             match placement
                 .step(conn, keys, owner, settings.draw_batch)
@@ -120,6 +144,77 @@ impl Drawer {
         }
     }
 
+    /// Writes `sealed`'s record page by page for at most `budget` from
+    /// `started`, and reveals its seed after the last page.
+    async fn reveal(
+        &mut self,
+        conn: &mut RedisConn,
+        keys: &QueueKeys,
+        owner: &str,
+        sealed: Sealed,
+        started: Instant,
+        budget: Duration,
+    ) -> Result<(), TickError> {
+        let queue = keys.queue().as_str();
+        if self.reveal.as_ref().map(Reveal::sealed) != Some(&sealed) {
+            tracing::info!(
+                target: crate::audit::TARGET,
+                who = "scheduler",
+                action = "draw_sealed",
+                queue,
+                draw = sealed.number,
+                registrants = sealed.end - sealed.base,
+                "the pre-queue is sealed: writing its record before revealing the seed"
+            );
+            self.reveal = Some(Reveal::new(sealed));
+        }
+        let Some(reveal) = self.reveal.as_mut() else {
+            return Ok(());
+        };
+        loop {
+            match reveal.step(conn, keys, owner).await? {
+                Revealed::Page => {}
+                Revealed::Moved => {
+                    self.reveal = None;
+                    return Ok(());
+                }
+                Revealed::Waiting(attempts, why) => {
+                    // Every failed read is retried on the next tick; the log
+                    // says so on the first and every 10th.
+                    if attempts == 1 || attempts % 10 == 0 {
+                        tracing::warn!(
+                            queue,
+                            draw = reveal.sealed().number,
+                            attempts,
+                            "the draw waits for its beacon round's value before its seed is revealed: {why}"
+                        );
+                    }
+                    return Ok(());
+                }
+                Revealed::Done(record) => {
+                    tracing::info!(
+                        target: crate::audit::TARGET,
+                        who = "scheduler",
+                        action = "draw_revealed",
+                        queue,
+                        draw = record.draw,
+                        registrants = record.registrants,
+                        root = record.root.as_str(),
+                        commitment = record.commitment.as_str(),
+                        seed = record.seed.as_str(),
+                        beacon = record.beacon.as_ref().map(|b| format!("{} round {}", b.source, b.round)),
+                        "the draw's record is fixed and its seed revealed"
+                    );
+                    self.reveal = None;
+                    return Ok(());
+                }
+            }
+            if started.elapsed() >= budget {
+                return Ok(());
+            }
+        }
+    }
+
     /// The placement of `drawing`: the one kept from earlier ticks while
     /// it is the same draw (seed and size), so the permutation is computed
     /// once per draw; a new one otherwise.
@@ -130,6 +225,20 @@ impl Drawer {
         self.placement
             .get_or_insert_with(|| Placement::new(drawing))
     }
+}
+
+/// The audit line of a commitment `draw_open` kept (never the seed).
+fn audit_commit(queue: &str, commit: &FreshCommit, late: bool) {
+    let commitment = hex::encode(queuegate_shared::draw_proof::commitment(&commit.seed));
+    tracing::info!(
+        target: crate::audit::TARGET,
+        who = "scheduler",
+        action = "draw_committed",
+        queue,
+        commitment = commitment.as_str(),
+        late,
+        "the next draw's seed is committed"
+    );
 }
 
 #[cfg(test)]
@@ -144,6 +253,7 @@ mod tests {
             done,
             seed: DrawSeed::from_random([seed; 32]),
             rounds: vec![size],
+            deal_pending: false,
         }
     }
 

@@ -36,6 +36,8 @@ pub(super) struct Idle {
     /// The last admit left it idle and extended the lease by the idle
     /// TTL: the holder may wait.
     waiting: bool,
+    /// The last wait ended with a wake-up, not a timeout.
+    woken: bool,
 }
 
 impl Idle {
@@ -80,6 +82,12 @@ impl Idle {
         self.waiting = false;
     }
 
+    /// Whether the last wait ended with a wake-up (cleared as read): the
+    /// edge's first visitor, or an operator's `schedule`.
+    pub(super) fn take_woken(&mut self) -> bool {
+        std::mem::take(&mut self.woken)
+    }
+
     /// Waits for a wake-up or [`IDLE_WAIT_MS`]. True when Redis answered
     /// (woken or timed out); false when the wait failed (then it waited a
     /// second instead, and the next tick tells whether Redis is there).
@@ -110,7 +118,10 @@ impl Idle {
             .query_async(conn)
             .await;
         match woken {
-            Ok(_) => true,
+            Ok(popped) => {
+                self.woken = popped.is_some();
+                true
+            }
             Err(e) => {
                 tracing::debug!(queue = keys.queue().as_str(), error = %e, "idle wait failed");
                 self.conn = None;

@@ -221,6 +221,12 @@ impl QueueWorker {
                     if reached {
                         self.metrics.redis_ok(self.keys.queue().as_str());
                     }
+                    // Woken (a first visitor, an opening just scheduled):
+                    // this tick looks at the pre-queue too, so a new
+                    // opening's seed is committed at once (docs/drop-day.md).
+                    if self.idle.take_woken() {
+                        self.drawer.restart();
+                    }
                     interval.reset();
                 }
             }

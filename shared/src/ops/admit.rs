@@ -73,6 +73,12 @@ pub struct AdmitCounts {
     pub claimed: u64,
     /// Claims held after the tick.
     pub claims: u64,
+    /// A kept stock's units left (None: no stock kept).
+    pub stock_left: Option<u64>,
+    /// A kept stock's units sold.
+    pub stock_sold: u64,
+    /// The overbooking margin in force, per mille.
+    pub stock_margin: u64,
 }
 
 /// Totals of new places the entry guard refused, by reason.
@@ -207,6 +213,7 @@ impl Operation for Admit<'_> {
                 k.guard(),
                 k.pre(),
                 k.claims(),
+                k.stock_held(),
             ],
             args,
         }
@@ -243,6 +250,9 @@ impl Operation for Admit<'_> {
             settings_version: field(r::SETTINGS_VERSION)?,
             claimed: field(r::CLAIMED)?,
             claims: field(r::CLAIMS)?,
+            stock_left: u64::try_from(f.int(at(r::STOCK_LEFT))?).ok(),
+            stock_sold: field(r::STOCK_SOLD)?,
+            stock_margin: field(r::STOCK_MARGIN)?,
         };
         match code {
             0 => Ok(AdmitReply::NotOwner),

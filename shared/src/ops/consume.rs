@@ -33,6 +33,8 @@ pub enum ConsumeReply {
     },
     /// No settings are published for the queue; nothing changed.
     Unconfigured,
+    /// The queue's kept stock is gone; the token survives for a restock.
+    SoldOut,
 }
 
 impl Operation for Consume<'_> {
@@ -47,6 +49,7 @@ impl Operation for Consume<'_> {
                 k.status(self.user),
                 k.active(),
                 k.config(),
+                k.stock_held(),
             ],
             args: vec![
                 self.user.as_str().to_string(),
@@ -62,6 +65,7 @@ impl Operation for Consume<'_> {
             ReplyKind::Invalid => Ok(ConsumeReply::Invalid),
             ReplyKind::Used => Ok(ConsumeReply::Used),
             ReplyKind::Unconfigured => Ok(ConsumeReply::Unconfigured),
+            ReplyKind::SoldOut => Ok(ConsumeReply::SoldOut),
             ReplyKind::Early => Ok(ConsumeReply::Early {
                 wait_ms: f.uint(1)?,
             }),

@@ -6,7 +6,7 @@
 
 use crate::keys::QueueKeys;
 use crate::reply::ReplyKind;
-use crate::script::{Invocation, Operation, DRAW_OPEN, DRAW_PLACE};
+use crate::script::{Invocation, Operation, DRAW_OPEN, DRAW_PLACE, DRAW_REVEAL, DRAW_SHUFFLE};
 use crate::value::{DecodeError, Fields, Value};
 
 /// A draw's seed: 32 bytes from the scheduler's CSPRNG, stored as hex.
@@ -49,8 +49,46 @@ pub struct DrawOpen<'a> {
     pub keys: &'a QueueKeys,
     /// The caller's lease owner id.
     pub owner: &'a str,
-    /// A fresh seed, kept only if the running draw has none yet.
-    pub seed: &'a DrawSeed,
+    /// A fresh seed, kept only if the running draw has none yet; None
+    /// leaves a sealed draw without one until its committed seed is
+    /// revealed ([`DrawReveal`]).
+    pub seed: Option<&'a DrawSeed>,
+    /// A fresh commitment, kept as the next draw's when none is pending
+    /// (docs/drop-day.md, *A draw anyone can verify*).
+    pub commit: Option<&'a FreshCommit>,
+}
+
+/// A secret seed, a salt key and the seed's commitment, fresh from the
+/// CSPRNG, for `draw_open` to keep if the next draw has none.
+#[derive(Clone)]
+pub struct FreshCommit {
+    /// The secret seed.
+    pub seed: [u8; 32],
+    /// The key of the registrants' salts.
+    pub salt_key: [u8; 32],
+}
+
+impl std::fmt::Debug for FreshCommit {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("FreshCommit(…)")
+    }
+}
+
+/// A sealed draw waiting for its committed seed: its record is written and
+/// its seed revealed by [`DrawReveal`] before anyone is placed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Sealed {
+    /// The last ticket before the reserved range.
+    pub base: u64,
+    /// The last ticket of the range.
+    pub end: u64,
+    /// The rounds' sizes.
+    pub rounds: Vec<u64>,
+    /// The draw's number.
+    pub number: u64,
+    /// Whether this call kept the fresh commitment (a late one: after the
+    /// opening).
+    pub committed: bool,
 }
 
 /// A running draw.
@@ -69,6 +107,10 @@ pub struct Drawing {
     /// pre-queued identity, round 2 each second one, and so on; each round
     /// is drawn on its own tickets, ahead of the next.
     pub rounds: Vec<u64>,
+    /// Whether the seats of its address groups with more than one
+    /// identity are still to be dealt among them ([`DrawShuffle`]):
+    /// nobody is placed before.
+    pub deal_pending: bool,
 }
 
 impl Drawing {
@@ -103,9 +145,13 @@ pub enum DrawState {
     Idle {
         /// The pre-queue's size.
         pre_queued: u64,
+        /// Whether this call kept the fresh commitment.
+        committed: bool,
     },
     /// A draw runs (maybe just sealed).
     Drawing(Drawing),
+    /// A draw is sealed and waits for its seed.
+    Sealed(Sealed),
 }
 
 impl Operation for DrawOpen<'_> {
@@ -123,8 +169,26 @@ impl Operation for DrawOpen<'_> {
                 k.lock(),
                 k.groups(),
                 k.waiting(),
+                k.members(),
+                k.draw_members(),
+                k.moved(),
+                k.draw_moved(),
+                k.draw_commit(),
             ],
-            args: vec![self.owner.to_string(), self.seed.to_hex()],
+            args: {
+                let mut args = vec![
+                    self.owner.to_string(),
+                    self.seed.map(DrawSeed::to_hex).unwrap_or_default(),
+                ];
+                if let Some(c) = self.commit {
+                    args.extend([
+                        hex::encode(c.seed),
+                        hex::encode(c.salt_key),
+                        hex::encode(crate::draw_proof::commitment(&c.seed)),
+                    ]);
+                }
+                args
+            },
         }
     }
 
@@ -134,7 +198,26 @@ impl Operation for DrawOpen<'_> {
             ReplyKind::NotOwner => Ok(DrawState::NotOwner),
             ReplyKind::Idle => Ok(DrawState::Idle {
                 pre_queued: f.uint(1)?,
+                committed: f.len() > 2 && f.uint(2)? == 1,
             }),
+            ReplyKind::Drawing if f.text(4)?.is_empty() => {
+                let (base, end) = (f.uint(1)?, f.uint(2)?);
+                let size = end
+                    .checked_sub(base)
+                    .ok_or_else(|| f.error("a draw ends before its base"))?;
+                let rounds = f.text(5)?;
+                Ok(DrawState::Sealed(Sealed {
+                    base,
+                    end,
+                    rounds: parse_rounds(rounds, size).ok_or_else(|| {
+                        f.error(format!(
+                            "the draw's rounds {rounds:?} do not add up to {size}"
+                        ))
+                    })?,
+                    number: f.uint(7)?,
+                    committed: f.len() > 8 && f.uint(8)? == 1,
+                }))
+            }
             ReplyKind::Drawing => {
                 let seed = f.text(4)?;
                 let mut drawing = Drawing {
@@ -144,6 +227,11 @@ impl Operation for DrawOpen<'_> {
                     seed: DrawSeed::parse(seed)
                         .ok_or_else(|| f.error("the stored seed is not 64 hex digits"))?,
                     rounds: Vec::new(),
+                    deal_pending: match f.text(6)? {
+                        "" | crate::fields::DRAW_SHUFFLE_DEALT => false,
+                        crate::fields::DRAW_SHUFFLE_PENDING => true,
+                        other => return Err(f.error(format!("unknown draw_shuffle {other:?}"))),
+                    },
                 };
                 if drawing.end < drawing.base || drawing.done > drawing.size() {
                     return Err(f.error(format!("inconsistent draw {drawing:?}")));
@@ -268,5 +356,142 @@ mod tests {
             None,
             "no overflow"
         );
+    }
+}
+
+/// One call of a sealed draw's reveal: a page of its record's leaves, or
+/// last the header and the seed.
+#[derive(Debug, Clone, Copy)]
+pub struct DrawReveal<'a> {
+    /// The queue.
+    pub keys: &'a QueueKeys,
+    /// The caller's lease owner id.
+    pub owner: &'a str,
+    /// The draw's number.
+    pub number: u64,
+    /// The commitment the record opens (hex).
+    pub commitment: &'a str,
+    /// What to write.
+    pub step: RevealStep<'a>,
+}
+
+/// What a [`DrawReveal`] call writes.
+#[derive(Debug, Clone, Copy)]
+pub enum RevealStep<'a> {
+    /// Page `k`'s leaves (hex).
+    Page(u64, &'a str),
+    /// The header (JSON), the pages' roots (hex) and the draw's key.
+    Reveal {
+        /// The record's public JSON.
+        header: &'a str,
+        /// The pages' roots, hex.
+        top: &'a str,
+        /// The permutation's key: `draw_seed` from now on.
+        key: &'a DrawSeed,
+    },
+}
+
+impl Operation for DrawReveal<'_> {
+    /// True when written; false when the draw or the commitment moved on
+    /// (or the lease was lost): nothing written.
+    type Reply = bool;
+
+    fn invocation(&self) -> Invocation {
+        let k = self.keys;
+        let mut args = vec![
+            self.owner.to_string(),
+            self.number.to_string(),
+            self.commitment.to_string(),
+        ];
+        match self.step {
+            RevealStep::Page(n, leaves) => {
+                args.extend(["page".to_string(), n.to_string(), leaves.to_string()])
+            }
+            RevealStep::Reveal { header, top, key } => args.extend([
+                "reveal".to_string(),
+                header.to_string(),
+                top.to_string(),
+                key.to_hex(),
+            ]),
+        }
+        Invocation {
+            script: &DRAW_REVEAL,
+            keys: vec![
+                k.config(),
+                k.lock(),
+                k.draw_commit(),
+                k.draw_record(self.number),
+            ],
+            args,
+        }
+    }
+
+    fn decode(&self, value: Value) -> Result<bool, DecodeError> {
+        let f = Fields::new("draw_reveal", value)?;
+        match f.kind(0)? {
+            ReplyKind::Ok => Ok(true),
+            ReplyKind::NotOwner | ReplyKind::Moved => Ok(false),
+            other => Err(f.unexpected(other)),
+        }
+    }
+}
+
+/// Writes one batch of a draw's deal: the new scores of identities of
+/// address groups with more than one (`crate::draw::deal`); `last` ends
+/// the dealing, after which the draw is placed.
+#[derive(Debug, Clone, Copy)]
+pub struct DrawShuffle<'a> {
+    /// The queue.
+    pub keys: &'a QueueKeys,
+    /// The caller's lease owner id.
+    pub owner: &'a str,
+    /// The seed the deal was computed from.
+    pub seed: &'a DrawSeed,
+    /// (user, new score) pairs.
+    pub scores: &'a [(String, u64)],
+    /// Whether this is the deal's last batch.
+    pub last: bool,
+}
+
+/// What one batch of the deal did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Dealt {
+    /// The caller does not hold the lease; nothing changed.
+    NotOwner,
+    /// No deal is pending under this seed; nothing changed.
+    Moved,
+    /// The batch is written (and the dealing over, if it was the last).
+    Written(u64),
+}
+
+impl Operation for DrawShuffle<'_> {
+    type Reply = Dealt;
+
+    fn invocation(&self) -> Invocation {
+        let k = self.keys;
+        let mut args = vec![
+            self.owner.to_string(),
+            self.seed.to_hex(),
+            if self.last { "last" } else { "" }.to_string(),
+        ];
+        for (user, score) in self.scores {
+            args.push(user.clone());
+            args.push(score.to_string());
+        }
+        Invocation {
+            script: &DRAW_SHUFFLE,
+            keys: vec![k.draw(), k.config(), k.lock(), k.draw_members()],
+            args,
+        }
+    }
+
+    fn decode(&self, value: Value) -> Result<Dealt, DecodeError> {
+        let f = Fields::new("draw_shuffle", value)?;
+        match f.kind(0)? {
+            ReplyKind::NotOwner => Ok(Dealt::NotOwner),
+            ReplyKind::Moved => Ok(Dealt::Moved),
+            ReplyKind::Ok => Ok(Dealt::Written(f.uint(1)?)),
+            other => Err(f.unexpected(other)),
+        }
     }
 }

@@ -30,6 +30,8 @@ pub struct Enter<'a> {
 pub enum EnterReply {
     /// In line (new or kept ticket), or already admitted / in flight.
     Entered(Observed),
+    /// The queue's kept stock is gone: no new place.
+    SoldOut,
     /// The line is at its maximum size.
     Full {
         /// Users waiting now.
@@ -130,8 +132,11 @@ impl Operation for Enter<'_> {
 
     fn decode(&self, value: Value) -> Result<EnterReply, DecodeError> {
         let f = Fields::new("enter", value)?;
-        if let Some(observed) = Observed::decode(&f)? {
-            return Ok(EnterReply::Entered(observed));
+        match Observed::decode(&f)? {
+            // No place was taken: a refusal, not an entry.
+            Some(Observed::SoldOut) => return Ok(EnterReply::SoldOut),
+            Some(observed) => return Ok(EnterReply::Entered(observed)),
+            None => {}
         }
         match f.kind(0)? {
             ReplyKind::Full => Ok(EnterReply::Full {

@@ -18,6 +18,7 @@ mod schedule;
 mod settings;
 mod settle;
 mod status;
+mod stock;
 mod unconsume;
 mod visitor;
 
@@ -27,7 +28,10 @@ pub use bypass::{Bypass, BypassCall, BypassReply};
 pub use challenge::{ChallengeTerms, Terms};
 pub use configure::{Configure, NoticeBefore, SetNotice, SetState, StateSwitch};
 pub use consume::{Consume, ConsumeReply};
-pub use draw::{parse_rounds, DrawOpen, DrawPlace, DrawSeed, DrawState, Drawing, Placed};
+pub use draw::{
+    parse_rounds, Dealt, DrawOpen, DrawPlace, DrawReveal, DrawSeed, DrawShuffle, DrawState,
+    Drawing, FreshCommit, Placed, RevealStep, Sealed,
+};
 pub use enter::{Enter, EnterReply, Refusal};
 pub use lease::{LeaseAcquire, LeaseAcquired, LeaseRelease};
 pub use observed::{Observed, Position, PreQueueFacts, WaitingFacts};
@@ -40,5 +44,9 @@ pub use schedule::{
 pub use settings::{SetSettings, SettingsReply};
 pub use settle::{Outcome, Settle, SettleReply};
 pub use status::{QueueStatus, Status};
+pub use stock::{
+    units_from_header, Stock, StockChange, StockReply, StockState, MAX_OVERBOOK_PERCENT,
+    MAX_STOCK_UNITS,
+};
 pub use unconsume::Unconsume;
 pub use visitor::{StatusChange, TokenWindow, VisitorRead, VisitorRecords};

@@ -23,6 +23,9 @@ pub struct WaitingFacts {
     pub policy: Option<PollPolicy>,
     /// The visitor's ticket (its score in the line).
     pub ticket: u64,
+    /// A kept stock's units left (None: no stock kept; 0: sold out, the
+    /// visitor keeps its place and is told so).
+    pub stock_left: Option<u64>,
 }
 
 /// What Redis knows about a pre-queued user (before a scheduled opening,
@@ -42,6 +45,8 @@ pub struct PreQueueFacts {
     pub slot: Option<DrawSlot>,
     /// The number of the draw the slot belongs to (the seals counted).
     pub draw: Option<u64>,
+    /// A kept stock's units left, as in [`WaitingFacts`].
+    pub stock_left: Option<u64>,
 }
 
 /// A user's state as the enter and position scripts report it: the facts
@@ -55,6 +60,8 @@ pub enum Observed {
     PreQueue(PreQueueFacts),
     /// Every other state; never [`UserState::Waiting`].
     Settled(UserState),
+    /// No place, and the queue's kept stock is gone.
+    SoldOut,
 }
 
 impl Observed {
@@ -66,14 +73,26 @@ impl Observed {
             Observed::PreQueue(p) => {
                 let policy = p.policy.unwrap_or_else(|| fallback.pre_queue_policy());
                 let opens_at = p.opens_at.unwrap_or(p.now);
+                let retry_after_ms = policy.retry_after_ms(opens_at, p.now, spread);
+                if p.stock_left == Some(0) {
+                    return UserState::SoldOut { retry_after_ms };
+                }
                 UserState::PreQueue {
                     opens_at,
-                    retry_after_ms: policy.retry_after_ms(opens_at, p.now, spread),
+                    retry_after_ms,
                 }
             }
             Observed::Waiting(w) => {
                 let policy = w.policy.unwrap_or_else(|| fallback.poll_policy());
                 let admitting = w.queue_state.is_none_or(QueueState::admits);
+                // Sold out, the place is kept for a restock: the visitor
+                // polls as often as its place needs (near the head, to
+                // stay alive), and is told so.
+                if w.stock_left == Some(0) {
+                    return UserState::SoldOut {
+                        retry_after_ms: policy.retry_after_ms(w.position, w.measured_rate, false),
+                    };
+                }
                 UserState::Waiting {
                     position: w.position,
                     eta_seconds: policy.eta_seconds(w.position, w.measured_rate, admitting),
@@ -82,6 +101,9 @@ impl Observed {
                 }
             }
             Observed::Settled(state) => state,
+            Observed::SoldOut => UserState::SoldOut {
+                retry_after_ms: fallback.poll_max_ms,
+            },
         }
     }
 
@@ -113,6 +135,7 @@ impl Observed {
                     measured_rate: float(w::MEASURED_RATE),
                     policy,
                     ticket: f.uint(at(w::TICKET))?,
+                    stock_left: float(w::STOCK_LEFT).map(|v| v.max(0.0) as u64),
                 })
             }
             ReplyKind::PreQueue => {
@@ -137,6 +160,7 @@ impl Observed {
                     policy,
                     slot: float(p::SLOT).and_then(|score| DrawSlot::from_score(score as u64)),
                     draw: float(p::DRAW_NUMBER).map(|n| n as u64),
+                    stock_left: float(p::STOCK_LEFT).map(|v| v.max(0.0) as u64),
                 })
             }
             ReplyKind::Admitted => Observed::Settled(UserState::Admitted {
@@ -150,6 +174,7 @@ impl Observed {
             ReplyKind::Abandoned => Observed::Settled(UserState::Abandoned),
             ReplyKind::Revoked => Observed::Settled(UserState::Revoked),
             ReplyKind::NotInQueue => Observed::Settled(UserState::NotInQueue),
+            ReplyKind::SoldOut => Observed::SoldOut,
             _ => return Ok(None),
         }))
     }

@@ -102,6 +102,8 @@ pub enum PassReply {
     },
     /// No settings are published for the queue; nothing changed.
     Unconfigured,
+    /// The queue's kept stock is gone; nothing changed.
+    SoldOut,
 }
 
 impl Operation for Pass<'_> {
@@ -109,6 +111,7 @@ impl Operation for Pass<'_> {
 
     fn invocation(&self) -> Invocation {
         let k = self.keys;
+        let wider = self.address.and_then(|a| a.wider()).unwrap_or_default();
         Invocation {
             script: &PASS,
             keys: vec![
@@ -122,6 +125,7 @@ impl Operation for Pass<'_> {
                 k.guard(),
                 k.claims(),
                 k.session(self.user),
+                k.stock_held(),
             ],
             args: vec![
                 self.user.as_str().to_string(),
@@ -130,6 +134,8 @@ impl Operation for Pass<'_> {
                     .map(|a| a.as_str().to_string())
                     .unwrap_or_default(),
                 self.route.as_str().to_string(),
+                wider.0,
+                wider.1,
             ],
         }
     }
@@ -141,6 +147,7 @@ impl Operation for Pass<'_> {
                 session_ends_at: f.uint(1)?,
             }),
             ReplyKind::Unconfigured => Ok(PassReply::Unconfigured),
+            ReplyKind::SoldOut => Ok(PassReply::SoldOut),
             ReplyKind::TooMany => Ok(PassReply::TooManyEntries {
                 retry_after_ms: f.uint(1)?,
             }),

@@ -54,7 +54,7 @@ impl Operation for Schedule<'_> {
     fn invocation(&self) -> Invocation {
         Invocation {
             script: &SCHEDULE,
-            keys: vec![self.keys.config()],
+            keys: vec![self.keys.config(), self.keys.wake()],
             args: vec![self.opens_at.arg(), self.closes_at.arg()],
         }
     }

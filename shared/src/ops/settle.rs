@@ -61,6 +61,9 @@ pub struct Settle<'a> {
     /// request leaving the edge with its body in hand to the response
     /// headers (the visitor's upload is not the origin's latency).
     pub latency_ms: u64,
+    /// The units the order sold (`units_from_header`; counted on success
+    /// only, against a kept stock).
+    pub units: u64,
 }
 
 /// The outcome of a settle.
@@ -96,6 +99,7 @@ impl Operation for Settle<'_> {
                 k.config(),
                 k.sampled(self.user),
                 k.session(self.user),
+                k.stock_held(),
             ],
             args: vec![
                 self.user.as_str().to_string(),
@@ -103,6 +107,7 @@ impl Operation for Settle<'_> {
                 self.outcome.field().to_string(),
                 self.latency_ms.to_string(),
                 k.base().to_string(),
+                self.units.to_string(),
             ],
         }
     }

@@ -41,6 +41,7 @@ impl Operation for Unconsume<'_> {
                 k.stats(),
                 k.config(),
                 k.session(self.user),
+                k.stock_held(),
             ],
             args: vec![
                 self.user.as_str().to_string(),

@@ -78,8 +78,12 @@ pub fn reads_snapshot(held: &Held, exact_front: Option<u64>) -> bool {
 /// Redis request is recent (it must prove it is alive). A slot gets
 /// [`Snapshot::slot`]; once the draw is over, its drawn ticket is answered
 /// only far back (near the head, Redis learns the ticket first).
+///
+/// A kept stock (docs/drop-day.md, *Stock*): sold out, a waiting or
+/// pre-queued visitor is told so (and keeps its place) within the
+/// snapshot's age.
 pub fn answer(snapshot: &Snapshot, held: Held, now_ms: u64, spread: f64) -> Option<EdgeAnswer> {
-    match held {
+    let answer = match held {
         Held::Ticket { ticket, seen_ms } => snapshot
             .far_back(ticket, now_ms)
             .or_else(|| snapshot.near(ticket, seen_ms, now_ms))
@@ -90,6 +94,32 @@ pub fn answer(snapshot: &Snapshot, held: Held, now_ms: u64, spread: f64) -> Opti
                 .far_back(ticket, now_ms)
                 .map(|state| EdgeAnswer::Drawn { state, ticket }),
         },
+    }?;
+    Some(match answer {
+        EdgeAnswer::State(state) => EdgeAnswer::State(snapshot.told_of_stock(state)),
+        EdgeAnswer::Drawn { state, ticket } => EdgeAnswer::Drawn {
+            state: snapshot.told_of_stock(state),
+            ticket,
+        },
+    })
+}
+
+impl Snapshot {
+    /// `state` as a sold-out stock says it: a waiting or pre-queued
+    /// visitor keeps its place and is told `sold_out`, polling when its
+    /// answer said (far back that is `poll_max_ms` or near it; near the
+    /// head it must still reach Redis in time to stay alive, as `near`
+    /// checked for that interval). An exact reply, from Redis, polls at
+    /// the paused line's `poll_max_ms`.
+    pub fn told_of_stock(&self, state: UserState) -> UserState {
+        if !self.stock.is_some_and(|s| s.sold_out()) {
+            return state;
+        }
+        match state {
+            UserState::Waiting { retry_after_ms, .. }
+            | UserState::PreQueue { retry_after_ms, .. } => UserState::SoldOut { retry_after_ms },
+            other => other,
+        }
     }
 }
 
@@ -123,6 +153,8 @@ mod tests {
                 rounds: vec![900_000],
                 seed: DrawSeed::from_random([9; 32]),
                 ahead: 1_500,
+                dealt: false,
+                moved: None,
             }),
             ..line()
         }
@@ -242,5 +274,46 @@ mod tests {
                 }))
             );
         }
+    }
+
+    #[test]
+    fn a_sold_out_stock_tells_far_and_near_visitors_and_keeps_their_polls() {
+        let kept = |left: u64, out: u64| Snapshot {
+            stock: Some(crate::chance::StockView {
+                left,
+                out,
+                conversion: None,
+                units_per_order: None,
+            }),
+            ..line()
+        };
+        let far = Held::Ticket {
+            ticket: 500_000,
+            seen_ms: NOW,
+        };
+        let waiting = answer(&line(), far, NOW, 0.0).unwrap();
+        let EdgeAnswer::State(UserState::Waiting { retry_after_ms, .. }) = waiting else {
+            panic!("{waiting:?}");
+        };
+        assert_eq!(
+            answer(&kept(0, 0), far, NOW, 0.0),
+            Some(EdgeAnswer::State(UserState::SoldOut { retry_after_ms }))
+        );
+        // Near the head too, at its own interval (its liveness).
+        let near = Held::Ticket {
+            ticket: 2_000,
+            seen_ms: NOW,
+        };
+        let Some(EdgeAnswer::State(UserState::Waiting { retry_after_ms, .. })) =
+            answer(&line(), near, NOW, 0.0)
+        else {
+            panic!("a near answer");
+        };
+        assert_eq!(
+            answer(&kept(0, 5), near, NOW, 0.0),
+            Some(EdgeAnswer::State(UserState::SoldOut { retry_after_ms }))
+        );
+        // Plenty left: answered as before.
+        assert_eq!(answer(&kept(1_000, 10), far, NOW, 0.0), Some(waiting));
     }
 }

@@ -49,8 +49,21 @@ impl GatewayBuilder {
             .prefix("qg-gateway-")
             .tempdir()
             .expect("temp dir for the gateway");
+        let (process, port) = self.launch(&dir, 0, 0);
+        Gateway {
+            port,
+            process,
+            builder: self,
+            launches: 1,
+            _dir: dir,
+        }
+    }
+
+    /// Runs the gateway on `port` (0: any) and waits until it answers
+    /// HTTP; its log is the `n`-th in `dir`.
+    fn launch(&self, dir: &TempDir, port: u16, n: u32) -> (Process, u16) {
         let mut cmd = Command::new(target_bin("redis-rest"));
-        cmd.args(["--listen", &format!("{LOOPBACK}:0")])
+        cmd.args(["--listen", &format!("{LOOPBACK}:{port}")])
             .args(["--redis-url", &self.redis_url])
             .args(&self.args)
             .env("REDIS_REST_TOKEN", &self.token)
@@ -58,7 +71,12 @@ impl GatewayBuilder {
         for (k, v) in &self.env {
             cmd.env(k, v);
         }
-        let log = dir.path().join("redis-rest.log");
+        let name = if n == 0 {
+            "redis-rest.log".to_string()
+        } else {
+            format!("redis-rest-{n}.log")
+        };
+        let log = dir.path().join(name);
         let mut process = Process::spawn("redis-rest", cmd, &log);
 
         let mut port = None;
@@ -72,12 +90,7 @@ impl GatewayBuilder {
         if !wait_until(Duration::from_secs(10), || http_get(port, "/").is_some()) {
             process.fail("printed its port but does not answer HTTP");
         }
-        Gateway {
-            port,
-            token: self.token,
-            process,
-            _dir: dir,
-        }
+        (process, port)
     }
 }
 
@@ -94,8 +107,11 @@ fn listening_port(log: &str) -> Option<u16> {
 #[derive(Debug)]
 pub struct Gateway {
     port: u16,
-    token: String,
     process: Process,
+    /// What it was started with, for [`Gateway::restart`].
+    builder: GatewayBuilder,
+    /// Processes started so far (each restart logs to a file of its own).
+    launches: u32,
     _dir: TempDir,
 }
 
@@ -128,7 +144,7 @@ impl Gateway {
 
     /// The token requests must present (`UPSTASH_REDIS_REST_TOKEN`).
     pub fn token(&self) -> &str {
-        &self.token
+        &self.builder.token
     }
 
     /// The gateway's log (stdout and stderr) so far.
@@ -141,5 +157,28 @@ impl Gateway {
     pub fn terminate(&mut self, timeout: Duration) -> Option<i32> {
         self.process.signal(15);
         self.process.wait_exit(timeout)
+    }
+
+    /// SIGKILLs the gateway and starts it again on the same port, with the
+    /// same token and flags (what a crash and its supervisor's restart
+    /// look like to the worker); returns once it answers HTTP.
+    pub fn restart(&mut self) {
+        self.kill();
+        self.start_again();
+    }
+
+    /// SIGKILLs the gateway: the worker's calls fail until
+    /// [`Gateway::start_again`].
+    pub fn kill(&mut self) {
+        self.process.kill();
+    }
+
+    /// Starts a killed gateway again on its port (a fresh process: test
+    /// faults given as flags start over), once it answers HTTP.
+    pub fn start_again(&mut self) {
+        let (process, port) = self.builder.launch(&self._dir, self.port, self.launches);
+        assert_eq!(port, self.port, "the gateway came back on another port");
+        self.process = process;
+        self.launches += 1;
     }
 }

@@ -21,6 +21,8 @@ pub mod chart;
 mod clock;
 mod cookie;
 #[cfg(feature = "http")]
+pub mod counters;
+#[cfg(feature = "http")]
 pub mod demo_origin;
 pub mod fresh;
 pub mod gateway;

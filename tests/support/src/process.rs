@@ -127,6 +127,18 @@ impl Process {
         }
     }
 
+    /// True when a process of this one's group (the process itself or a
+    /// child such as wrangler's workerd) holds the listening socket on
+    /// 127.0.0.1:`port`. A readiness probe alone cannot tell our server from
+    /// another test's that won the race for the same free port.
+    pub fn listens_on(&self, port: u16) -> bool {
+        let Some(group) = self.pid() else {
+            return false;
+        };
+        let inodes = listening_inodes(port);
+        !inodes.is_empty() && group_holds_socket(group, &inodes)
+    }
+
     /// Everything the process wrote so far.
     pub fn log(&self) -> String {
         let mut text = String::new();
@@ -203,4 +215,61 @@ fn response_complete(bytes: &[u8]) -> bool {
                 .then(|| value.trim().parse::<usize>().ok())?
         })
         .is_some_and(|len| body.len() >= len)
+}
+
+/// Inodes of the sockets listening on `port` (IPv4 or IPv6), from
+/// /proc/net/tcp{,6}: local address is field 1 (`HEXADDR:HEXPORT`), the
+/// state field 3 (`0A` is LISTEN), the inode field 9.
+fn listening_inodes(port: u16) -> Vec<String> {
+    let suffix = format!(":{port:04X}");
+    ["/proc/net/tcp", "/proc/net/tcp6"]
+        .iter()
+        .filter_map(|t| std::fs::read_to_string(t).ok())
+        .flat_map(|table| {
+            table
+                .lines()
+                .skip(1)
+                .filter_map(|line| {
+                    let f: Vec<&str> = line.split_whitespace().collect();
+                    (f.len() > 9 && f[1].ends_with(&suffix) && f[3] == "0A")
+                        .then(|| f[9].to_string())
+                })
+                .collect::<Vec<_>>()
+        })
+        .collect()
+}
+
+/// True when a process whose group is `group` has one of `inodes` open.
+fn group_holds_socket(group: u32, inodes: &[String]) -> bool {
+    let wanted: Vec<String> = inodes.iter().map(|i| format!("socket:[{i}]")).collect();
+    let Ok(procs) = std::fs::read_dir("/proc") else {
+        return false;
+    };
+    procs.flatten().any(|entry| {
+        let pid = entry.file_name();
+        let Some(pid) = pid
+            .to_str()
+            .filter(|p| p.bytes().all(|b| b.is_ascii_digit()))
+        else {
+            return false;
+        };
+        let in_group = std::fs::read_to_string(format!("/proc/{pid}/stat"))
+            .ok()
+            .and_then(|stat| {
+                // Field 5 (pgrp), counted after the ')' closing the name.
+                let after = &stat[stat.rfind(')')? + 1..];
+                after.split_whitespace().nth(2)?.parse::<u32>().ok()
+            })
+            == Some(group);
+        in_group
+            && std::fs::read_dir(format!("/proc/{pid}/fd"))
+                .map(|fds| {
+                    fds.flatten().any(|fd| {
+                        std::fs::read_link(fd.path())
+                            .map(|target| wanted.iter().any(|w| target.as_os_str() == w.as_str()))
+                            .unwrap_or(false)
+                    })
+                })
+                .unwrap_or(false)
+    })
 }

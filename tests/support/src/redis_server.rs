@@ -120,6 +120,21 @@ impl RedisServer {
         }
     }
 
+    /// SIGSTOPs the server: it holds its connections and answers nothing
+    /// (a stalled host, a long fork) until [`RedisServer::resume`].
+    pub fn pause(&self) {
+        if let Some(p) = &self.process {
+            p.signal(19);
+        }
+    }
+
+    /// SIGCONTs a paused server.
+    pub fn resume(&self) {
+        if let Some(p) = &self.process {
+            p.signal(18);
+        }
+    }
+
     /// Starts the server again on the same port and data dir.
     pub fn restart(&mut self) {
         self.stop();

@@ -34,6 +34,7 @@ pub struct SchedulerBuilder {
     queues: Vec<(String, Vec<(String, String)>)>,
     env: Vec<(String, String)>,
     admin: Vec<(String, String)>,
+    sections: Vec<String>,
 }
 
 impl SchedulerBuilder {
@@ -44,6 +45,7 @@ impl SchedulerBuilder {
             queues: Vec::new(),
             env: vec![("RUST_LOG".into(), "info".into())],
             admin: Vec::new(),
+            sections: Vec::new(),
         }
     }
 
@@ -55,6 +57,7 @@ impl SchedulerBuilder {
             queues: Vec::new(),
             env: vec![("RUST_LOG".into(), "info".into())],
             admin: Vec::new(),
+            sections: Vec::new(),
         }
     }
 
@@ -98,6 +101,12 @@ impl SchedulerBuilder {
         self
     }
 
+    /// A section of the config as TOML text, e.g. `[beacon]` and its keys.
+    pub fn section(mut self, toml: &str) -> Self {
+        self.sections.push(toml.into());
+        self
+    }
+
     /// An environment variable for the process.
     pub fn env(mut self, key: &str, value: &str) -> Self {
         self.env.push((key.into(), value.into()));
@@ -119,6 +128,9 @@ impl SchedulerBuilder {
             for (name, hash) in &self.admin {
                 t.push_str(&format!("{name:?} = {hash:?}\n"));
             }
+        }
+        for section in &self.sections {
+            t.push_str(&format!("\n{section}\n"));
         }
         for (id, settings) in &self.queues {
             t.push_str(&format!("\n[[queue]]\nid = {id:?}\n"));
@@ -165,7 +177,7 @@ impl SchedulerBuilder {
                     return true;
                 }
                 match http_get(port, "/healthz") {
-                    Some((status, _)) => !healthy || status == 200,
+                    Some((status, _)) => (!healthy || status == 200) && process.listens_on(port),
                     None => false,
                 }
             });

@@ -137,7 +137,8 @@ impl Workerd {
                 .flatten();
             let mut process = spawn(&path, dir.path(), inspect.as_deref());
             let up = wait_until(Duration::from_secs(30), || {
-                !process.is_running() || http_get(port, ready_path).is_some()
+                !process.is_running()
+                    || (http_get(port, ready_path).is_some() && process.listens_on(port))
             });
             if up && process.is_running() {
                 return Workerd {

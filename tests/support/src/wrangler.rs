@@ -91,40 +91,53 @@ impl WranglerBuilder {
             .collect();
         std::fs::write(dir.path().join(".dev.vars"), dev_vars).expect("write .dev.vars");
 
-        let port = self.port.unwrap_or_else(free_port);
-        let inspector = free_port();
+        // A free port is free when picked, but another test's server may
+        // take it before wrangler binds it (CI saw wrangler fail with
+        // "Address already in use" while the other server answered the
+        // health probe): ready means our own process group holds the port.
+        // A given port is tried once; picked ones up to three times.
+        let tries = if self.port.is_some() { 1 } else { 3 };
         let root = repo_root();
-        let mut cmd = Command::new("node");
-        cmd.current_dir(dir.path())
-            .arg(root.join("node_modules/wrangler/bin/wrangler.js"))
-            .args(["dev", "--local", "--ip", LOOPBACK])
-            .args(["--port", &port.to_string()])
-            .args(["--inspector-port", &inspector.to_string()])
-            .args([
-                "--show-interactive-dev-session=false",
-                "--log-level",
-                "info",
-            ])
-            .arg("--config")
-            .arg(dir.path().join("wrangler.toml"))
-            .arg("--persist-to")
-            .arg(dir.path().join("state"));
-        for (k, v) in offline_env() {
-            cmd.env(k, v);
+        let mut last_log = String::new();
+        for attempt in 0..tries {
+            let port = self.port.unwrap_or_else(free_port);
+            let inspector = free_port();
+            let mut cmd = Command::new("node");
+            cmd.current_dir(dir.path())
+                .arg(root.join("node_modules/wrangler/bin/wrangler.js"))
+                .args(["dev", "--local", "--ip", LOOPBACK])
+                .args(["--port", &port.to_string()])
+                .args(["--inspector-port", &inspector.to_string()])
+                .args([
+                    "--show-interactive-dev-session=false",
+                    "--log-level",
+                    "info",
+                ])
+                .arg("--config")
+                .arg(dir.path().join("wrangler.toml"))
+                .arg("--persist-to")
+                .arg(dir.path().join("state"));
+            for (k, v) in offline_env() {
+                cmd.env(k, v);
+            }
+            let log = dir.path().join(format!("wrangler-{attempt}.log"));
+            let mut process = Process::spawn("wrangler dev", cmd, &log);
+            let up = wait_until(Duration::from_secs(60), || {
+                !process.is_running()
+                    || process.log().contains("Address already in use")
+                    || (http_get(port, "/queue/health").is_some() && process.listens_on(port))
+            });
+            if up && process.is_running() && process.listens_on(port) {
+                return Wrangler {
+                    port,
+                    process,
+                    _dir: dir,
+                };
+            }
+            last_log = process.log();
+            process.kill();
         }
-        let log = dir.path().join("wrangler.log");
-        let mut process = Process::spawn("wrangler dev", cmd, &log);
-        let up = wait_until(Duration::from_secs(60), || {
-            !process.is_running() || http_get(port, "/queue/health").is_some()
-        });
-        if !up || !process.is_running() {
-            process.fail("did not serve /queue/health within 60 s");
-        }
-        Wrangler {
-            port,
-            process,
-            _dir: dir,
-        }
+        panic!("wrangler dev did not serve /queue/health within 60 s; its log:\n{last_log}");
     }
 }
 

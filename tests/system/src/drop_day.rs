@@ -86,7 +86,8 @@ impl DrawRun {
             .run(&DrawOpen {
                 keys: &q.keys,
                 owner,
-                seed: &DrawSeed::from_random(seed),
+                seed: Some(&DrawSeed::from_random(seed)),
+                commit: None,
             })
             .await
             .expect("draw_open");
@@ -94,6 +95,7 @@ impl DrawRun {
             DrawState::Drawing(d) => d,
             DrawState::Idle { .. } => return None,
             DrawState::NotOwner => panic!("draw_open: we hold the lease"),
+            DrawState::Sealed(s) => panic!("draw_open gave a seed, yet {s:?} waits for one"),
         };
         Some(DrawRun {
             owner: owner.to_string(),

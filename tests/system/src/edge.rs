@@ -109,6 +109,27 @@ impl EdgeStack {
             .await;
     }
 
+    /// Commands the worker has sent through the gateway so far, by name
+    /// (`GET /_stats`; Redis' own `INFO commandstats` would also count the
+    /// commands run inside scripts).
+    pub async fn sent(&self) -> BTreeMap<String, u64> {
+        let stats: serde_json::Value = reqwest::Client::new()
+            .get(format!("{}/_stats", self.gateway.url()))
+            .bearer_auth(self.gateway.token())
+            .send()
+            .await
+            .expect("GET /_stats")
+            .json()
+            .await
+            .expect("its JSON");
+        stats["commands"]
+            .as_object()
+            .expect("commands")
+            .iter()
+            .map(|(k, v)| (k.clone(), v.as_u64().unwrap_or(0)))
+            .collect()
+    }
+
     /// A new visitor with no cookies.
     pub fn visitor(&self) -> Visitor {
         Visitor::new(&self.worker.url())

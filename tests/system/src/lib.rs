@@ -212,6 +212,7 @@ impl TestQueue {
             token,
             outcome,
             latency_ms: 5,
+            units: 1,
         })
         .await
         .expect("settle")
@@ -247,84 +248,20 @@ impl TestQueue {
         }
     }
 
-    /// Checks the counter identities every run must keep:
-    /// with drop day's terms: a pre-queued visitor is entered until drawn
-    /// (in `pre`, or in `draw` while unplaced) and takes no ticket until
-    /// its pre-queue is sealed (the seal reserves one for each), and idle
-    /// passthrough admits without a ticket (`passed`), and a visitor passed
-    /// over asleep keeps its ticket in `claims` until it returns to the
-    /// line or is dropped:
-    ///
-    /// ```text
-    /// seq      = entered − pre
-    /// entered  = waiting + claims + pre + unplaced + abandoned + withdrawn + admitted − passed
-    /// admitted = active + ordered + expired + lapsed
-    /// ```
+    /// Checks the counter identities every run must keep
+    /// ([`queuegate_testkit::counters`]) and that no more visitors hold a
+    /// slot than `max_active` allows.
     pub async fn assert_conserved(&self) {
-        use queuegate_shared::fields::stats;
-        // One MULTI/EXEC: a tick of a live scheduler (one script, atomic
-        // too) lands before or after every reading, never between two.
-        let fields = [
-            "entered",
-            "admitted",
-            stats::PASSED,
-            stats::WITHDRAWN,
-            "abandoned",
-            "ordered",
-            "expired",
-            "lapsed",
-        ];
         let mut conn = self.conn.clone();
-        type Read = (
-            Vec<Option<i64>>,
-            i64,
-            i64,
-            i64,
-            Option<i64>,
-            Option<i64>,
-            i64,
-        );
-        let (counts, waiting, pre, active, seq, unplaced, claims): Read = redis::pipe()
-            .atomic()
-            .cmd("HMGET")
-            .arg(self.keys.stats())
-            .arg(&fields[..])
-            .zcard(self.keys.waiting())
-            .zcard(self.keys.pre())
-            .zcard(self.keys.active())
-            .get(self.keys.seq())
-            .hget(
-                self.keys.config(),
-                queuegate_shared::fields::config::DRAW_LEFT,
-            )
-            .zcard(self.keys.claims())
-            .query_async(&mut conn)
+        let c = queuegate_testkit::counters::Counters::read(&mut conn, &self.keys)
             .await
             .expect("the counters in one MULTI/EXEC");
-        let count = |i: usize| counts.get(i).copied().flatten().unwrap_or(0);
-        let (entered, admitted, passed, withdrawn) = (count(0), count(1), count(2), count(3));
-        let (abandoned, ordered, expired, lapsed) = (count(4), count(5), count(6), count(7));
-        let unplaced = unplaced.unwrap_or(0);
-        assert_eq!(
-            seq.unwrap_or(0),
-            entered - pre,
-            "every ticket counted as entered ({entered}), pre-queued visitors ({pre}) taking none until sealed"
-        );
-        assert_eq!(
-            entered,
-            waiting + claims + pre + unplaced + abandoned + withdrawn + admitted - passed,
-            "entered {entered} = waiting {waiting} + claims {claims} + pre-queued {pre} \
-             + unplaced {unplaced} + abandoned {abandoned} + withdrawn {withdrawn} \
-             + admitted {admitted} - passed {passed}"
-        );
-        assert_eq!(
-            admitted,
-            active + ordered + expired + lapsed,
-            "admitted {admitted} = active {active} + ordered {ordered} + expired {expired} + lapsed {lapsed}"
-        );
+        let broken = c.broken();
+        assert!(broken.is_empty(), "{}", broken.join("\n"));
         assert!(
-            active as u64 <= self.settings.max_active,
-            "active {active} over max_active {}",
+            c.active as u64 <= self.settings.max_active,
+            "active {} over max_active {}",
+            c.active,
             self.settings.max_active
         );
     }

@@ -37,6 +37,8 @@ impl Hit {
 struct Shared {
     status: AtomicU16,
     delay_ms: AtomicU64,
+    /// The `Queuegate-Units` every answer states (u64::MAX: none).
+    units: AtomicU64,
     hits: Mutex<Vec<Hit>>,
 }
 
@@ -54,6 +56,7 @@ impl TestOrigin {
         let shared = Arc::new(Shared {
             status: AtomicU16::new(200),
             delay_ms: AtomicU64::new(0),
+            units: AtomicU64::new(u64::MAX),
             hits: Mutex::new(Vec::new()),
         });
         let app = axum::Router::new()
@@ -95,6 +98,14 @@ impl TestOrigin {
             .store(delay.as_millis() as u64, Ordering::SeqCst);
     }
 
+    /// The units of stock every later answer says the order sold
+    /// (`Queuegate-Units`; None: the header is left out).
+    pub fn set_units(&self, units: Option<u64>) {
+        self.shared
+            .units
+            .store(units.unwrap_or(u64::MAX), Ordering::SeqCst);
+    }
+
     /// Everything received so far.
     pub fn hits(&self) -> Vec<Hit> {
         self.shared.hits.lock().expect("hits lock").clone()
@@ -107,7 +118,7 @@ async fn record(
     uri: Uri,
     headers: HeaderMap,
     body: Bytes,
-) -> (StatusCode, Json<serde_json::Value>) {
+) -> (StatusCode, HeaderMap, Json<serde_json::Value>) {
     let hit = Hit {
         method: method.to_string(),
         path: uri
@@ -131,8 +142,14 @@ async fn record(
     }
     let status = StatusCode::from_u16(shared.status.load(Ordering::SeqCst))
         .unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+    let mut reply_headers = HeaderMap::new();
+    let units = shared.units.load(Ordering::SeqCst);
+    if units != u64::MAX {
+        reply_headers.insert("queuegate-units", units.into());
+    }
     (
         status,
+        reply_headers,
         Json(serde_json::json!({ "origin": true, "hit": n })),
     )
 }

@@ -8,6 +8,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use clap::Parser;
+use queuegate_tools::load::chaos::{self, ChaosOptions};
 use queuegate_tools::load::drop_day::{self, DropOptions};
 use queuegate_tools::load::farm::{self, FarmOptions};
 use queuegate_tools::load::farm_report;
@@ -155,6 +156,41 @@ struct Args {
     /// and no cap, "on" with the fair per-address draw (and the cap).
     #[arg(long, default_value = "off")]
     farm_label: String,
+    /// With --farm: the farm's K addresses are K IPv6 /64s of one /48
+    /// (2001:db8:ff00::/48, each of the first 256 in a /56 of its own)
+    /// instead of K IPv4 addresses; the report gives the farm's share of
+    /// addresses as the product counts them (a /48 as at most 16) and
+    /// naively. At most 65,536 addresses.
+    #[arg(long)]
+    farm_ipv6: bool,
+    /// With --farm: people who all share one IPv4 address (a NAT,
+    /// 198.18.255.254), arriving over the humans' window (0 to 5,000); the
+    /// report gives their rank correlation between arrival and admission,
+    /// and the run goes on until the line is empty.
+    #[arg(long, default_value_t = 0)]
+    nat_humans: u64,
+    /// Chaos mode (issue #37): a drop on the real stack (Redis with its
+    /// append-only file, the gateway, --schedulers schedulers, workerd)
+    /// while --faults faults are injected, one every --fault-every-ms:
+    /// kill -9 and SIGSTOP of the lease holder, Redis killed and restarted
+    /// or paused, the gateway restarted, settings changed, the opening
+    /// postponed, the holder reloading another file. Checks what must
+    /// hold from Redis and from every visitor, prints what was injected
+    /// and what held, writes load-chaos.svg, and exits 1 on any
+    /// violation. --pre-queue visitors before the opening (--opens-in),
+    /// the rest of --visitors after it; also uses --admit-rate and
+    /// --max-active.
+    #[arg(long)]
+    chaos: bool,
+    /// With --chaos: faults to inject (the postponement counts as one).
+    #[arg(long, default_value_t = 105)]
+    faults: u32,
+    /// With --chaos: milliseconds between two faults' starts.
+    #[arg(long, default_value_t = 2_500)]
+    fault_every_ms: u64,
+    /// With --chaos: schedulers sharing the queue.
+    #[arg(long, default_value_t = 3)]
+    schedulers: usize,
 }
 
 impl Args {
@@ -235,6 +271,28 @@ impl Args {
             entry_places_per_address: self.entry_places_per_address,
             label: self.farm_label.clone(),
             deadline: Duration::from_secs(self.deadline_secs),
+            farm_ipv6: self.farm_ipv6,
+            nat_humans: self.nat_humans,
+        }
+    }
+
+    fn chaos_options(&self) -> ChaosOptions {
+        let smoke = ChaosOptions::smoke();
+        if self.smoke {
+            return smoke;
+        }
+        let pre_queue = self.pre_queue.unwrap_or(self.visitors / 2);
+        ChaosOptions {
+            pre_queue,
+            later: self.visitors.saturating_sub(pre_queue),
+            opens_in: Duration::from_secs(self.opens_in),
+            postpone: Duration::from_secs(self.opens_in / 2),
+            admit_rate: self.admit_rate,
+            max_active: self.max_active,
+            schedulers: self.schedulers,
+            faults: self.faults,
+            fault_every: Duration::from_millis(self.fault_every_ms),
+            ..smoke
         }
     }
 
@@ -251,6 +309,23 @@ impl Args {
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     let args = Args::parse();
+    if args.chaos {
+        let opts = args.chaos_options();
+        eprintln!(
+            "chaos: starting the stack (redis-server with AOF, redis-rest, {} schedulers, demo shop, workerd)…",
+            opts.schedulers
+        );
+        let report = chaos::run(&opts).await?;
+        println!("{report}");
+        if let Some(dir) = args.charts_dir() {
+            let path = chaos::write_chart(&report, opts.max_active, &dir)?;
+            println!("chart: {}", path.display());
+        }
+        if !report.violations.is_empty() {
+            std::process::exit(1);
+        }
+        return Ok(());
+    }
     if args.drop {
         eprintln!("drop day: one stack per spread (redis-server, redis-rest, queuegate-scheduler, demo shop, wrangler dev)…");
         println!("{}", drop_day::run(&args.drop_options()).await?);

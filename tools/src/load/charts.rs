@@ -242,3 +242,75 @@ fn polls_chart(report: &Report, path: &Path) -> DrawResult {
     root.present()?;
     Ok(())
 }
+
+/// The chaos run's timeline (`load-chaos.svg`): the line and the
+/// pre-queue, the slots held against `max_active`, the admissions so far,
+/// and each fault as a mark on its kind's row, all on one time axis.
+pub(crate) fn chaos_chart(
+    report: &super::chaos::ChaosReport,
+    max_active: u64,
+    path: &Path,
+) -> DrawResult {
+    let root = chart::canvas(path, (960, 1160))?;
+    let (top, bottom) = root.split_vertically(840);
+    let panels = top.split_evenly((3, 1));
+    let s = &report.samples;
+    let x_max = s.last().map_or(1.0, |l| l.t_s).max(1.0);
+    let waiting: Vec<(f64, f64)> = s.iter().map(|x| (x.t_s, x.waiting as f64)).collect();
+    let pre: Vec<(f64, f64)> = s.iter().map(|x| (x.t_s, x.pre as f64)).collect();
+    let active: Vec<(f64, f64)> = s.iter().map(|x| (x.t_s, x.active as f64)).collect();
+    let admitted: Vec<(f64, f64)> = s.iter().map(|x| (x.t_s, x.admitted as f64)).collect();
+    panel(
+        &panels[0],
+        "Visitors in line and pre-queued (read from Redis every 100 ms)",
+        x_max,
+        "visitors",
+        &[("waiting", ADAPTIVE, &waiting), ("pre-queued", FIXED, &pre)],
+        None,
+    )?;
+    panel(
+        &panels[1],
+        "Order slots in use",
+        x_max,
+        "active slots",
+        &[("active", ADAPTIVE, &active)],
+        Some(("max_active", max_active as f64)),
+    )?;
+    panel(
+        &panels[2],
+        "Admitted so far",
+        x_max,
+        "admitted",
+        &[("admitted", ENTER, &admitted)],
+        None,
+    )?;
+    let rows = super::chaos::chart_rows();
+    let mut faults = chart::axes(&bottom, "Faults injected", 18, 250)
+        .build_cartesian_2d(0.0..x_max, -0.5..(rows.len() as f64 - 0.5))?;
+    chart::mesh(&mut faults, "seconds since the start", "")
+        .x_label_formatter(&|v| format!("{v:.0}"))
+        .y_labels(rows.len())
+        .y_label_formatter(&|v| {
+            let i = v.round();
+            if (v - i).abs() > 0.01 || i < 0.0 {
+                return String::new();
+            }
+            rows.get(i as usize)
+                .map_or(String::new(), |k| k.label().to_string())
+        })
+        .draw()?;
+    for (row, kind) in rows.iter().enumerate() {
+        faults.draw_series(report.injected.iter().filter(|f| f.kind == *kind).map(|f| {
+            Rectangle::new(
+                [
+                    (f.at_s, row as f64 - 0.3),
+                    // At least a 300th of the axis: a kill is instant.
+                    (f.at_s + f.lasted_s.max(x_max / 300.0), row as f64 + 0.3),
+                ],
+                PALETTE[1].filled(),
+            )
+        }))?;
+    }
+    root.present()?;
+    Ok(())
+}

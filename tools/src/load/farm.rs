@@ -25,6 +25,25 @@
 //! Every client sends its own address in `CF-Connecting-IP` (the header the
 //! worker reads): humans from 198.18.0.0/16, the farm from 198.19.0.0/16.
 //!
+//! **Shared and wide addresses** (issue #38):
+//!
+//! * `farm_ipv6`: the farm's K addresses are K distinct IPv6 /64s inside
+//!   one /48, 2001:db8:ff00::/48 ([`farm_address_v6`]: the 4th hextet is
+//!   `(k mod 256) << 8 | k / 256`, so the first 256 fall in 256 different
+//!   /56s, and more share them evenly). The product counts a /56 as at
+//!   most 4 addresses and a /48 as at most 16 (`PER_56`, `PER_48`); the
+//!   report gives the farm's share of addresses counted that way and
+//!   naively (each /64 one address).
+//! * `nat_humans`: a crowd of people who all share one IPv4 address,
+//!   [`NAT_ADDRESS`] (outside the humans' 198.18.0.1–198.18.234.96),
+//!   arriving over the same window as the humans, interleaved with them.
+//!   Each enters once and, like the page, waits out a 429 and sends its
+//!   solution again. The report gives Spearman's ρ between their arrival
+//!   order (their successful enter) and their admission order, and how
+//!   many were among the first N admitted. With a crowd behind NAT the
+//!   run goes on until the line is empty (everyone placed admitted), not
+//!   only until N are, so every one of them has an admission rank.
+//!
 //! **Defences.** The run uses the draw the build has ("off" on a build
 //! with the uniform shuffle; "on" once the fair per-address draw is
 //! merged), and optionally `entry_places_per_address` (a cap on live places
@@ -98,6 +117,11 @@ pub struct FarmOptions {
     pub label: String,
     /// The run stops by then whatever happens (from its start).
     pub deadline: Duration,
+    /// The farm's addresses are IPv6 /64s of one /48 ([`farm_address_v6`]),
+    /// not IPv4 addresses.
+    pub farm_ipv6: bool,
+    /// People who all share one IPv4 address, [`NAT_ADDRESS`] (0: none).
+    pub nat_humans: u64,
 }
 
 impl FarmOptions {
@@ -125,6 +149,23 @@ impl FarmOptions {
             entry_places_per_address: None,
             label: "smoke".into(),
             deadline: Duration::from_secs(30),
+            farm_ipv6: false,
+            nat_humans: 0,
+        }
+    }
+
+    /// The same tiny run with issue #38's shapes: a farm of 20 IPv6 /64s of
+    /// one /48 (one identity each: more /64s than the /48 counts as) and
+    /// 6 people behind one NAT address beside the 12 humans.
+    pub fn smoke_wide() -> FarmOptions {
+        FarmOptions {
+            farm_addresses: 20,
+            identities_per_address: 1,
+            farm_lanes: 1,
+            farm_ipv6: true,
+            nat_humans: 6,
+            label: "smoke-wide".into(),
+            ..FarmOptions::smoke()
         }
     }
 
@@ -134,14 +175,20 @@ impl FarmOptions {
         if self.humans == 0 || self.humans > 60_000 {
             bail!("--humans must be 1 to 60000");
         }
+        if self.nat_humans > 5_000 {
+            bail!("--nat-humans must be 0 to 5000");
+        }
+        if self.farm_ipv6 && !(1..=65_536).contains(&self.farm_addresses) {
+            bail!("--farm-ipv6 needs 1 to 65536 --farm-addresses (the /64s of one /48)");
+        }
         if self.farm_addresses > 60_000 || self.identities_per_address > 100_000 {
             bail!("--farm-addresses must be at most 60000 and --identities-per-address at most 100000");
         }
         if !(1..=64).contains(&self.farm_lanes) {
             bail!("--farm-lanes must be 1 to 64");
         }
-        if self.humans + self.farm_addresses * self.identities_per_address > 100_000 {
-            bail!("humans plus farm identities must be at most 100000");
+        if self.population() > 100_000 {
+            bail!("humans, NAT humans and farm identities must be at most 100000 together");
         }
         if self.opens_in < Duration::from_secs(2) || self.opens_in >= self.deadline {
             bail!("--opens-in must be at least 2 s and before the deadline");
@@ -194,7 +241,19 @@ impl FarmOptions {
 
     /// Every identity the run may place.
     fn population(&self) -> u64 {
-        self.humans + self.farm_addresses * self.identities_per_address
+        self.humans.saturating_add(self.nat_humans).saturating_add(
+            self.farm_addresses
+                .saturating_mul(self.identities_per_address),
+        )
+    }
+
+    /// Farm address `k`, IPv4 or IPv6 as the options say.
+    fn farm_address(&self, k: u64) -> String {
+        if self.farm_ipv6 {
+            farm_address_v6(k)
+        } else {
+            farm_address(k)
+        }
     }
 
     /// Queue settings beyond rate and slots, as TOML values.
@@ -234,11 +293,24 @@ impl FarmOptions {
     /// The settings in one line.
     fn describe(&self) -> String {
         format!(
-            "{} humans (one address each, solving at {:.0} hashes/s, arriving over the first {:.0} s) · farm {} addresses × {} identities, {} at once per address (native solver) · opening at {:.0} s · entry budget {}/min burst {} per address · challenge max_number {} · max_waiting {} · admit {}/s · poll {}–{} ms · abandon after {} ms · opening spread {} ms · entry_places_per_address {} · deadline {} s",
+            "{} humans (one address each, solving at {:.0} hashes/s, arriving over the first {:.0} s){} · farm {} {} × {} identities, {} at once per address (native solver) · opening at {:.0} s · entry budget {}/min burst {} per address · challenge max_number {} · max_waiting {} · admit {}/s · poll {}–{} ms · abandon after {} ms · opening spread {} ms · entry_places_per_address {} · deadline {} s",
             self.humans,
             self.human_hashes_per_s,
             self.opens_in.mul_f64(self.arrive_share).as_secs_f64(),
+            if self.nat_humans > 0 {
+                format!(
+                    " · {} more behind one NAT address ({NAT_ADDRESS}), over the same window",
+                    self.nat_humans
+                )
+            } else {
+                String::new()
+            },
             self.farm_addresses,
+            if self.farm_ipv6 {
+                "IPv6 /64s of one /48 (2001:db8:ff00::/48, 4th hextet (k mod 256) << 8 | k / 256: up to 256 in different /56s)"
+            } else {
+                "IPv4 addresses"
+            },
             self.identities_per_address,
             self.farm_lanes,
             self.opens_in.as_secs_f64(),
@@ -269,6 +341,24 @@ pub fn farm_address(k: u64) -> String {
     let n = k + 1;
     format!("198.19.{}.{}", (n >> 8) & 255, n & 255)
 }
+
+/// The /48 an IPv6 farm's /64s are in.
+pub const FARM_V6_48: [u16; 3] = [0x2001, 0x0db8, 0xff00];
+
+/// IPv6 farm address `k` (k < 65,536): `2001:db8:ff00:<h>::1`, a /64 of
+/// its own in one /48, with `h = (k mod 256) << 8 | k / 256` so the first
+/// 256 are in 256 different /56s (a /56 is the 4th hextet's high byte)
+/// and more share them evenly.
+pub fn farm_address_v6(k: u64) -> String {
+    let h = (((k & 0xff) << 8) | ((k >> 8) & 0xff)) as u16;
+    let [a, b, c] = FARM_V6_48;
+    std::net::Ipv6Addr::new(a, b, c, h, 0, 0, 0, 1).to_string()
+}
+
+/// The one IPv4 address every NAT human shares: in the humans' /16 but
+/// past the last address they get (`--humans` is at most 60,000, so
+/// 198.18.234.96).
+pub const NAT_ADDRESS: &str = "198.18.255.254";
 
 /// What every client shares.
 struct Ctx {
@@ -414,7 +504,7 @@ impl Identity<'_> {
                 let Some((a, n)) = self.solve().await else {
                     return false;
                 };
-                if self.party.kind == Kind::Human && !self.human_pace(n, human_rate).await {
+                if self.party.kind != Kind::Bot && !self.human_pace(n, human_rate).await {
                     return false;
                 }
                 altcha = a;
@@ -488,13 +578,19 @@ impl Identity<'_> {
     }
 }
 
-/// One human: arrives, solves at the page's pace, enters, polls.
-async fn human(ctx: Arc<Ctx>, i: u64, arrive: Duration, rate: f64) -> Party {
+/// One person: arrives, solves at the page's pace, enters, polls. A
+/// human has an address of its own; a NAT human shares [`NAT_ADDRESS`] and,
+/// like the page, waits out a 429 `too_many_entries` and enters again.
+async fn human(ctx: Arc<Ctx>, kind: Kind, i: u64, arrive: Duration, rate: f64) -> Party {
+    let address = match kind {
+        Kind::Nat => NAT_ADDRESS.to_string(),
+        _ => human_address(i),
+    };
     let mut me = Identity {
         ctx: &ctx,
-        address: human_address(i),
+        address: address.clone(),
         cookie: String::new(),
-        party: Party::new(Kind::Human, human_address(i)),
+        party: Party::new(kind, address),
     };
     let until = ctx.start + arrive;
     if !ctx
@@ -517,8 +613,12 @@ async fn human(ctx: Arc<Ctx>, i: u64, arrive: Duration, rate: f64) -> Party {
     if !me.human_pace(number, rate).await {
         return me.finish();
     }
-    if me.enter(altcha, false, rate).await {
-        me.poll_until_admitted(visitor::splitmix(i ^ 0x4855_4D41))
+    let (retry_budget, salt) = match kind {
+        Kind::Nat => (true, 0x4E41_5400_0000),
+        _ => (false, 0),
+    };
+    if me.enter(altcha, retry_budget, rate).await {
+        me.poll_until_admitted(visitor::splitmix(i ^ salt ^ 0x4855_4D41))
             .await;
     }
     me.finish()
@@ -527,10 +627,24 @@ async fn human(ctx: Arc<Ctx>, i: u64, arrive: Duration, rate: f64) -> Party {
 /// One farm address: `lanes` loops share its M identities and enter them
 /// at once, so the per-address budget, not the farm's round trips, sets
 /// its pace; each placed identity polls on a task of its own.
-async fn farm_address_run(ctx: Arc<Ctx>, k: u64, identities: u64, lanes: u64) -> Vec<Party> {
+async fn farm_address_run(
+    ctx: Arc<Ctx>,
+    k: u64,
+    address: String,
+    identities: u64,
+    lanes: u64,
+) -> Vec<Party> {
     let next = Arc::new(AtomicU64::new(0));
     let lanes: Vec<_> = (0..lanes)
-        .map(|_| tokio::spawn(farm_lane(ctx.clone(), k, next.clone(), identities)))
+        .map(|_| {
+            tokio::spawn(farm_lane(
+                ctx.clone(),
+                k,
+                address.clone(),
+                next.clone(),
+                identities,
+            ))
+        })
         .collect();
     let mut out = Vec::new();
     for lane in lanes {
@@ -543,7 +657,13 @@ async fn farm_address_run(ctx: Arc<Ctx>, k: u64, identities: u64, lanes: u64) ->
 
 /// One lane of a farm address: takes the next identity until all M are
 /// taken, solves and enters it (waiting out 429s), starts its poller.
-async fn farm_lane(ctx: Arc<Ctx>, k: u64, next: Arc<AtomicU64>, identities: u64) -> Vec<Party> {
+async fn farm_lane(
+    ctx: Arc<Ctx>,
+    k: u64,
+    address: String,
+    next: Arc<AtomicU64>,
+    identities: u64,
+) -> Vec<Party> {
     let mut pollers = Vec::new();
     let mut out = Vec::new();
     loop {
@@ -553,9 +673,9 @@ async fn farm_lane(ctx: Arc<Ctx>, k: u64, next: Arc<AtomicU64>, identities: u64)
         }
         let mut id = Identity {
             ctx: &ctx,
-            address: farm_address(k),
+            address: address.clone(),
             cookie: String::new(),
-            party: Party::new(Kind::Bot, farm_address(k)),
+            party: Party::new(Kind::Bot, address.clone()),
         };
         if ctx.over() {
             out.push(id.finish());
@@ -571,11 +691,12 @@ async fn farm_lane(ctx: Arc<Ctx>, k: u64, next: Arc<AtomicU64>, identities: u64)
         }
         let (cookie, party) = (id.cookie, id.party);
         let ctx = ctx.clone();
+        let address = address.clone();
         let seed = visitor::splitmix((k << 20) ^ j ^ 0xB075_FA12);
         pollers.push(tokio::spawn(async move {
             let mut id = Identity {
                 ctx: &ctx,
-                address: farm_address(k),
+                address,
                 cookie,
                 party,
             };
@@ -641,6 +762,7 @@ pub async fn run(opts: &FarmOptions) -> anyhow::Result<FarmReport> {
         start + opts.opens_in,
         start + opts.deadline,
         opts.humans,
+        opts.nat_humans > 0,
         stop_tx,
     ));
 
@@ -648,7 +770,26 @@ pub async fn run(opts: &FarmOptions) -> anyhow::Result<FarmReport> {
     let humans: Vec<_> = (0..opts.humans)
         .map(|i| {
             let arrive = before_humans.mul_f64(i as f64 / opts.humans as f64);
-            tokio::spawn(human(ctx.clone(), i, arrive, opts.human_hashes_per_s))
+            tokio::spawn(human(
+                ctx.clone(),
+                Kind::Human,
+                i,
+                arrive,
+                opts.human_hashes_per_s,
+            ))
+        })
+        .collect();
+    // The NAT crowd over the same window, between the humans' times.
+    let nat: Vec<_> = (0..opts.nat_humans)
+        .map(|j| {
+            let arrive = before_humans.mul_f64((j as f64 + 0.5) / opts.nat_humans as f64);
+            tokio::spawn(human(
+                ctx.clone(),
+                Kind::Nat,
+                j,
+                arrive,
+                opts.human_hashes_per_s,
+            ))
         })
         .collect();
     let farm: Vec<_> = (0..opts.farm_addresses)
@@ -656,13 +797,14 @@ pub async fn run(opts: &FarmOptions) -> anyhow::Result<FarmReport> {
             tokio::spawn(farm_address_run(
                 ctx.clone(),
                 k,
+                opts.farm_address(k),
                 opts.identities_per_address,
                 opts.farm_lanes,
             ))
         })
         .collect();
     let mut parties = Vec::new();
-    for h in humans {
+    for h in humans.into_iter().chain(nat) {
         parties.push(h.await?);
     }
     for f in farm {
@@ -708,6 +850,8 @@ pub async fn run(opts: &FarmOptions) -> anyhow::Result<FarmReport> {
         humans: opts.humans,
         farm_addresses: opts.farm_addresses,
         identities_per_address: opts.identities_per_address,
+        farm_ipv6: opts.farm_ipv6,
+        nat_humans: opts.nat_humans,
         opens_at_s: (opens_at - start_ms) as f64 / 1e3,
         first_n_admitted_s: line.first_n_at.map(|t| (t - start_ms) as f64 / 1e3),
         run_s,
@@ -727,14 +871,17 @@ struct Line {
 }
 
 /// From the opening, snapshots the line every 50 ms (user → ticket) and
-/// watches `admitted`; once it reaches `target` (and the draw is over),
-/// waits one more second (clients see their admission) and ends the run.
+/// watches `admitted`; once it reaches `target` (and the draw is over;
+/// with `until_empty`, and the line is empty too: everyone placed has
+/// been admitted), waits one more second (clients see their admission)
+/// and ends the run.
 async fn watch_line(
     mut conn: MultiplexedConnection,
     keys: QueueKeys,
     opening: Instant,
     end: Instant,
     target: u64,
+    until_empty: bool,
     stop: watch::Sender<bool>,
 ) -> anyhow::Result<Line> {
     let mut line = Line {
@@ -751,6 +898,7 @@ async fn watch_line(
             .arg("WITHSCORES")
             .query_async(&mut conn)
             .await?;
+        let empty = snapshot.is_empty();
         for (uid, ticket) in snapshot {
             line.tickets.entry(uid).or_insert(ticket as u64);
         }
@@ -763,12 +911,80 @@ async fn watch_line(
             .arg(config::DRAW_LEFT)
             .query_async(&mut conn)
             .await?;
-        if line.first_n_at.is_none() && admitted.unwrap_or(0) >= target && left.unwrap_or(0) == 0 {
+        let drawn = admitted.unwrap_or(0) >= target && left.unwrap_or(0) == 0;
+        if line.first_n_at.is_none() && drawn {
             line.first_n_at = Some(now_ms());
+        }
+        if drawn && (!until_empty || empty) {
             stop_at = stop_at.min(Instant::now() + Duration::from_secs(1));
         }
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     let _ = stop.send(true);
     Ok(line)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use queuegate_shared::guard::ClientAddress;
+    use std::collections::HashSet;
+
+    #[test]
+    fn an_ipv6_farm_is_distinct_64s_of_one_48_spread_over_its_56s() {
+        let groups: Vec<ClientAddress> = (0..65_536)
+            .map(|k| ClientAddress::parse(&farm_address_v6(k)).expect("an address"))
+            .collect();
+        let distinct: HashSet<&str> = groups.iter().map(ClientAddress::as_str).collect();
+        assert_eq!(distinct.len(), 65_536, "every k its own /64");
+        let wider: Vec<(String, String)> =
+            groups.iter().map(|g| g.wider().expect("IPv6")).collect();
+        assert!(wider.iter().all(|(_, w48)| w48 == "2001:db8:ff00::/48"));
+        let first_56s: HashSet<&str> = wider[..256].iter().map(|(w56, _)| w56.as_str()).collect();
+        assert_eq!(first_56s.len(), 256, "the first 256 in 256 /56s");
+        assert_eq!(farm_address_v6(0), "2001:db8:ff00::1");
+        assert_eq!(farm_address_v6(1), "2001:db8:ff00:100::1");
+        assert_eq!(farm_address_v6(257), "2001:db8:ff00:101::1");
+    }
+
+    #[test]
+    fn the_nat_address_is_no_humans_and_no_farms() {
+        let nat = ClientAddress::parse(NAT_ADDRESS).expect("an address");
+        // --humans is at most 60,000.
+        assert_eq!(human_address(59_999), "198.18.234.96");
+        assert!((0..60_000).all(|i| human_address(i) != NAT_ADDRESS));
+        assert!((0..60_000).all(|k| farm_address(k) != NAT_ADDRESS));
+        assert_eq!(nat.wider(), None);
+    }
+
+    #[test]
+    fn bad_shapes_are_clear_errors() {
+        let ok = FarmOptions::smoke_wide();
+        ok.validate().expect("the wide smoke run is valid");
+        let err = |o: FarmOptions| o.validate().expect_err("refused").to_string();
+        assert!(err(FarmOptions {
+            nat_humans: 5_001,
+            ..ok.clone()
+        })
+        .contains("--nat-humans"));
+        assert!(err(FarmOptions {
+            farm_addresses: 65_537,
+            ..ok.clone()
+        })
+        .contains("--farm-ipv6"));
+        assert!(err(FarmOptions {
+            farm_addresses: 0,
+            ..ok.clone()
+        })
+        .contains("--farm-ipv6"));
+        // No farm at all is a run of people only.
+        FarmOptions {
+            farm_addresses: 0,
+            farm_ipv6: false,
+            nat_humans: 5_000,
+            ..ok
+        }
+        .validate()
+        .expect("a crowd behind NAT with no farm is valid");
+    }
 }

@@ -1,14 +1,26 @@
 //! The figures of a farm run ([`super::farm`]): who got the first N
 //! admissions, who was refused, what the farm spent; printed with the
 //! counts they rest on, and drawn as one SVG chart.
+//!
+//! **The farm's share of addresses** is counted the way the product
+//! counts address groups ([`counted_addresses`]): an IPv4 address is one,
+//! an IPv6 /64 is one, but the /64s of one /56 count as at most
+//! [`PER_56`] and those of one /48 as at most [`PER_48`]. So a farm of K
+//! /64s in one /48 (`--farm-ipv6`) has min(K, 16) counted addresses, and
+//! its counted share is min(K, 16) / (humans' addresses + the NAT
+//! address + min(K, 16)); the naive share (each /64 one address) is
+//! printed beside it. The target — the farm's share of the first N admitted at
+//! most 1.5× its share of addresses — is against the counted share.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 use anyhow::Context;
 use plotters::prelude::*;
+use queuegate_shared::guard::address::{PER_48, PER_56};
+use queuegate_shared::guard::ClientAddress;
 use queuegate_testkit::chart::{self, PALETTE};
 use queuegate_testkit::measure::percentile;
 
@@ -24,6 +36,8 @@ pub enum Kind {
     Human,
     /// One identity of a farm address.
     Bot,
+    /// A person behind the one address the NAT crowd shares: one place.
+    Nat,
 }
 
 /// Requests one client sent, by route.
@@ -135,6 +149,10 @@ pub struct FarmReport {
     pub farm_addresses: u64,
     /// M.
     pub identities_per_address: u64,
+    /// The farm's addresses are IPv6 /64s of one /48.
+    pub farm_ipv6: bool,
+    /// People behind one shared NAT address.
+    pub nat_humans: u64,
     /// The opening, seconds after the start.
     pub opens_at_s: f64,
     /// When `admitted` reached N (seconds after the start).
@@ -147,7 +165,7 @@ pub struct FarmReport {
     pub refused_budget: u64,
     /// Redis round trips the edge made during the run (gateway counters).
     pub round_trips: u64,
-    /// Every human, then every farm identity.
+    /// Every human, then every NAT human, then every farm identity.
     pub parties: Vec<Party>,
 }
 
@@ -156,8 +174,10 @@ pub struct FarmReport {
 pub struct Side {
     /// Identities (humans: N; farm: K × M).
     pub identities: u64,
-    /// Addresses.
+    /// Addresses (distinct; an IPv6 address's /64).
     pub addresses: u64,
+    /// Addresses as the product counts them ([`counted_addresses`]).
+    pub counted_addresses: u64,
     /// Identities that got a place.
     pub placed: u64,
     /// … of them before the opening.
@@ -206,10 +226,11 @@ impl FarmReport {
             first_n: first.iter().filter(|p| p.kind == kind).count() as u64,
             ..Side::default()
         };
-        let mut addresses = std::collections::BTreeSet::new();
+        let (mut addresses, mut sent) = (BTreeSet::new(), BTreeSet::new());
         for p in self.of(kind) {
             s.identities += 1;
-            addresses.insert(p.address.as_str());
+            addresses.insert(group_of(&p.address));
+            sent.insert(p.address.as_str());
             s.placed += u64::from(p.entered_ms.is_some());
             s.pre_queued += u64::from(p.pre_queued);
             s.admitted += u64::from(p.issued_ms.is_some());
@@ -223,20 +244,81 @@ impl FarmReport {
             s.too_many += p.too_many;
         }
         s.addresses = addresses.len() as u64;
+        s.counted_addresses = counted_addresses(sent);
         s
     }
 
-    /// The farm's share of the addresses.
+    /// Every side's addresses together: (distinct, counted).
+    fn all_addresses(&self) -> (u64, u64) {
+        let sides = [Kind::Human, Kind::Nat, Kind::Bot].map(|k| self.side(k));
+        (
+            sides.iter().map(|s| s.addresses).sum(),
+            sides.iter().map(|s| s.counted_addresses).sum(),
+        )
+    }
+
+    /// The farm's share of the addresses, counted as the product counts
+    /// them: an IPv6 /56 as at most [`PER_56`], a /48 as at most
+    /// [`PER_48`] ([`counted_addresses`]). The same as the naive share
+    /// for an IPv4 farm.
     pub fn bot_address_share(&self) -> f64 {
-        let (h, b) = (self.side(Kind::Human), self.side(Kind::Bot));
-        ratio(b.addresses, h.addresses + b.addresses)
+        ratio(
+            self.side(Kind::Bot).counted_addresses,
+            self.all_addresses().1,
+        )
+    }
+
+    /// The farm's share of the addresses with each IPv6 /64 one address.
+    pub fn bot_address_share_naive(&self) -> f64 {
+        ratio(self.side(Kind::Bot).addresses, self.all_addresses().0)
     }
 
     /// The farm's share of the places taken before the opening (what a
     /// uniform draw gives it).
     pub fn bot_place_share(&self) -> f64 {
-        let (h, b) = (self.side(Kind::Human), self.side(Kind::Bot));
-        ratio(b.pre_queued, h.pre_queued + b.pre_queued)
+        let (h, n, b) = (
+            self.side(Kind::Human),
+            self.side(Kind::Nat),
+            self.side(Kind::Bot),
+        );
+        ratio(b.pre_queued, h.pre_queued + n.pre_queued + b.pre_queued)
+    }
+
+    /// Spearman's ρ between the NAT crowd's arrival order (the time of
+    /// their enter that placed them) and their admission order, over
+    /// those admitted (ties share their mean rank). None with fewer than
+    /// two, or when either order is constant.
+    pub fn nat_rank_correlation(&self) -> Option<f64> {
+        let admitted: Vec<&Party> = self
+            .admission_order()
+            .into_iter()
+            .filter(|p| p.kind == Kind::Nat && p.entered_ms.is_some())
+            .collect();
+        let arrival: Vec<f64> = admitted
+            .iter()
+            .map(|p| p.entered_ms.unwrap_or(0) as f64)
+            .collect();
+        let admission: Vec<f64> = (0..admitted.len()).map(|i| i as f64).collect();
+        spearman(&arrival, &admission)
+    }
+
+    /// The NAT crowd's (arrival rank, admission rank), 1-based, over those
+    /// admitted: the chart's scatter.
+    pub fn nat_ranks(&self) -> Vec<(f64, f64)> {
+        let admitted: Vec<&Party> = self
+            .admission_order()
+            .into_iter()
+            .filter(|p| p.kind == Kind::Nat && p.entered_ms.is_some())
+            .collect();
+        let arrival: Vec<f64> = admitted
+            .iter()
+            .map(|p| p.entered_ms.unwrap_or(0) as f64)
+            .collect();
+        ranks(&arrival)
+            .into_iter()
+            .enumerate()
+            .map(|(i, r)| (r, (i + 1) as f64))
+            .collect()
     }
 
     /// The farm's share of the first N admitted.
@@ -248,8 +330,13 @@ impl FarmReport {
     /// Humans who got no place, by the refusal's code (`not placed` when
     /// none came: the run ended, or requests failed).
     pub fn humans_refused(&self) -> BTreeMap<String, u64> {
+        self.refused(Kind::Human)
+    }
+
+    /// Clients of `kind` who got no place, by the refusal's code.
+    pub fn refused(&self, kind: Kind) -> BTreeMap<String, u64> {
         let mut out = BTreeMap::new();
-        for p in self.of(Kind::Human).filter(|p| p.entered_ms.is_none()) {
+        for p in self.of(kind).filter(|p| p.entered_ms.is_none()) {
             let code = p.refused.clone().unwrap_or_else(|| "not placed".into());
             *out.entry(code).or_default() += 1;
         }
@@ -258,8 +345,13 @@ impl FarmReport {
 
     /// Humans placed who ended other than admitted (`abandoned`, …), by state.
     pub fn humans_dropped(&self) -> BTreeMap<String, u64> {
+        self.dropped(Kind::Human)
+    }
+
+    /// Clients of `kind` placed who ended other than admitted, by state.
+    pub fn dropped(&self, kind: Kind) -> BTreeMap<String, u64> {
         let mut out = BTreeMap::new();
-        for p in self.of(Kind::Human) {
+        for p in self.of(kind) {
             if let Some(s) = &p.ended {
                 *out.entry(s.clone()).or_default() += 1;
             }
@@ -298,6 +390,84 @@ fn ratio(a: u64, b: u64) -> f64 {
     }
 }
 
+/// A `CF-Connecting-IP` value's address group as the product names it (an
+/// IPv6 address's /64); the value itself when it is not an address.
+fn group_of(address: &str) -> String {
+    ClientAddress::parse(address).map_or_else(|| address.to_string(), |a| a.as_str().to_string())
+}
+
+/// Distinct address groups counted as the product's draw, budget and
+/// places cap count them: an IPv4 address (or anything not IPv6) is one;
+/// an IPv6 /48's /64s count as `min(PER_48, Σ over its /56s of
+/// min(PER_56, the /56's /64s))`. K /64s of one /48, each in a /56 of its
+/// own, count as min(K, 16).
+pub fn counted_addresses<'a>(addresses: impl IntoIterator<Item = &'a str>) -> u64 {
+    let mut plain = BTreeSet::new();
+    // /48 → /56 → its /64s.
+    let mut wide: BTreeMap<String, BTreeMap<String, BTreeSet<String>>> = BTreeMap::new();
+    for a in addresses {
+        match ClientAddress::parse(a) {
+            Some(g) => match g.wider() {
+                Some((w56, w48)) => {
+                    wide.entry(w48)
+                        .or_default()
+                        .entry(w56)
+                        .or_default()
+                        .insert(g.as_str().to_string());
+                }
+                None => {
+                    plain.insert(g.as_str().to_string());
+                }
+            },
+            None => {
+                plain.insert(a.to_string());
+            }
+        }
+    }
+    let counted_48 = |n56: &BTreeMap<String, BTreeSet<String>>| {
+        n56.values()
+            .map(|n64| (n64.len() as u64).min(PER_56))
+            .sum::<u64>()
+            .min(PER_48)
+    };
+    plain.len() as u64 + wide.values().map(counted_48).sum::<u64>()
+}
+
+/// Ranks of `v`, 1-based, ties sharing their mean rank.
+fn ranks(v: &[f64]) -> Vec<f64> {
+    let mut idx: Vec<usize> = (0..v.len()).collect();
+    idx.sort_by(|&a, &b| v[a].total_cmp(&v[b]));
+    let mut out = vec![0.0; v.len()];
+    let mut i = 0;
+    while i < idx.len() {
+        let mut j = i;
+        while j + 1 < idx.len() && v[idx[j + 1]] == v[idx[i]] {
+            j += 1;
+        }
+        let mean = (i + j) as f64 / 2.0 + 1.0;
+        for &k in &idx[i..=j] {
+            out[k] = mean;
+        }
+        i = j + 1;
+    }
+    out
+}
+
+/// Spearman's ρ: Pearson's r of the ranks. None with fewer than two
+/// values or a constant side.
+pub fn spearman(x: &[f64], y: &[f64]) -> Option<f64> {
+    if x.len() != y.len() || x.len() < 2 {
+        return None;
+    }
+    let (rx, ry) = (ranks(x), ranks(y));
+    let n = rx.len() as f64;
+    let (mx, my) = (rx.iter().sum::<f64>() / n, ry.iter().sum::<f64>() / n);
+    let cov: f64 = rx.iter().zip(&ry).map(|(a, b)| (a - mx) * (b - my)).sum();
+    let vx: f64 = rx.iter().map(|a| (a - mx).powi(2)).sum();
+    let vy: f64 = ry.iter().map(|b| (b - my).powi(2)).sum();
+    (vx > 0.0 && vy > 0.0).then(|| cov / (vx * vy).sqrt())
+}
+
 impl fmt::Display for FarmReport {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let (h, b) = (self.side(Kind::Human), self.side(Kind::Bot));
@@ -317,41 +487,90 @@ impl fmt::Display for FarmReport {
             self.refused_budget,
             self.round_trips,
         )?;
+        let n = self.side(Kind::Nat);
+        let nat = self.nat_humans > 0;
+        let (all, all_counted) = self.all_addresses();
         writeln!(f, "\n## Who got in")?;
+        if self.farm_ipv6 || b.counted_addresses != b.addresses {
+            writeln!(
+                f,
+                "addresses: humans {} · NAT crowd {} · farm {} IPv6 /64s (counted as {}: the product counts a /56 as at most {PER_56} addresses and a /48 as at most {PER_48})",
+                h.addresses, n.addresses, b.addresses, b.counted_addresses,
+            )?;
+            writeln!(
+                f,
+                "farm share of addresses, counted (as the product counts): {} / {} = {:.4} · naive (each /64 one address): {} / {} = {:.4}",
+                b.counted_addresses,
+                all_counted,
+                self.bot_address_share(),
+                b.addresses,
+                all,
+                self.bot_address_share_naive(),
+            )?;
+        } else {
+            writeln!(
+                f,
+                "addresses: humans {}{} · farm {} → farm share of addresses {:.4}",
+                h.addresses,
+                if nat {
+                    format!(" · NAT crowd {}", n.addresses)
+                } else {
+                    String::new()
+                },
+                b.addresses,
+                self.bot_address_share()
+            )?;
+        }
+        let nat_part = |a: u64, b: Option<u64>| {
+            if !nat {
+                return String::new();
+            }
+            match b {
+                Some(b) => format!(" · NAT crowd {a} of {b}"),
+                None => format!(" · NAT crowd {a}"),
+            }
+        };
         writeln!(
             f,
-            "addresses: humans {} · farm {} → farm share of addresses {:.4}",
-            h.addresses,
-            b.addresses,
-            self.bot_address_share()
-        )?;
-        writeln!(
-            f,
-            "places before the opening: humans {} of {} · farm {} of {} → farm share of places {:.4}",
+            "places before the opening: humans {} of {}{} · farm {} of {} → farm share of places {:.4}",
             h.pre_queued,
             h.identities,
+            nat_part(n.pre_queued, Some(n.identities)),
             b.pre_queued,
             b.identities,
             self.bot_place_share()
         )?;
         writeln!(
             f,
-            "placed after the opening: humans {} · farm {}",
+            "placed after the opening: humans {}{} · farm {}",
             h.placed - h.pre_queued,
+            nat_part(n.placed - n.pre_queued, None),
             b.placed - b.pre_queued
         )?;
         writeln!(
             f,
-            "first {first} admitted: farm {} · humans {} → farm share {:.4} ({:.1}× its share of addresses)",
+            "first {first} admitted: farm {} · humans {}{} → farm share {:.4} ({:.2}× its {}share of addresses; target ≤ 1.5×{})",
             b.first_n,
             h.first_n,
+            nat_part(n.first_n, None),
             self.bot_first_n_share(),
             ratio_f(self.bot_first_n_share(), self.bot_address_share()),
+            if self.farm_ipv6 { "counted " } else { "" },
+            if self.farm_ipv6 {
+                format!(
+                    "; {:.2}× its naive share",
+                    ratio_f(self.bot_first_n_share(), self.bot_address_share_naive())
+                )
+            } else {
+                String::new()
+            },
         )?;
         writeln!(
             f,
-            "admitted by the end of the run: humans {} · farm {}",
-            h.admitted, b.admitted
+            "admitted by the end of the run: humans {}{} · farm {}",
+            h.admitted,
+            nat_part(n.admitted, None),
+            b.admitted
         )?;
         writeln!(
             f,
@@ -359,9 +578,29 @@ impl fmt::Display for FarmReport {
             fmt_map(&self.humans_refused()),
             fmt_map(&self.humans_dropped())
         )?;
+        if nat {
+            writeln!(
+                f,
+                "NAT crowd ({} people behind one address): placed {} · admitted {} · among the first {first} admitted {} · Spearman ρ(arrival order, admission order) {} over {} admitted · refused (no place): {} · placed but dropped: {} · 429 too_many_entries {}",
+                n.identities,
+                n.placed,
+                n.admitted,
+                n.first_n,
+                self.nat_rank_correlation()
+                    .map_or_else(|| "n/a".to_string(), |r| format!("{r:.3}")),
+                self.nat_ranks().len(),
+                fmt_map(&self.refused(Kind::Nat)),
+                fmt_map(&self.dropped(Kind::Nat)),
+                n.too_many,
+            )?;
+        }
 
         writeln!(f, "\n## What each side spent")?;
-        for (name, s) in [("farm", &b), ("humans", &h)] {
+        let mut spent = vec![("farm", &b), ("humans", &h)];
+        if nat {
+            spent.push(("NAT crowd", &n));
+        }
+        for (name, s) in spent {
             writeln!(
                 f,
                 "{name}: requests {} (challenge {} · enter {} · position {}) · 429 too_many_entries {} · solves {} · hashes {}",
@@ -385,8 +624,9 @@ impl fmt::Display for FarmReport {
             ratio_f(cpu_s * 1e3, b.first_n as f64),
         )?;
         let mut sim: Vec<f64> = self
-            .of(Kind::Human)
-            .filter(|p| p.spend.solves > 0)
+            .parties
+            .iter()
+            .filter(|p| p.kind != Kind::Bot && p.spend.solves > 0)
             .map(|p| p.spend.simulated_ms as f64)
             .collect();
         sim.sort_by(f64::total_cmp);
@@ -395,7 +635,7 @@ impl fmt::Display for FarmReport {
             "humans' solving at the page's speed (simulated, sleep): p50 {:.0} ms · p95 {:.0} ms · total {:.1} s over {} humans",
             percentile(&sim, 50.0),
             percentile(&sim, 95.0),
-            h.spend.simulated_ms as f64 / 1e3,
+            (h.spend.simulated_ms + n.spend.simulated_ms) as f64 / 1e3,
             sim.len()
         )?;
         let errors: u64 = self.parties.iter().map(|p| p.errors).sum();
@@ -424,7 +664,9 @@ fn fmt_map(m: &BTreeMap<String, u64>) -> String {
 
 /// Writes `load-farm-<label>.svg` into `dir`: places over time by side
 /// (left), the farm's share of the first r admitted against its share of
-/// addresses and of places (right). Its path.
+/// addresses (counted, and naive for an IPv6 farm) and of places
+/// (middle), and with a NAT crowd its arrival rank against its admission
+/// rank, titled with Spearman's ρ (right). Its path.
 pub fn write_chart(report: &FarmReport, dir: &Path) -> anyhow::Result<PathBuf> {
     std::fs::create_dir_all(dir).with_context(|| format!("create {}", dir.display()))?;
     let path = dir.join(format!("load-farm-{}.svg", report.label));
@@ -435,21 +677,32 @@ pub fn write_chart(report: &FarmReport, dir: &Path) -> anyhow::Result<PathBuf> {
 fn draw(report: &FarmReport, path: &Path) -> chart::DrawResult {
     const HUMANS: RGBColor = PALETTE[0];
     const FARM: RGBColor = PALETTE[1];
+    const NAT: RGBColor = PALETTE[2];
     const MARK: RGBColor = RGBColor(0x99, 0x99, 0x99);
-    let root = chart::canvas(path, (1080, 440))?;
-    let (left, right) = root.split_horizontally(540);
+    let panels = if report.nat_humans > 0 { 3 } else { 2 };
+    let root = chart::canvas(path, (540 * panels, 440))?;
+    let areas = root.split_evenly((1, panels as usize));
+    let (left, right) = (&areas[0], &areas[1]);
 
     let humans = report.places_over_time(Kind::Human);
     let farm = report.places_over_time(Kind::Bot);
+    let nat = report.places_over_time(Kind::Nat);
     let x_max = humans
         .iter()
         .chain(&farm)
+        .chain(&nat)
         .map(|p| p.0)
         .fold(report.opens_at_s, f64::max)
         * 1.05;
-    let y_max = humans.iter().chain(&farm).map(|p| p.1).fold(1.0, f64::max) * 1.15;
+    let y_max = humans
+        .iter()
+        .chain(&farm)
+        .chain(&nat)
+        .map(|p| p.1)
+        .fold(1.0, f64::max)
+        * 1.15;
     let mut c =
-        chart::axes(&left, "Places taken", 18, 56).build_cartesian_2d(0.0..x_max, 0.0..y_max)?;
+        chart::axes(left, "Places taken", 18, 56).build_cartesian_2d(0.0..x_max, 0.0..y_max)?;
     chart::mesh(&mut c, "seconds since the start", "places (cumulative)")
         .x_label_formatter(&|v| format!("{v:.0}"))
         .y_label_formatter(&|v| format!("{v:.0}"))
@@ -462,9 +715,13 @@ fn draw(report: &FarmReport, path: &Path) -> chart::DrawResult {
     ))?
     .label("opening")
     .legend(chart::swatch(MARK));
-    for (label, color, pts) in [
+    let mut lines = vec![
         (
-            format!("farm ({} addresses)", report.farm_addresses),
+            if report.farm_ipv6 {
+                format!("farm ({} IPv6 /64s of one /48)", report.farm_addresses)
+            } else {
+                format!("farm ({} addresses)", report.farm_addresses)
+            },
             FARM,
             &farm,
         ),
@@ -473,7 +730,15 @@ fn draw(report: &FarmReport, path: &Path) -> chart::DrawResult {
             HUMANS,
             &humans,
         ),
-    ] {
+    ];
+    if report.nat_humans > 0 {
+        lines.push((
+            format!("NAT crowd ({} behind one address)", report.nat_humans),
+            NAT,
+            &nat,
+        ));
+    }
+    for (label, color, pts) in lines {
         c.draw_series(LineSeries::new(pts.iter().copied(), color.stroke_width(2)))?
             .label(label)
             .legend(chart::swatch(color));
@@ -482,20 +747,32 @@ fn draw(report: &FarmReport, path: &Path) -> chart::DrawResult {
 
     let curve = report.bot_share_curve();
     let x_max = (curve.len() as f64).max(report.humans as f64).max(1.0) * 1.02;
-    let mut c = chart::axes(&right, "Farm's share of the first r admitted", 18, 56)
+    let mut c = chart::axes(right, "Farm's share of the first r admitted", 18, 56)
         .build_cartesian_2d(0.0..x_max, 0.0..1.0)?;
     chart::mesh(&mut c, "r (admission order)", "farm's share")
         .x_label_formatter(&|v| format!("{v:.0}"))
         .y_label_formatter(&|v| format!("{v:.1}"))
         .draw()?;
-    for (label, value, color) in [
-        ("farm's share of places", report.bot_place_share(), FARM),
-        (
+    let mut marks = vec![("farm's share of places", report.bot_place_share(), FARM)];
+    if report.farm_ipv6 {
+        marks.push((
+            "… of addresses, naive (a /64 one)",
+            report.bot_address_share_naive(),
+            MARK,
+        ));
+        marks.push((
+            "… of addresses, counted (a /48 ≤ 16)",
+            report.bot_address_share(),
+            HUMANS,
+        ));
+    } else {
+        marks.push((
             "farm's share of addresses",
             report.bot_address_share(),
             HUMANS,
-        ),
-    ] {
+        ));
+    }
+    for (label, value, color) in marks {
         c.draw_series(DashedLineSeries::new(
             [(0.0, value), (x_max, value)],
             8,
@@ -514,10 +791,54 @@ fn draw(report: &FarmReport, path: &Path) -> chart::DrawResult {
     ))?
     .label(format!("r = N = {}", report.humans))
     .legend(chart::swatch(MARK));
+    let first = report.bot_first_n_share();
     c.draw_series(LineSeries::new(curve.iter().copied(), FARM.stroke_width(2)))?
-        .label("farm's share of the first r")
+        .label(format!(
+            "farm's share of the first r (r = N: {first:.3}, {:.2}×)",
+            ratio_f(first, report.bot_address_share())
+        ))
         .legend(chart::swatch(FARM));
     chart::legend(&mut c, SeriesLabelPosition::LowerRight)?;
+
+    if let Some(area) = areas.get(2) {
+        let ranks = report.nat_ranks();
+        let m = (ranks.len() as f64).max(1.0) + 1.0;
+        let rho = report
+            .nat_rank_correlation()
+            .map_or_else(|| "n/a".to_string(), |r| format!("{r:.2}"));
+        let title = format!("NAT crowd: arrival vs admission (ρ = {rho})");
+        let mut c = chart::axes(area, &title, 18, 56).build_cartesian_2d(0.0..m, 0.0..m)?;
+        chart::mesh(
+            &mut c,
+            "arrival rank (their enter)",
+            "admission rank (among them)",
+        )
+        .x_label_formatter(&|v| format!("{v:.0}"))
+        .y_label_formatter(&|v| format!("{v:.0}"))
+        .draw()?;
+        c.draw_series(DashedLineSeries::new(
+            [(0.0, 0.0), (m, m)],
+            6,
+            4,
+            MARK.stroke_width(1),
+        ))?
+        .label("admitted in arrival order (ρ = 1)")
+        .legend(chart::swatch(MARK));
+        c.draw_series(
+            ranks
+                .iter()
+                .map(|&(x, y)| Circle::new((x, y), 3, NAT.filled())),
+        )?
+        .label(format!(
+            "{} of {} admitted, {} among the first {}",
+            ranks.len(),
+            report.nat_humans,
+            report.side(Kind::Nat).first_n,
+            report.humans
+        ))
+        .legend(chart::swatch(NAT));
+        chart::legend(&mut c, SeriesLabelPosition::UpperLeft)?;
+    }
     root.present()?;
     Ok(())
 }
@@ -572,6 +893,8 @@ mod tests {
             humans: 4,
             farm_addresses: 2,
             identities_per_address: 3,
+            farm_ipv6: false,
+            nat_humans: 0,
             opens_at_s: 2.0,
             first_n_admitted_s: Some(3.0),
             run_s: 4.0,
@@ -651,5 +974,107 @@ mod tests {
         assert!(path.ends_with("load-farm-test.svg"));
         let svg = std::fs::read_to_string(path).expect("written");
         assert!(svg.starts_with("<svg") && svg.contains("</svg>"));
+        let path = write_chart(&wide_report(), dir.path()).expect("chart");
+        let svg = std::fs::read_to_string(path).expect("written");
+        assert!(svg.contains("NAT crowd: arrival vs admission"), "{svg}");
+    }
+
+    #[test]
+    fn a_48_counts_as_at_most_16_and_a_56_as_at_most_4() {
+        let v6 = |h: u16| format!("2001:db8:ff00:{h:x}::1");
+        // 40 /64s, each in a /56 of its own: 16.
+        let spread: Vec<String> = (0..40u16).map(|k| v6(k << 8)).collect();
+        assert_eq!(counted_addresses(spread.iter().map(String::as_str)), 16);
+        // 3 of them: 3.
+        assert_eq!(counted_addresses(spread[..3].iter().map(String::as_str)), 3);
+        // 10 /64s of one /56: 4; the same /64 twice (another host): once.
+        let one_56: Vec<String> = (0..10u16).map(|k| v6(0x1200 | k)).collect();
+        assert_eq!(counted_addresses(one_56.iter().map(String::as_str)), 4);
+        assert_eq!(
+            counted_addresses(["2001:db8:ff00:1::1", "2001:db8:ff00:1::2"]),
+            1
+        );
+        // IPv4 addresses one each; another /48 counts apart.
+        assert_eq!(
+            counted_addresses(spread.iter().map(String::as_str).chain([
+                "198.18.0.1",
+                "198.18.0.2",
+                "2001:db8:1::1"
+            ])),
+            16 + 2 + 1
+        );
+    }
+
+    #[test]
+    fn spearman_of_ranks() {
+        let up: Vec<f64> = (0..10).map(f64::from).collect();
+        let down: Vec<f64> = up.iter().rev().copied().collect();
+        assert!((spearman(&up, &up).unwrap() - 1.0).abs() < 1e-12);
+        assert!((spearman(&up, &down).unwrap() + 1.0).abs() < 1e-12);
+        // Monotone, not linear: still 1.
+        let cubes: Vec<f64> = up.iter().map(|x| x * x * x).collect();
+        assert!((spearman(&up, &cubes).unwrap() - 1.0).abs() < 1e-12);
+        // Ties share their mean rank.
+        assert_eq!(ranks(&[5.0, 1.0, 5.0, 2.0]), vec![3.5, 1.0, 3.5, 2.0]);
+        assert_eq!(spearman(&[1.0], &[1.0]), None);
+        assert_eq!(spearman(&[1.0, 1.0], &[1.0, 2.0]), None);
+    }
+
+    /// 3 humans, a NAT crowd of 4 (admitted in reverse order of arrival),
+    /// a farm of 20 /64s of one /48 × 1.
+    fn wide_report() -> FarmReport {
+        let mut parties = vec![
+            party(Kind::Human, "198.18.0.1", true, Some(100), 1),
+            party(Kind::Human, "198.18.0.2", true, Some(100), 2),
+            party(Kind::Human, "198.18.0.3", true, Some(200), 30),
+        ];
+        for j in 0..4u64 {
+            let mut p = party(Kind::Nat, "198.18.255.254", true, Some(300 + j), 0);
+            p.entered_ms = Some(1_000 - j);
+            parties.push(p);
+        }
+        for k in 0..20u64 {
+            let address = format!("2001:db8:ff00:{:x}::1", k << 8);
+            parties.push(party(Kind::Bot, &address, true, Some(100), 3 + k));
+        }
+        FarmReport {
+            humans: 3,
+            farm_addresses: 20,
+            identities_per_address: 1,
+            farm_ipv6: true,
+            nat_humans: 4,
+            parties,
+            ..report()
+        }
+    }
+
+    #[test]
+    fn an_ipv6_farm_and_a_nat_crowd_are_counted_as_the_product_counts() {
+        let r = wide_report();
+        let (b, n) = (r.side(Kind::Bot), r.side(Kind::Nat));
+        assert_eq!((b.addresses, b.counted_addresses), (20, 16));
+        assert_eq!((n.identities, n.addresses, n.counted_addresses), (4, 1, 1));
+        // Counted: 16 / (3 + 1 + 16); naive: 20 / (3 + 1 + 20).
+        assert!((r.bot_address_share() - 16.0 / 20.0).abs() < 1e-12);
+        assert!((r.bot_address_share_naive() - 20.0 / 24.0).abs() < 1e-12);
+        // The first 3 admitted: two humans (tick 100, tickets 1, 2), then
+        // the farm's ticket 3.
+        assert_eq!(
+            (r.side(Kind::Human).first_n, b.first_n, n.first_n),
+            (2, 1, 0)
+        );
+        // Admitted in the reverse of their arrival: ρ = −1.
+        assert!((r.nat_rank_correlation().unwrap() + 1.0).abs() < 1e-12);
+        assert_eq!(r.nat_ranks()[0], (4.0, 1.0));
+        let text = r.to_string();
+        assert!(
+            text.contains("farm share of addresses, counted (as the product counts): 16 / 20 = 0.8000 · naive (each /64 one address): 20 / 24 = 0.8333"),
+            "{text}"
+        );
+        assert!(
+            text.contains("Spearman ρ(arrival order, admission order) -1.000 over 4 admitted"),
+            "{text}"
+        );
+        assert!(text.contains("among the first 3 admitted 0"), "{text}");
     }
 }

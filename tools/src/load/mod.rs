@@ -16,6 +16,7 @@
 //! * [`figures`] — the figures of a run; [`report`] prints them; [`charts`]
 //!   draws them as SVG.
 
+pub mod chaos;
 pub mod charts;
 pub mod counters;
 pub mod drop_day;
@@ -222,6 +223,7 @@ pub async fn run(opts: &Options) -> anyhow::Result<Report> {
         origin: Default::default(),
         turnstile_stand_in: false,
         signed_in_token_lifetime_s: None,
+        persistence: false,
     })
     .await?;
     let (keys, mut conn) = stack.main_queue().await?;

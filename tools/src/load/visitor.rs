@@ -165,6 +165,13 @@ pub struct Record {
     pub sent: Vec<Sent>,
     /// How it ended.
     pub outcome: Outcome,
+    /// The state it was told last, when it ended in one it does not wait
+    /// out (`abandoned`, `expired`, …): with [`Outcome::Other`].
+    pub ended_in: Option<String>,
+    /// The error codes of the 4xx replies it was given after entering (a
+    /// poll or an order refused: a place or a token the stack no longer
+    /// knows), in order.
+    pub refused_with: Vec<String>,
 }
 
 /// Retries of an order the origin failed (5xx): its token is restored for
@@ -261,6 +268,8 @@ pub async fn run(http: &Client, shared: &Shared, start: Instant, plan: Plan) -> 
             timeouts: 0,
             sent: Vec::new(),
             outcome: Outcome::Deadline,
+            ended_in: None,
+            refused_with: Vec::new(),
         },
         start,
         failures: 0,
@@ -440,7 +449,10 @@ impl Visitor<'_> {
                     reply = next;
                 }
                 Some("admitted") => return self.order(&reply.body).await,
-                _ => return Outcome::Other,
+                other => {
+                    self.record.ended_in = Some(other.unwrap_or("(none)").to_string());
+                    return Outcome::Other;
+                }
             }
         }
     }
@@ -664,6 +676,16 @@ impl Visitor<'_> {
                 Failure::Unreadable
             }
         })?;
+        // (429 is the origin's backpressure, waited out.)
+        if status.is_client_error()
+            && status != StatusCode::TOO_MANY_REQUESTS
+            && matches!(route, Route::Position | Route::Order)
+        {
+            let code = body["error"].as_str().unwrap_or("(no code)");
+            self.record
+                .refused_with
+                .push(format!("{} {code}", status.as_u16()));
+        }
         // A 5xx is a fault, unless it is the queue's own answer (closed)
         // or the origin's to an order (the shopper may retry).
         if status.is_server_error() && route != Route::Order && !is_refusal(&body) {

@@ -12,14 +12,21 @@ use crate::random;
 impl App {
     /// A fresh ALTCHA challenge for this queue, at the difficulty level in
     /// force (raised as the line, pre-queue and draw fill), which it
-    /// carries signed.
+    /// carries signed. The terms come from the isolate's copy, read at
+    /// most once a second (crate::terms): a flood of challenge requests
+    /// costs Redis nothing more.
     pub(super) async fn challenge(&self, req: &Request) -> Result<Response, EdgeError> {
         let (queue, keys) = self.queue(req)?;
-        let terms = self
-            .redis()?
-            .run(&ChallengeTerms { keys: &keys })
-            .await?
-            .ok_or(EdgeError::QueueClosed)?;
+        let now = crate::clock::now_ms();
+        let terms = match self.terms.get(queue.as_str(), now) {
+            Some(terms) => terms,
+            None => {
+                let terms = self.redis()?.run(&ChallengeTerms { keys: &keys }).await?;
+                self.terms.put(queue.as_str(), now, terms);
+                terms
+            }
+        }
+        .ok_or(EdgeError::QueueClosed)?;
         let challenge = altcha::create(
             &self.config.guard.challenge_secret,
             &queue,

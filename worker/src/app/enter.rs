@@ -65,6 +65,14 @@ impl App {
             }
             (Err(e), None) => return Err(e),
         };
+        // A place taken (the line grew) or a stale solution: this
+        // isolate's next challenge reads the level in force.
+        if matches!(
+            reply,
+            EnterReply::Entered(_) | EnterReply::Refused(Refusal::SolutionStale)
+        ) {
+            self.terms.forget(queue.as_str());
+        }
         match reply {
             EnterReply::Entered(observed) => {
                 let place = Place::of(
@@ -77,6 +85,15 @@ impl App {
                 self.state_reply(&queue, observed, visitor.new_cookie, Some(place), &req)
             }
             EnterReply::Full { .. } => Err(EdgeError::QueueFull),
+            // No place: told so like a poll is (the page keeps asking, a
+            // restock lets it in).
+            EnterReply::SoldOut => self.state_reply(
+                &queue,
+                queuegate_shared::ops::Observed::SoldOut,
+                visitor.new_cookie,
+                None,
+                &req,
+            ),
             EnterReply::Closed(_) => Err(EdgeError::QueueClosed),
             EnterReply::Refused(Refusal::Missing(GuardCheck::Challenge)) => {
                 Err(EdgeError::ChallengeRequired)

@@ -19,8 +19,8 @@ use queuegate_edge::session;
 use queuegate_edge::visit::Intent;
 use queuegate_edge::TOKEN_HEADER;
 use queuegate_shared::ops::{
-    Browse, BrowseReply, Consume, ConsumeReply, Look, Outcome, Pass, PassReply, QueueNeeded,
-    RouteKind, Settle, Unconsume,
+    units_from_header, Browse, BrowseReply, Consume, ConsumeReply, Look, Outcome, Pass, PassReply,
+    QueueNeeded, RouteKind, Settle, Unconsume,
 };
 use queuegate_shared::token::EntryToken;
 use queuegate_shared::{QueueId, QueueKeys, UserId};
@@ -73,6 +73,9 @@ enum Course {
         outcome: Outcome,
         /// The origin's latency, for the scheduler's origin control.
         latency_ms: u64,
+        /// The units of a kept stock the order sold (the origin's
+        /// `Queuegate-Units`, else 1).
+        units: u64,
     },
 }
 
@@ -86,7 +89,11 @@ enum Settlement {
     GiveBack,
     /// `settle` with the outcome: an order done, or the token back for one
     /// retry window (a passed request's slot freed instead).
-    Settle { outcome: Outcome, latency_ms: u64 },
+    Settle {
+        outcome: Outcome,
+        latency_ms: u64,
+        units: u64,
+    },
 }
 
 impl Course {
@@ -97,9 +104,11 @@ impl Course {
             Course::Forwarded {
                 outcome,
                 latency_ms,
+                units,
             } => Settlement::Settle {
                 outcome,
                 latency_ms,
+                units,
             },
         }
     }
@@ -127,11 +136,12 @@ impl App {
         if let Some(id) = self.bypass_in(&gate.redis, &gate.keys, &cookies).await? {
             let user = UserId::new(&format!("bypass-{id}"))
                 .map_err(|e| EdgeError::Internal(format!("bypass user: {e}")))?;
+            // Staff orders take no unit of a kept stock (docs/drop-day.md).
             return self
                 .send(req, Some((&gate.queue, &user)))
                 .await
                 .reply
-                .map(Response::from);
+                .map(without_units);
         }
         let intent = intent(&req);
         let spent = match gate.kind {
@@ -271,6 +281,7 @@ impl Gate {
         if intent.prefetch {
             return Err(EdgeError::PrefetchDeclined);
         }
+        app.pass_asks_what_a_place_asks(&self.queue)?;
         let token = random::token()?;
         let address = guard::address(req);
         let passed = self
@@ -333,14 +344,17 @@ impl Gate {
                     ConsumeReply::Used => Err(EdgeError::TokenUsed),
                     ConsumeReply::Early { wait_ms } => Err(EdgeError::NotYetActive { wait_ms }),
                     ConsumeReply::Unconfigured => Err(EdgeError::QueueClosed),
+                    ConsumeReply::SoldOut => Err(EdgeError::SoldOut),
                 }
             }
             None => {
+                app.pass_asks_what_a_place_asks(&self.queue)?;
                 // A visitor without an identity gets one: the slot and the
                 // settle need a user, and the order is theirs (the cookie
                 // comes with the origin's reply). The pass spends the
-                // address's entry budget; a failed order frees its slot at
-                // once (no one holds its token to retry with).
+                // address's entry budget (for IPv6 its /56's and /48's
+                // too); a failed order frees its slot at once (no one
+                // holds its token to retry with).
                 let visitor = app.identify(req, true).await?;
                 let spender = self.spender.insert(Spender {
                     user: visitor.user,
@@ -405,14 +419,23 @@ impl Gate {
             (Err(_), Some(_)) => Outcome::NoAnswer,
             (Err(_), None) => Outcome::ClientError,
         };
+        // The units a kept stock's order sold: the origin's word only,
+        // read and taken off every forwarded reply (a visitor's own
+        // header never reaches this: it is the origin's reply).
+        let resp = reply.map(Response::from);
+        let units = match &resp {
+            Ok(resp) => units_from_header(resp.take_origin_header(UNITS_HEADER).as_deref()),
+            Err(_) => 0,
+        };
         // A browse route's request has nothing to settle.
         if self.spender.is_some() {
             self.course = Course::Forwarded {
                 outcome,
                 latency_ms,
+                units,
             };
         }
-        let resp = reply.map(Response::from)?;
+        let resp = resp?;
         for c in &new_cookies {
             http::append(resp.headers(), "set-cookie", c)?;
         }
@@ -423,34 +446,94 @@ impl Gate {
     /// back a token spent (or maybe spent) for a forward that never
     /// happened, and leaves a refused one alone. The visitor who got an
     /// error (503 `unavailable`, Retry-After) retries with the same token.
+    ///
+    /// A settle or give-back that cannot reach Redis (the gateway
+    /// restarting, Redis paused or failing over) is tried again after
+    /// each of [`SETTLE_RETRY_MS`] (16 s in all, inside `wait_until`'s
+    /// 30 s): without it the token stayed in flight, the visitor's retry
+    /// was refused as `token_used` and the order lapsed (found by the
+    /// chaos run, issue #37). Both scripts are idempotent: a call that ran
+    /// but whose reply was lost answers `stale` the second time.
     /// Nothing secret is logged: only the error's class.
     async fn settle(self) {
         let Some(Spender { user, token }) = &self.spender else {
             return;
         };
         let keys = &self.keys;
-        match self.course.settlement() {
-            Settlement::Nothing => {}
-            Settlement::GiveBack => {
-                if let Err(e) = self.redis.run(&Unconsume { keys, user, token }).await {
-                    worker::console_error!("unconsume failed: {e}");
-                }
-            }
-            Settlement::Settle {
-                outcome,
-                latency_ms,
-            } => {
-                let settle = Settle {
-                    keys,
-                    user,
-                    token,
+        let settlement = self.course.settlement();
+        let mut waits = SETTLE_RETRY_MS.iter();
+        loop {
+            let (what, result) = match settlement {
+                Settlement::Nothing => return,
+                Settlement::GiveBack => (
+                    "unconsume",
+                    self.redis
+                        .run(&Unconsume { keys, user, token })
+                        .await
+                        .map(drop),
+                ),
+                Settlement::Settle {
                     outcome,
                     latency_ms,
-                };
-                if let Err(e) = self.redis.run(&settle).await {
-                    worker::console_error!("settle failed: {e}");
+                    units,
+                } => {
+                    let settle = Settle {
+                        keys,
+                        user,
+                        token,
+                        outcome,
+                        latency_ms,
+                        units,
+                    };
+                    ("settle", self.redis.run(&settle).await.map(drop))
+                }
+            };
+            let e = match result {
+                Ok(()) => return,
+                Err(e) => e,
+            };
+            match waits.next() {
+                Some(&ms) if e.is_transient() => crate::clock::sleep(ms).await,
+                _ => {
+                    worker::console_error!("{what} failed: {e}");
+                    return;
                 }
             }
+        }
+    }
+}
+
+/// The origin's reply header stating how many units of a kept stock the
+/// order sold (docs/drop-day.md, *Stock*); never passed to the visitor.
+pub const UNITS_HEADER: &str = "queuegate-units";
+
+/// The origin's reply without its `Queuegate-Units` (where nothing
+/// counts it: a bypass, an unprotected route).
+pub(super) fn without_units(resp: worker::Response) -> Response {
+    let resp = Response::from(resp);
+    resp.take_origin_header(UNITS_HEADER);
+    resp
+}
+
+/// The pauses between tries of a settle or a give-back that could not
+/// reach Redis (ms): 15.75 s in all.
+const SETTLE_RETRY_MS: [u32; 6] = [250, 500, 1_000, 2_000, 4_000, 8_000];
+
+impl App {
+    /// Idle passthrough asks what a place asks: while the room demands a
+    /// proof of work or Turnstile for a new place, a request without a
+    /// token or a session does not pass on its own. It is sent to the
+    /// room (a person: 303 there; an API client: 403 `queue_required`
+    /// naming it), whose page solves the check and, the room being idle,
+    /// is admitted at once by `enter`. Before this, a token-less order
+    /// skipped both checks (issue #38). No Redis call, no identity minted.
+    fn pass_asks_what_a_place_asks(&self, queue: &QueueId) -> Result<(), EdgeError> {
+        match guard::missing(&self.config.guard, None, false) {
+            Some(_) => Err(EdgeError::QueueRequired {
+                page: page_url(queue),
+                holds: false,
+            }),
+            None => Ok(()),
         }
     }
 }
@@ -467,6 +550,7 @@ fn passed_or_refused(passed: PassReply, queue: &QueueId) -> Result<u64, EdgeErro
             holds: why == QueueNeeded::Holds,
         }),
         PassReply::Unconfigured => Err(EdgeError::QueueClosed),
+        PassReply::SoldOut => Err(EdgeError::SoldOut),
     }
 }
 
@@ -487,12 +571,14 @@ mod tests {
         let forwarded = Course::Forwarded {
             outcome: Outcome::NoAnswer,
             latency_ms: 12,
+            units: 0,
         };
         assert_eq!(
             forwarded.settlement(),
             Settlement::Settle {
                 outcome: Outcome::NoAnswer,
-                latency_ms: 12
+                latency_ms: 12,
+                units: 0,
             }
         );
     }

@@ -10,6 +10,7 @@
 
 mod bypass;
 mod challenge;
+mod draw;
 mod enter;
 mod gate;
 mod health;
@@ -31,6 +32,7 @@ use crate::origin::{self, Forwarded};
 use crate::rest::RestClient;
 use crate::routes::{self, Handler, Target};
 use crate::snapshots::SnapshotCache;
+use crate::terms::TermsCache;
 use crate::visitor::{self, Visitor};
 
 /// The worker: configuration and the Redis client, built once per isolate.
@@ -40,6 +42,7 @@ pub struct App {
     redis: Option<RestClient>,
     health: HealthCache,
     snapshots: SnapshotCache,
+    terms: TermsCache,
 }
 
 impl App {
@@ -61,6 +64,7 @@ impl App {
             redis,
             health: HealthCache::default(),
             snapshots: SnapshotCache::default(),
+            terms: TermsCache::default(),
         })
     }
 
@@ -100,6 +104,7 @@ impl App {
             Target::Queue(Handler::Position) => self.position(&req).await,
             Target::Queue(Handler::Page) => self.page(&req).await,
             Target::Queue(Handler::Bypass) => self.open_bypass(&req).await,
+            Target::Queue(Handler::Draw) => self.draw_record(&req).await,
             Target::Gate => {
                 // A person (a navigation or a form, Accept preferring HTML)
                 // whose remedy is the queue is sent to the room with the
@@ -200,9 +205,10 @@ impl App {
         visitor::identify(&self.config.identity, self.config.cookie_secure, req, mint).await
     }
 
-    /// Any other path: to the origin unchanged, no token needed.
+    /// Any other path: to the origin unchanged, no token needed (the
+    /// stock's `Queuegate-Units` is the edge's alone: taken off).
     async fn forward(&self, req: Request) -> Result<Response, EdgeError> {
-        self.send(req, None).await.reply.map(Response::from)
+        self.send(req, None).await.reply.map(gate::without_units)
     }
 
     /// Forwards `req` to the origin; `passed` is who passed the gate of

@@ -156,10 +156,20 @@ impl App {
             let accept_language = req.headers().get("accept-language").ok().flatten();
             queuegate_edge::lang::choose(accept_language.as_deref(), crate::i18n::CODES).lang
         };
+        // A kept stock: a waiting visitor's chance that it lasts to its
+        // turn, from the isolate's snapshot (no Redis call).
+        let chance_percent = match &state {
+            UserState::Waiting { position, .. } => self
+                .snapshots
+                .stock(queue.as_str())
+                .map(|s| queuegate_shared::chance::chance_percent(*position, &s)),
+            _ => None,
+        };
         let reply = StateReply {
             state,
             queue: queue.to_string(),
             notice: self.snapshots.notice(queue.as_str(), lang),
+            chance_percent,
         };
         let resp = http::json(200, &reply)?;
         let state = reply.state;
@@ -169,7 +179,8 @@ impl App {
         }
         match &state {
             UserState::Waiting { retry_after_ms, .. }
-            | UserState::PreQueue { retry_after_ms, .. } => {
+            | UserState::PreQueue { retry_after_ms, .. }
+            | UserState::SoldOut { retry_after_ms } => {
                 http::set(
                     headers,
                     "retry-after",

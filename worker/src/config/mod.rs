@@ -117,6 +117,22 @@ fn jwks_url(url: String) -> Result<String, ConfigError> {
     }
 }
 
+/// Whether `url` is a key set shared by every tenant of a service (every
+/// Firebase project, every app signing in with Google, Apple or a
+/// Microsoft account): a token it verifies says who signed it in, not for
+/// whom, so the audience must be set.
+fn shared_key_set(url: &str) -> bool {
+    const SHARED: [&str; 6] = [
+        "https://www.googleapis.com/",
+        "https://securetoken.google.com/",
+        "https://appleid.apple.com/",
+        "https://login.microsoftonline.com/common/",
+        "https://login.microsoftonline.com/consumers/",
+        "https://login.microsoftonline.com/organizations/",
+    ];
+    SHARED.iter().any(|p| url.starts_with(p))
+}
+
 /// A protected route: `[browse|spend] METHOD /path` or `… METHOD
 /// /prefix/*`, with the queue that guards it after `@` (`POST
 /// /orders@main`; none: `QUEUE_ID`). A route belongs to one queue, so a
@@ -421,6 +437,25 @@ impl EdgeConfig {
                     (Some(url), None) => Some(jwks_url(url)?),
                     (None, _) => None,
                 };
+                if let Some(url) = &jwks {
+                    // A key set may sign for more than this shop: the
+                    // issuer says which service, the audience which project.
+                    if some("JWT_ISSUER").is_none() {
+                        return Err(err(
+                            "JWT_ISSUER",
+                            "required with JWKS_URL: the `iss` your login service writes \
+                             (its keys may sign tokens for other services too)",
+                        ));
+                    }
+                    if shared_key_set(url) && some("JWT_AUDIENCE").is_none() {
+                        return Err(err(
+                            "JWT_AUDIENCE",
+                            "required with this JWKS_URL: its keys sign tokens for every \
+                             project and app of the service; set yours (Firebase: the \
+                             project id; Google, Apple, Microsoft: your client id)",
+                        ));
+                    }
+                }
                 IdentityMode::Jwt {
                     // With a JWKS there is no shared secret: place cookies
                     // are signed with IDENTITY_SECRET.
@@ -779,8 +814,35 @@ mod tests {
                 vec![
                     ("IDENTITY_MODE", "jwt"),
                     ("JWKS_URL", "http://login.example/jwks"),
+                    ("JWT_ISSUER", "https://login.example/"),
                 ],
                 "JWKS_URL",
+            ),
+            (
+                vec![
+                    ("IDENTITY_MODE", "jwt"),
+                    ("JWKS_URL", "https://login.example/.well-known/jwks.json"),
+                ],
+                "JWT_ISSUER",
+            ),
+            (
+                vec![
+                    ("IDENTITY_MODE", "jwt"),
+                    (
+                        "JWKS_URL",
+                        "https://www.googleapis.com/service_accounts/v1/jwk/securetoken@system.gserviceaccount.com",
+                    ),
+                    ("JWT_ISSUER", "https://securetoken.google.com/shop"),
+                ],
+                "JWT_AUDIENCE",
+            ),
+            (
+                vec![
+                    ("IDENTITY_MODE", "jwt"),
+                    ("JWKS_URL", "https://appleid.apple.com/auth/keys"),
+                    ("JWT_ISSUER", "https://appleid.apple.com"),
+                ],
+                "JWT_AUDIENCE",
             ),
             (vec![("ORIGIN_URL", "ftp://x")], "ORIGIN_URL"),
             (vec![("REDIS_TIMEOUT_MS", "0")], "REDIS_TIMEOUT_MS"),
@@ -828,11 +890,33 @@ mod tests {
         assert!(
             config(&[
                 ("IDENTITY_MODE", "jwt"),
-                ("JWKS_URL", "http://127.0.0.1:9/jwks.json")
+                ("JWKS_URL", "http://127.0.0.1:9/jwks.json"),
+                ("JWT_ISSUER", "https://login.example/"),
             ])
             .is_ok(),
             "a loopback stand-in for tests"
         );
+        // A tenant's own key set needs the issuer only; a shared one the
+        // audience too.
+        assert!(config(&[
+            ("IDENTITY_MODE", "jwt"),
+            (
+                "JWKS_URL",
+                "https://shop.eu.auth0.com/.well-known/jwks.json"
+            ),
+            ("JWT_ISSUER", "https://shop.eu.auth0.com/"),
+        ])
+        .is_ok());
+        assert!(config(&[
+            ("IDENTITY_MODE", "jwt"),
+            (
+                "JWKS_URL",
+                "https://www.googleapis.com/service_accounts/v1/jwk/securetoken@system.gserviceaccount.com"
+            ),
+            ("JWT_ISSUER", "https://securetoken.google.com/shop"),
+            ("JWT_AUDIENCE", "shop"),
+        ])
+        .is_ok());
     }
 
     #[test]

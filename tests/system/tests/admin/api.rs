@@ -459,6 +459,33 @@ async fn every_cli_action_works_over_http_and_is_audited() {
         "cleared with it"
     );
 
+    // The stock: set, read, refused below zero (nothing changed).
+    let (status, body) = api
+        .ops(
+            Method::PUT,
+            "/admin/v1/queues/main/stock",
+            Some(r#"{"set": 12}"#),
+        )
+        .await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    assert_eq!(
+        (body["left"].clone(), body["sold_out"].clone()),
+        (json!(12), json!(false))
+    );
+    let (status, body) = api
+        .ops(
+            Method::PUT,
+            "/admin/v1/queues/main/stock",
+            Some(r#"{"add": -13}"#),
+        )
+        .await;
+    assert_eq!(status, StatusCode::CONFLICT, "{body}");
+    let (_, body) = api
+        .ops(Method::GET, "/admin/v1/queues/main/stock", None)
+        .await;
+    assert_eq!(body["left"], 12);
+    assert_eq!(q.config_field(cf::STOCK_LEFT).await, "12");
+
     // One implementation: the CLI's pause is what the API then reads, and
     // the CLI's action is in its own audit line.
     let out = scheduler::command(s.config_path(), &["pause", "other"]);
@@ -478,6 +505,8 @@ async fn every_cli_action_works_over_http_and_is_audited() {
         "who=\"ops\" action=\"resume\" queue=\"main\" outcome=\"refused\"",
         "who=\"ops\" action=\"notice\" queue=\"main\" outcome=\"bad_input\"",
         "who=\"ops\" action=\"status\" queue=\"*\" outcome=\"done\"",
+        "who=\"ops\" action=\"stock_set\" queue=\"main\" outcome=\"done\"",
+        "who=\"ops\" action=\"stock_add\" queue=\"main\" outcome=\"refused\"",
     ] {
         assert!(log.contains(needle), "the audit log lacks {needle}:\n{log}");
     }

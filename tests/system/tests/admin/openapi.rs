@@ -121,6 +121,7 @@ async fn every_documented_admin_status_matches_the_document() {
     const VISITOR: &str = "/admin/v1/queues/{queue}/visitors/{user}";
     const REVOCATION: &str = "/admin/v1/queues/{queue}/visitors/{user}/revocation";
     const SETTINGS: &str = "/admin/v1/queues/{queue}/settings";
+    const STOCK: &str = "/admin/v1/queues/{queue}/stock";
     let big = format!(r#"{{"text":"{}"}}"#, "x".repeat(20_000));
 
     ck.check("GET", LIST, LIST, None, false, 200).await;
@@ -173,6 +174,19 @@ async fn every_documented_admin_status_matches_the_document() {
         400,
     )
     .await;
+    // A beacon: an unknown source, or drand with no `[beacon]` configured.
+    for beacon in ["nist", "drand"] {
+        let body = format!(r#"{{"opens_at":"2030-01-01T00:00:00Z","beacon":"{beacon}"}}"#);
+        ck.check(
+            "PUT",
+            SCHEDULE,
+            "/admin/v1/queues/main/schedule",
+            Some(&body),
+            false,
+            400,
+        )
+        .await;
+    }
     ck.check(
         "PUT",
         SCHEDULE,
@@ -245,6 +259,48 @@ async fn every_documented_admin_status_matches_the_document() {
         200,
     )
     .await;
+    // The stock: none kept, then set, changed, refused, cleared.
+    let stock = "/admin/v1/queues/main/stock";
+    let none = ck.check("GET", STOCK, stock, None, false, 200).await;
+    assert_eq!(none["left"], serde_json::Value::Null, "{none}");
+    ck.check("PUT", STOCK, stock, Some(r#"{"add":5}"#), false, 409)
+        .await;
+    let set = ck
+        .check("PUT", STOCK, stock, Some(r#"{"set":10}"#), false, 200)
+        .await;
+    assert_eq!(
+        (set["left"].clone(), set["sold_out"].clone()),
+        (10.into(), false.into())
+    );
+    for good in [
+        r#"{"add":-4}"#,
+        r#"{"overbook":25}"#,
+        r#"{"overbook":51.0}"#,
+        r#"{"overbook":"auto"}"#,
+    ] {
+        ck.check("PUT", STOCK, stock, Some(good), false, 200).await;
+    }
+    for bad in [
+        "{}",
+        r#"{"set":1,"add":1}"#,
+        r#"{"set":-1}"#,
+        r#"{"add":0}"#,
+        r#"{"overbook":101}"#,
+        r#"{"overbook":"lots"}"#,
+        r#"{"set":2.5}"#,
+        r#"{"units":1}"#,
+        "[]",
+    ] {
+        ck.check("PUT", STOCK, stock, Some(bad), false, 400).await;
+    }
+    ck.check("PUT", STOCK, stock, Some(r#"{"refund":1}"#), false, 409)
+        .await;
+    ck.check("PUT", STOCK, stock, Some(&big), false, 413).await;
+    let left = ck.check("GET", STOCK, stock, None, false, 200).await;
+    assert_eq!(left["left"], 6, "a refusal changed nothing: {left}");
+    let cleared = ck.check("DELETE", STOCK, stock, None, false, 200).await;
+    assert_eq!(cleared["left"], serde_json::Value::Null);
+
     let main = |tail: &str| format!("/admin/v1/queues/main/{tail}");
     ck.check("POST", RESET, &main("reset"), None, false, 409)
         .await;
@@ -388,6 +444,7 @@ async fn every_documented_admin_status_matches_the_document() {
         NOTICE => Some(r#"{"text":"x"}"#),
         BYPASSES => Some(r#"{"name":"x"}"#),
         SETTINGS => Some(r#"{"max_active":60}"#),
+        STOCK => Some(r#"{"set":1}"#),
         _ => None,
     };
 

@@ -26,25 +26,25 @@ const LINE: usize = 20_000;
 /// 900 visitors are near.
 const RATE: f64 = 5.0;
 
-/// Commands the worker has sent through the gateway so far, by name
-/// (`GET /_stats`; Redis' own `INFO commandstats` would also count the
-/// commands run inside scripts).
-async fn sent(stack: &EdgeStack) -> std::collections::BTreeMap<String, u64> {
-    let stats: serde_json::Value = reqwest::Client::new()
-        .get(format!("{}/_stats", stack.gateway.url()))
-        .bearer_auth(stack.gateway.token())
-        .send()
-        .await
-        .expect("GET /_stats")
-        .json()
-        .await
-        .expect("its JSON");
-    stats["commands"]
-        .as_object()
-        .expect("commands")
-        .iter()
-        .map(|(k, v)| (k.clone(), v.as_u64().unwrap_or(0)))
-        .collect()
+/// How many `cmd` the worker sent between two [`EdgeStack::sent`] reads.
+fn diff(
+    before: &std::collections::BTreeMap<String, u64>,
+    after: &std::collections::BTreeMap<String, u64>,
+    cmd: &str,
+) -> u64 {
+    after.get(cmd).copied().unwrap_or(0) - before.get(cmd).copied().unwrap_or(0)
+}
+
+/// Ticks as the test's lease holder every 500 ms, admitting nobody: the
+/// snapshot stays fresh while visitors poll. Abort the handle to stop.
+fn keep_ticking(q: &TestQueue) -> tokio::task::JoinHandle<()> {
+    let q = q.clone();
+    tokio::spawn(async move {
+        loop {
+            tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+            q.admit_at("test", 0, &[], RATE).await;
+        }
+    })
 }
 
 /// When the visitor's place cookie says it last asked Redis.
@@ -166,7 +166,7 @@ async fn far_back_polls_are_estimates_without_redis_and_near_ones_are_exact() {
     }
 
     // Second polls: every command the worker sends is counted.
-    let before = sent(&stack).await;
+    let before = stack.sent().await;
     let started = Instant::now();
     let mut errors = Vec::new();
     let (mut far, mut near, mut exact_head) = (0u64, 0u64, 0u64);
@@ -192,7 +192,7 @@ async fn far_back_polls_are_estimates_without_redis_and_near_ones_are_exact() {
         assert!(r.json["etaSeconds"].as_u64().is_some());
     }
     let secs = started.elapsed().as_secs_f64();
-    let after = sent(&stack).await;
+    let after = stack.sent().await;
     let count =
         |cmd: &str| after.get(cmd).copied().unwrap_or(0) - before.get(cmd).copied().unwrap_or(0);
     let (evalsha, hmget) = (count("EVALSHA"), count("HMGET"));
@@ -322,12 +322,24 @@ async fn a_pre_queue_of_20000_learns_its_drawn_places_at_the_edge() {
     let main = QueueId::new("main").unwrap();
     schedule(q, Change::Set(in_ms(600_000)), Change::Keep).await;
 
-    // Two enter through the worker: the reply signs their slot.
+    // Two enter through the worker: the reply signs their slot. Each from
+    // its own address: a draw in which an address had two identities
+    // deals their seats after the seal, and its slots are then answered
+    // by Redis (fair_draw.rs).
     let users: Vec<(UserId, Visitor)> = (0..PRE).map(|i| visitor_for(&stack, i)).collect();
     let mut visitors: Vec<Visitor> = Vec::with_capacity(PRE);
-    for (u, v) in &users[..2] {
+    for (i, (u, v)) in users[..2].iter().enumerate() {
         let mut v = v.clone();
-        let r = v.enter().await;
+        let ip = format!("203.0.113.{}", i + 1);
+        let r = v
+            .send_with(
+                "POST",
+                "/queue/enter",
+                None,
+                None,
+                &[("cf-connecting-ip", &ip)],
+            )
+            .await;
         assert_eq!((r.status, r.state()), (200, "pre_queue"), "{:?}", r.json);
         match place::verify(IDENTITY_SECRET.as_bytes(), &v.cookies["qg_place"], &main, u) {
             Some(place::Held::Slot { draw: 1, .. }) => {}
@@ -366,18 +378,14 @@ async fn a_pre_queue_of_20000_learns_its_drawn_places_at_the_edge() {
     // polls would go to Redis while that read is under way).
     let mut first = visitors[0].clone();
     assert_eq!(first.position().await.state(), "pre_queue");
-    let before = sent(&stack).await;
+    let before = stack.sent().await;
     let started = Instant::now();
     let mut sample: Vec<Visitor> = visitors.iter().step_by(50).cloned().collect();
     for r in poll_all(&mut sample).await {
         assert_eq!((r.status, r.state()), (200, "pre_queue"), "{:?}", r.json);
     }
-    let after = sent(&stack).await;
+    let after = stack.sent().await;
     let secs = started.elapsed().as_secs_f64();
-    let diff =
-        |a: &std::collections::BTreeMap<String, u64>,
-         b: &std::collections::BTreeMap<String, u64>,
-         cmd: &str| { b.get(cmd).copied().unwrap_or(0) - a.get(cmd).copied().unwrap_or(0) };
     assert_eq!(
         diff(&before, &after, "EVALSHA"),
         0,
@@ -392,9 +400,9 @@ async fn a_pre_queue_of_20000_learns_its_drawn_places_at_the_edge() {
     borrower
         .cookies
         .insert("qg_place".into(), visitors[2].cookies["qg_place"].clone());
-    let before = sent(&stack).await;
+    let before = stack.sent().await;
     assert_eq!(borrower.position().await.state(), "pre_queue");
-    let after = sent(&stack).await;
+    let after = stack.sent().await;
     // (One script: an EVALSHA, and an EVAL after it if Redis had not
     // loaded the script yet.)
     assert_eq!(
@@ -414,15 +422,7 @@ async fn a_pre_queue_of_20000_learns_its_drawn_places_at_the_edge() {
 
     // Ticks keep the snapshot fresh while everyone polls (a snapshot more
     // than 10 s old is not used), admitting nobody.
-    let ticking = {
-        let q = q.clone();
-        tokio::spawn(async move {
-            loop {
-                tokio::time::sleep(std::time::Duration::from_millis(500)).await;
-                q.admit_at("test", 0, &[], RATE).await;
-            }
-        })
-    };
+    let ticking = keep_ticking(q);
     // Everyone polls once, once the isolate has read a snapshot the draw
     // left (its last one is from before the opening, kept for
     // `snapshot::REFRESH_MS`: until then it says "pre-queued").
@@ -436,11 +436,11 @@ async fn a_pre_queue_of_20000_learns_its_drawn_places_at_the_edge() {
         assert!(Instant::now() < deadline, "still {:?}", r.json);
         tokio::time::sleep(std::time::Duration::from_millis(250)).await;
     }
-    let before = sent(&stack).await;
+    let before = stack.sent().await;
     let started = Instant::now();
     let replies = poll_all(&mut visitors).await;
     let secs = started.elapsed().as_secs_f64();
-    let after = sent(&stack).await;
+    let after = stack.sent().await;
     ticking.abort();
     let mut pipe = redis::pipe();
     for (u, _) in &users {
@@ -494,6 +494,129 @@ async fn a_pre_queue_of_20000_learns_its_drawn_places_at_the_edge() {
     assert!(p95 <= 0.02, "p95 relative error {p95}");
 }
 
+/// After a deal (issue #38): 40 identities behind one address had their
+/// seats dealt among them after the seal, so their signed slots may name
+/// another's place; they each ask Redis once and get their ticket. Every
+/// round-1 seat of an address with one identity is still its holder's,
+/// and the edge, having read the dealt seats once (one `GET` of
+/// `draw_moved`), answers those 160 visitors from its snapshot with no
+/// script call, on exactly the tickets the scheduler placed them on.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn after_a_deal_the_single_addresses_still_learn_their_places_at_the_edge() {
+    const AHEAD: usize = 2_000;
+    const SINGLES: usize = 160;
+    const CROWD: usize = 40;
+    let settings = Settings {
+        admit_rate_per_second: RATE,
+        idle_passthrough: false,
+        entry_budget_per_minute: 0,
+        ..Settings::default()
+    };
+    assert!(settings.near_zone_visitors(RATE) < AHEAD as u64);
+    let stack = EdgeStack::start(settings, "anonymous", RedisServer::start()).await;
+    let q = &stack.queue;
+    // A line far longer than the near zone, ahead of the draw.
+    let ahead: Vec<UserId> = (0..AHEAD).map(|i| visitor_for(&stack, i).0).collect();
+    enter_pipelined(q, &ahead).await;
+    assert_eq!(q.zcard(&q.keys.waiting()).await, AHEAD as u64);
+    schedule(q, Change::Set(in_ms(600_000)), Change::Keep).await;
+    let mut singles = Vec::new();
+    let mut crowd = Vec::new();
+    for i in 0..SINGLES + CROWD {
+        let (u, mut v) = visitor_for(&stack, AHEAD + i);
+        let ip = if i < SINGLES {
+            format!("203.0.{}.{}", i / 200, i % 200 + 1)
+        } else {
+            "100.64.3.3".to_string()
+        };
+        let r = v
+            .send_with(
+                "POST",
+                "/queue/enter",
+                None,
+                None,
+                &[("cf-connecting-ip", &ip)],
+            )
+            .await;
+        assert_eq!((r.status, r.state()), (200, "pre_queue"), "{:?}", r.json);
+        if i < SINGLES {
+            singles.push((u, v));
+        } else {
+            crowd.push((u, v));
+        }
+    }
+    open_now(q).await;
+    let mut run = DrawRun::open(q, "test", [0x38; 32]).await.expect("sealed");
+    assert!(run.drawing().deal_pending);
+    run.finish(q, 100).await;
+    q.admit_at("test", 0, &[], RATE).await;
+    let ticking = keep_ticking(q);
+    // Once the isolate's snapshot has the draw (and its dealt seats), a
+    // single's poll is answered at the edge.
+    let deadline = Instant::now() + std::time::Duration::from_millis(snapshot::REFRESH_MS + 5_000);
+    loop {
+        let before = stack.sent().await;
+        let r = singles[0].1.clone().position().await;
+        let after = stack.sent().await;
+        let scripts = diff(&before, &after, "EVALSHA");
+        if r.state() == "waiting" && scripts == 0 {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "still {:?} ({scripts} scripts)",
+            r.json
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(250)).await;
+    }
+    let before = stack.sent().await;
+    let mut single_visitors: Vec<Visitor> = singles.iter().map(|(_, v)| v.clone()).collect();
+    let mut crowd_visitors: Vec<Visitor> = crowd.iter().map(|(_, v)| v.clone()).collect();
+    let single_replies = poll_all(&mut single_visitors).await;
+    let middle = stack.sent().await;
+    let crowd_replies = poll_all(&mut crowd_visitors).await;
+    let after = stack.sent().await;
+    ticking.abort();
+    eprintln!(
+        "{SINGLES} singles: {} EVALSHA, {} GET; {CROWD} of one address: {} EVALSHA; in all {} GET of draw_moved",
+        diff(&before, &middle, "EVALSHA"),
+        diff(&before, &middle, "GET"),
+        diff(&middle, &after, "EVALSHA"),
+        after.get("GET").copied().unwrap_or(0),
+    );
+    assert_eq!(diff(&before, &middle, "EVALSHA"), 0, "singles at the edge");
+    assert_eq!(
+        diff(&middle, &after, "EVALSHA"),
+        CROWD as u64,
+        "each of the crowd asks Redis once"
+    );
+    assert_eq!(
+        after.get("GET").copied().unwrap_or(0),
+        1,
+        "draw_moved read once"
+    );
+    let mut conn = patient(q);
+    for ((u, _), (v, r)) in singles.iter().chain(&crowd).zip(
+        single_visitors
+            .iter()
+            .chain(&crowd_visitors)
+            .zip(single_replies.iter().chain(&crowd_replies)),
+    ) {
+        assert_eq!((r.status, r.state()), (200, "waiting"), "{:?}", r.json);
+        let ticket: u64 = redis::cmd("ZSCORE")
+            .arg(q.keys.waiting())
+            .arg(u.as_str())
+            .query_async(&mut conn)
+            .await
+            .expect("ZSCORE");
+        assert_eq!(
+            held_ticket(v, u),
+            Some(ticket),
+            "{u}: the ticket it was placed on"
+        );
+    }
+}
+
 /// Near the head but behind its exact part, a visitor is answered at the
 /// edge, except every `abandon_after_ms / 2`, when its poll goes to Redis
 /// to prove it is alive: one that keeps polling through the worker is
@@ -542,7 +665,7 @@ async fn a_near_visitor_answered_at_the_edge_still_proves_it_is_alive() {
     assert!(silent.position().await.json.get("approximate").is_none());
 
     // 2.5 × abandon_after of polls every 300 ms.
-    let before = sent(&stack).await;
+    let before = stack.sent().await;
     let started = Instant::now();
     let (mut polls, mut at_edge) = (0u64, 0u64);
     while started.elapsed().as_millis() < u128::from(ABANDON_MS * 5 / 2) {
@@ -556,7 +679,7 @@ async fn a_near_visitor_answered_at_the_edge_still_proves_it_is_alive() {
 
         tokio::time::sleep(std::time::Duration::from_millis(300)).await;
     }
-    let after = sent(&stack).await;
+    let after = stack.sent().await;
     ticking.abort();
     let scripts =
         after.get("EVALSHA").copied().unwrap_or(0) - before.get("EVALSHA").copied().unwrap_or(0);
@@ -899,8 +1022,9 @@ async fn a_place_is_stamped_before_its_redis_request_however_slow_the_reply() {
     let mut conn = q.conn.clone();
     // 600-700 ms into a second: a stamp after the reply, which waits the
     // pause out, falls in the next second (the cookie keeps whole seconds,
-    // rounded down); one before the request stays in this one. (The test
-    // gateway gives Redis 500 ms; the pause stays under it.)
+    // rounded down); one before the request stays in this one. (The
+    // gateway waits for Redis up to its `--redis-timeout-ms`, 3 s; it cut
+    // calls at 500 ms, the Redis client's own default, before.)
     let before = loop {
         let (secs, micros): (u64, u64) = redis::cmd("TIME").query_async(&mut conn).await.unwrap();
         if (600_000..700_000).contains(&micros) {
@@ -937,4 +1061,115 @@ async fn a_place_is_stamped_before_its_redis_request_however_slow_the_reply() {
         seen <= before,
         "stamped in the second after the request left ({seen} > {before})"
     );
+}
+
+/// Issue #37: a far-back visitor is answered from the snapshot only while
+/// the scheduler that wrote it may still hold its lease. While ticks come
+/// the answers stay at the edge for as long as the line lasts; once they
+/// stop (a scheduler stopped, killed, cut off), the next refresh that finds
+/// the snapshot older than the lease its last tick took sends every poll
+/// to Redis — within the lease, the clocks' tolerance and one refresh (8 s
+/// at the defaults; it took 10 s, `MAX_AGE_MS`, before), and Redis' answer
+/// stands still as the line does. Ticks again: edge answers again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn far_back_answers_stop_within_the_lease_when_the_scheduler_stops() {
+    let settings = Settings {
+        admit_rate_per_second: RATE,
+        idle_passthrough: false,
+        max_waiting: 100_000,
+        ..Settings::default()
+    };
+    let lease = settings.lease_ttl_ms;
+    let stack = EdgeStack::start(settings, "anonymous", RedisServer::start()).await;
+    let q = &stack.queue;
+    // Far back: the near zone at 5/s is 900 visitors.
+    let users: Vec<(UserId, Visitor)> = (0..2_000).map(|i| visitor_for(&stack, i)).collect();
+    for (u, _) in &users {
+        q.enter(u).await;
+    }
+    let (_, mut v) = users[1_900].clone();
+    q.set_lock("test").await;
+    let tick = || q.admit_at("test", 0, &[], RATE);
+    tick().await;
+    let first = v.position().await;
+    assert_eq!(
+        (first.status, first.state()),
+        (200, "waiting"),
+        "{:?}",
+        first.json
+    );
+    assert!(
+        first.json.get("approximate").is_none(),
+        "the first poll is exact"
+    );
+
+    // A live scheduler: a tick every 500 ms, past more than one refresh and
+    // past MAX_AGE_MS since the first snapshot: every poll at the edge.
+    let live = Instant::now();
+    let mut last_tick = Instant::now();
+    while live.elapsed().as_millis() < u128::from(snapshot::MAX_AGE_MS + 1_000) {
+        if last_tick.elapsed().as_millis() >= 500 {
+            tick().await;
+            last_tick = Instant::now();
+        }
+        let r = v.position().await;
+        assert_eq!(r.json["approximate"], true, "{:?}", r.json);
+        tokio::time::sleep(std::time::Duration::from_millis(250)).await;
+    }
+
+    // The scheduler stops: no tick from here. The edge goes on answering
+    // from its snapshot for at most the lease, the tolerance and a refresh.
+    tick().await;
+    let stopped = Instant::now();
+    let bound = lease + snapshot::CLOCK_TOLERANCE_MS + snapshot::REFRESH_MS;
+    let exact_after = loop {
+        let r = v.position().await;
+        assert_eq!((r.status, r.state()), (200, "waiting"), "{:?}", r.json);
+        if r.json.get("approximate").is_none() {
+            break stopped.elapsed();
+        }
+        assert!(
+            stopped.elapsed().as_millis() <= u128::from(bound + 1_000),
+            "still answered from a snapshot {} ms after the last tick",
+            stopped.elapsed().as_millis()
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    };
+    eprintln!(
+        "far-back polls reached Redis {} ms after the last tick (bound {bound} ms)",
+        exact_after.as_millis()
+    );
+    // From then on, every poll asks Redis while no tick comes.
+    let position = v.position().await;
+    assert!(
+        position.json.get("approximate").is_none(),
+        "{:?}",
+        position.json
+    );
+    for _ in 0..5 {
+        tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+        let r = v.position().await;
+        assert!(r.json.get("approximate").is_none(), "{:?}", r.json);
+        assert_eq!(
+            r.json["position"], position.json["position"],
+            "the line stands still"
+        );
+    }
+
+    // The scheduler is back (its lease ran out meanwhile: it takes it
+    // again): the next refresh finds a live writer.
+    q.set_lock("test").await;
+    let back = Instant::now();
+    loop {
+        tick().await;
+        let r = v.position().await;
+        if r.json["approximate"] == true {
+            break;
+        }
+        assert!(
+            back.elapsed().as_millis() <= u128::from(snapshot::REFRESH_MS + 2_000),
+            "the edge never answered again after the ticks resumed"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    }
 }

@@ -6,7 +6,7 @@
 use std::time::{Duration, Instant};
 
 use queuegate_shared::draw::DrawSlot;
-use queuegate_shared::fields::{config as cf, stats as sf};
+use queuegate_shared::fields::{config as cf, stats as sf, ADDRESS_FULL_HOLD_MS};
 use queuegate_shared::guard::{ClientAddress, EntryGuard, GuardCheck};
 use queuegate_shared::ops::{
     Change, Enter, EnterReply, Observed, Refusal, Scheduled, SetState, StateSwitch,
@@ -87,6 +87,7 @@ async fn before_the_opening_visitors_pre_queue_keep_their_draw_and_count_toward_
         state: Observed::PreQueue(facts).into_user_state(&q.settings, 0.5),
         queue: "pre".into(),
         notice: None,
+        chance_percent: None,
     })
     .unwrap();
     assert_eq!(json["state"], "pre_queue", "{json}");
@@ -301,7 +302,9 @@ async fn enter_from(q: &TestQueue, u: &UserId, address: &str) -> EnterReply {
 /// on: the 40 people, the farm's first identity, the /48's first 16 (a /48
 /// counts as at most 16 addresses) and the /56's first 4 share the first
 /// 61 places, in a random order. Under a draw per identity (main before
-/// this change) the people would be spread over all 312 places.
+/// this change) the people would be spread over all 312 places. Which of
+/// the farm's identities holds which of its 200 seats is dealt after the
+/// seal (issue #38), so its fastest identity is not its first drawn.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_draw_is_fair_per_address_group_not_per_identity() {
     let redis = RedisServer::start();
@@ -369,19 +372,29 @@ async fn the_draw_is_fair_per_address_group_not_per_identity() {
     for size in &expected {
         starts.push(starts.last().unwrap() + size);
     }
+    // Everyone but the farm is in its round's block. The farm's seats
+    // (one in each of rounds 1 to 200) were dealt among its identities
+    // at random: one farm identity in each block, not in arrival order.
+    let block = |p: u64| starts.iter().position(|&s| s >= p).unwrap() as u64;
     let mut seen = Vec::new();
-    for (u, round) in &entered {
+    let mut farm_rounds = Vec::new();
+    for (i, (u, round)) in entered.iter().enumerate() {
         let p = position(&q.position(u).await).expect("placed in line");
-        let (from, to) = (starts[*round as usize - 1], starts[*round as usize]);
-        assert!(
-            p > from && p <= to,
-            "{u} of round {round} at {p}, outside {}..={to}",
-            from + 1
-        );
+        if i < 200 {
+            farm_rounds.push(block(p));
+        } else {
+            assert_eq!(block(p), *round, "{u} of round {round} at {p}");
+        }
         seen.push(p);
     }
     seen.sort_unstable();
     assert_eq!(seen, (1..=total).collect::<Vec<_>>());
+    let mut dealt = farm_rounds.clone();
+    dealt.sort_unstable();
+    assert_eq!(dealt, (1..=200).collect::<Vec<u64>>(), "one a round");
+    let arrival: Vec<u64> = (1..=200).collect();
+    let rho = spearman(&arrival, &farm_rounds);
+    assert!(rho.abs() < 0.35, "the farm drawn by arrival: ρ {rho}");
     // Within round 1 the order is the draw's, not arrival: the farm's first
     // identity arrived before all 60 others, yet it is not simply first, and
     // the people are not in arrival order (a 1/40! chance each).
@@ -394,6 +407,90 @@ async fn the_draw_is_fair_per_address_group_not_per_identity() {
         "shuffled within the round"
     );
     q.assert_conserved().await;
+}
+
+/// A holder killed half-way through the deal (issue #38): the next holder
+/// deals again from the start under the draw's own seed and writes the
+/// same seats, so every visitor ends on the place a single holder would
+/// have given it. Nobody is placed before the deal is over, nobody twice,
+/// and each address still holds exactly one seat a round.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_deal_cut_off_half_way_is_dealt_again_the_same_by_the_next_holder() {
+    const ADDRESSES: u64 = 10;
+    const EACH: u64 = 30;
+    let redis = RedisServer::start();
+    let settings = Settings {
+        entry_budget_per_minute: 0,
+        ..fast_settings()
+    };
+    let the_seed = seed();
+    // The same pre-queue in two queues: one dealt by one holder, the other
+    // by a holder that dies after its first batch, then another.
+    let mut places = Vec::new();
+    for (name, cut_off) in [("whole", false), ("cut", true)] {
+        let q = TestQueue::open(&redis.url(), name, settings.clone()).await;
+        schedule(&q, Change::Set(in_ms(60_000)), Change::Keep).await;
+        for i in 0..ADDRESSES * EACH {
+            let ip = format!("198.18.7.{}", i % ADDRESSES + 1);
+            assert!(is_pre_queued_reply(
+                &enter_from(&q, &user(i as usize), &ip).await
+            ));
+        }
+        open_now(&q).await;
+        let mut run = DrawRun::open(&q, "holder-a", the_seed)
+            .await
+            .expect("sealed");
+        assert!(run.drawing().deal_pending);
+        if cut_off {
+            // The whole list in one page, then 50 of its new scores written.
+            run.step(&q, 50).await;
+            run.step(&q, 50).await;
+            assert_eq!(
+                config_field(&q, cf::DRAW_SHUFFLE).await.as_deref(),
+                Some("pending")
+            );
+            assert_eq!(q.zcard(&q.keys.waiting()).await, 0, "nobody placed yet");
+            // Holder A is gone; B offers its own seed, the draw keeps its own.
+            run = DrawRun::open(&q, "holder-b", [0xbb; 32])
+                .await
+                .expect("the same draw");
+            assert!(run.drawing().deal_pending);
+        }
+        run.finish(&q, 50).await;
+        assert_eq!(
+            config_field(&q, cf::DRAW_SHUFFLE).await.as_deref(),
+            Some("dealt")
+        );
+        assert!(
+            !exists(&q, &q.keys.draw_members()).await,
+            "the list goes once dealt"
+        );
+        let mut got = Vec::new();
+        for i in 0..ADDRESSES * EACH {
+            got.push(position(&q.position(&user(i as usize)).await).expect("placed"));
+        }
+        let mut sorted = got.clone();
+        sorted.sort_unstable();
+        assert_eq!(
+            sorted,
+            (1..=ADDRESSES * EACH).collect::<Vec<_>>(),
+            "each once"
+        );
+        // Round r is places (r-1)*10+1 ..= r*10: one per address.
+        for a in 0..ADDRESSES {
+            let mut rounds: Vec<u64> = (0..EACH)
+                .map(|k| (got[(k * ADDRESSES + a) as usize] - 1) / ADDRESSES + 1)
+                .collect();
+            rounds.sort_unstable();
+            assert_eq!(rounds, (1..=EACH).collect::<Vec<_>>(), "address {a}");
+        }
+        q.assert_conserved().await;
+        places.push(got);
+    }
+    assert_eq!(
+        places[0], places[1],
+        "the same places with and without the cut"
+    );
 }
 
 async fn hget(q: &TestQueue, key: &str, field: &str) -> Option<i64> {
@@ -517,8 +614,25 @@ async fn an_address_holds_at_most_entry_places_per_address_live_places() {
         .keys()
         .filter(|k| before.get(*k) != after.get(*k))
         .collect();
-    assert_eq!(changed, [&q.keys.stats()], "only the counter moved");
+    // The counter, and the hold that spares the next second's refusals
+    // the count (`full:<group>` in the guard hash).
+    assert_eq!(
+        changed,
+        [&q.keys.guard(), &q.keys.stats()],
+        "only the counter and the hold moved"
+    );
     assert_eq!(q.stat(sf::REFUSED_ADDRESS_FULL).await, 1);
+    let held = q.snapshot().await;
+    assert_eq!(
+        enter_from(&q, &user(3), "198.18.0.9").await,
+        EnterReply::Refused(Refusal::AddressFull { cap: 3 })
+    );
+    let again = q.snapshot().await;
+    let changed: Vec<&String> = again
+        .keys()
+        .filter(|k| held.get(*k) != again.get(*k))
+        .collect();
+    assert_eq!(changed, [&q.keys.stats()], "held: the counter alone");
     // Another address is not held back; the cap counts the /64 of IPv6.
     assert!(is_pre_queued_reply(
         &enter_from(&q, &user(4), "198.18.0.10").await
@@ -543,10 +657,12 @@ async fn an_address_holds_at_most_entry_places_per_address_live_places() {
         enter_from(&q, &user(3), "198.18.0.9").await,
         EnterReply::Refused(Refusal::AddressFull { cap: 3 })
     );
-    // Admit everyone in line: no live place is left, so room again.
+    // Admit everyone in line: no live place is left, so room again once
+    // the hold (one second) has passed.
     q.set_lock("test").await;
     q.admit("test", 20, &grants(20, 0)).await;
     assert_eq!(q.zcard(&q.keys.waiting()).await, 0);
+    tokio::time::sleep(Duration::from_millis(ADDRESS_FULL_HOLD_MS + 100)).await;
     assert!(entered_position(&enter_from(&q, &user(3), "198.18.0.9").await).is_some());
 }
 

@@ -283,6 +283,80 @@ async fn a_visitor_who_disconnects_mid_order_is_settled() {
     q.assert_conserved().await;
 }
 
+/// Issue #37 (found by the chaos run): the settle of an order the shop
+/// failed cannot reach Redis — the gateway crashed while the shop was
+/// answering, and is back a second later. The worker tries the settle
+/// again, so the token comes back for its retry window as it would have
+/// without the crash, and the shopper's retry is the order; before, the
+/// settle was tried once, the token stayed in flight and the retry was
+/// refused `token_used` (and the order lapsed).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_settle_that_cannot_reach_redis_is_tried_again() {
+    let settings = Settings {
+        max_active: 10,
+        activation_jitter_ms: 0,
+        idle_passthrough: false,
+        in_flight_ms: 60_000,
+        ..Settings::default()
+    };
+    let mut stack = EdgeStack::start(settings, "anonymous", RedisServer::start()).await;
+    let mut ann = stack.visitor();
+    assert_eq!(ann.enter().await.state(), "waiting");
+    stack.admit(1, 0).await;
+    let token = ann.position().await.json["token"]
+        .as_str()
+        .expect("admitted")
+        .to_string();
+
+    // The shop fails the order, slowly; meanwhile the gateway dies.
+    stack.origin.set_status(500);
+    stack.origin.set_delay(Duration::from_millis(1_500));
+    let order = {
+        let (mut ann, token) = (ann.clone(), token.clone());
+        tokio::spawn(async move { ann.order(Some(&token)).await })
+    };
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    stack.gateway.kill();
+    let failed = order.await.expect("the order task");
+    assert_eq!(
+        failed.status, 500,
+        "the shop's own answer: {:?}",
+        failed.json
+    );
+    assert_eq!(stack.origin.hits().len(), 1);
+    // The settle found no gateway; it is back a second later.
+    tokio::time::sleep(Duration::from_millis(1_000)).await;
+    stack.gateway.start_again();
+
+    let q = &stack.queue;
+    let restored = eventually(Duration::from_secs(10), || async {
+        q.stat(sf::RESTORED).await == 1
+    })
+    .await;
+    assert!(
+        restored,
+        "the failed order's settle was lost: {:?}",
+        q.position(&user_of(&ann)).await
+    );
+    assert_eq!(
+        ann.position().await.json["token"],
+        token.as_str(),
+        "her token, back for a retry"
+    );
+    stack.origin.set_status(200);
+    stack.origin.set_delay(Duration::ZERO);
+    let retried = ann.order(Some(&token)).await;
+    assert_eq!(retried.status, 200, "{:?}", retried.json);
+    assert!(
+        eventually(Duration::from_secs(5), || async {
+            q.stat(sf::ORDERED).await == 1
+        })
+        .await
+    );
+    assert_eq!(q.stat(sf::LAPSED).await, 0);
+    q.assert_conserved().await;
+}
+
 /// `unconsume` in the engine: a no-op unless in flight with exactly that
 /// token; the token back as it was; a passthrough record (no retry) and a
 /// slot the sweep took end `expired`.

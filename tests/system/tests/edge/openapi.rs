@@ -197,8 +197,10 @@ async fn guarded_routes(ck: &mut Checker) {
         .header("x-altcha", &early);
     let stale = ck.expect(stale, 403).await;
     assert_eq!(stale.json()["error"], "challenge_stale");
-    // Idle passthrough spends the same budget: once the line is empty and
-    // passthrough on, a token-less order from that address is refused too.
+    // Idle passthrough asks what a place asks: once the line is empty and
+    // passthrough on, a token-less order is still sent to the room while
+    // places need a proof of work (drop_day/passthrough.rs has it spend
+    // the same budget where no check is asked).
     stack.admit(2, 0).await;
     let passing = Settings {
         idle_passthrough: true,
@@ -210,13 +212,38 @@ async fn guarded_routes(ck: &mut Checker) {
             call("POST", "/orders")
                 .header("cf-connecting-ip", ip)
                 .body(ORDER),
-            429,
+            403,
         )
         .await;
-    assert_eq!(pass.json()["error"], "too_many_entries");
+    assert_eq!(pass.json()["error"], "queue_required");
     stack.redis.stop();
     let down = ck.expect(call("GET", "/queue/challenge"), 503).await;
     assert_eq!(down.json()["error"], "unavailable");
+
+    // Without a check to ask, idle passthrough spends the entry budget
+    // `enter` spends: a burst of one, then 429.
+    let open = Settings {
+        entry_budget_per_minute: 1,
+        entry_budget_burst: 1,
+        idle_passthrough: true,
+        ..Settings::default()
+    };
+    let unchecked = EdgeStack::start_with(
+        open,
+        "anonymous",
+        RedisServer::start(),
+        &[("ENTRY_CHALLENGE", "off")],
+    )
+    .await;
+    ck.base = unchecked.worker.url();
+    let order = || {
+        call("POST", "/orders")
+            .header("cf-connecting-ip", ip)
+            .body(ORDER)
+    };
+    ck.expect(order(), 200).await;
+    let over = ck.expect(order(), 429).await;
+    assert_eq!(over.json()["error"], "too_many_entries");
     ck.base = base;
 }
 
@@ -334,6 +361,33 @@ async fn every_documented_status_matches_the_openapi_document() {
         ck.expect(call(method, "/queue?queue=Bad%20Id"), 400).await;
         ck.expect(call(method, "/queue?queue=nope"), 404).await;
     }
+    // The draw's record (issue #41): nothing committed yet, a draw number
+    // that is not one, then a commitment as the scheduler writes it.
+    for method in ["GET", "HEAD"] {
+        ck.expect(call(method, "/queue/draw"), 404).await;
+        ck.expect(call(method, "/queue/draw?draw=x"), 400).await;
+    }
+    {
+        use queuegate_shared::fields::commit as dc;
+        let mut conn = stack.queue.conn.clone();
+        let _: () = redis::cmd("HSET")
+            .arg(stack.queue.keys.draw_commit())
+            .arg(dc::STATE)
+            .arg(queuegate_shared::fields::COMMIT_PENDING)
+            .arg(dc::COMMITMENT)
+            .arg("ab".repeat(32))
+            .arg(dc::COMMITTED_AT)
+            .arg(1_764_769_000_000u64)
+            .arg(dc::OPENS_AT)
+            .arg(1_764_770_400_000u64)
+            .query_async(&mut conn)
+            .await
+            .expect("a commitment");
+    }
+    let committed = ck.expect(call("GET", "/queue/draw"), 200).await;
+    assert_eq!(committed.json()["state"], "committed");
+    assert!(committed.json().get("seed").is_none());
+    ck.expect(call("HEAD", "/queue/draw"), 200).await;
     for (method, path) in [
         ("POST", "/queue/health"),
         ("GET", "/queue/enter"),
@@ -642,6 +696,8 @@ async fn every_documented_status_matches_the_openapi_document() {
     let down = ck.expect(call("GET", "/queue/health"), 503).await;
     assert_eq!(down.json()["redis"], "unreachable");
     ck.expect(call("HEAD", "/queue/health"), 503).await;
+    ck.expect(call("GET", "/queue/draw"), 503).await;
+    ck.expect(call("HEAD", "/queue/draw"), 503).await;
     for c in [
         call("POST", "/queue/enter").visitor(&ann),
         call("GET", "/queue/position").visitor(&ann),

@@ -800,6 +800,7 @@ pub(crate) async fn randomized_run(queue: &str, settings: Settings) -> u64 {
             Observed::Waiting(_) => "waiting",
             Observed::PreQueue(_) => "pre_queue",
             Observed::Settled(s) => s.name(),
+            Observed::SoldOut => "sold_out",
         };
         *by_state.entry(name).or_default() += 1;
         let placed = waiting.contains(id.as_str()) || claims.contains(id.as_str());

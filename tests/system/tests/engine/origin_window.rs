@@ -41,6 +41,7 @@ async fn settles_count_the_origin_and_only_the_holder_records_control_state() {
                 token: &token,
                 outcome,
                 latency_ms,
+                units: 1,
             })
             .await
             .expect("settle");
@@ -57,6 +58,7 @@ async fn settles_count_the_origin_and_only_the_holder_records_control_state() {
             token: &token,
             outcome,
             latency_ms,
+            units: 1,
         })
         .await
         .expect("settle again");
@@ -74,6 +76,7 @@ async fn settles_count_the_origin_and_only_the_holder_records_control_state() {
             token: &token,
             outcome: Outcome::NoAnswer,
             latency_ms: 20_000,
+            units: 1,
         })
         .await
         .expect("settle the retry");
@@ -92,6 +95,7 @@ async fn settles_count_the_origin_and_only_the_holder_records_control_state() {
             token: &token,
             outcome: Outcome::Success,
             latency_ms: 20,
+            units: 1,
         })
         .await
         .expect("settle the fixed order");

@@ -268,19 +268,38 @@ async fn siteverify(
     }
 }
 
+/// Starts the stand-in on a loopback port: its state, its siteverify URL
+/// and the server's task (abort it at the end).
+async fn start_stand_in() -> (
+    StandIn,
+    String,
+    tokio::task::JoinHandle<std::io::Result<()>>,
+) {
+    let stand_in = StandIn::default();
+    let app = axum::Router::new()
+        .route("/siteverify", axum::routing::post(siteverify))
+        .with_state(stand_in.clone());
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("a loopback port");
+    let url = format!(
+        "http://{}/siteverify",
+        listener.local_addr().expect("its address")
+    );
+    (
+        stand_in,
+        url,
+        tokio::spawn(async move { axum::serve(listener, app).await }),
+    )
+}
+
 /// How long the stand-in takes to answer `slow`: far past the edge's
 /// deadline (500 ms).
 const SLOW: Duration = Duration::from_secs(10);
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn turnstile_against_a_local_siteverify() {
-    let stand_in = StandIn::default();
-    let app = axum::Router::new()
-        .route("/siteverify", axum::routing::post(siteverify))
-        .with_state(stand_in.clone());
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let url = format!("http://{}/siteverify", listener.local_addr().unwrap());
-    let server = tokio::spawn(async move { axum::serve(listener, app).await });
+    let (stand_in, url, server) = start_stand_in().await;
     let vars = [
         ("ENTRY_CHALLENGE", "off"),
         ("TURNSTILE_SECRET_KEY", "stand-in-secret"),
@@ -357,6 +376,148 @@ async fn turnstile_against_a_local_siteverify() {
         assert_eq!(get("idempotency_key").map(str::len), Some(36));
     }
     server.abort();
+}
+
+/// Idle passthrough asks what a place asks (issue #38): with Turnstile on,
+/// 60 token-less orders from one /48 passed straight to the shop in an
+/// idle room, with neither a proof of work nor Turnstile. Now each is sent
+/// to the room (403 `queue_required` naming it; a person's navigation
+/// gets 303 there) and none reaches the shop, and nothing is written in
+/// Redis. A person who takes a place with Turnstile is admitted at once by
+/// the idle room and orders with the token. The same holds with the proof
+/// of work on (the worker's default for anonymous visitors).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_token_less_order_asks_what_a_place_asks() {
+    let (_stand_in, url, server) = start_stand_in().await;
+    let idle = Settings {
+        idle_passthrough: true,
+        ..guarded(40)
+    };
+    let turnstile = [
+        ("ENTRY_CHALLENGE", "off"),
+        ("TURNSTILE_SECRET_KEY", "stand-in-secret"),
+        ("TURNSTILE_SITE_KEY", "stand-in-site"),
+        ("TURNSTILE_VERIFY_URL", url.as_str()),
+        ("TURNSTILE_TIMEOUT_MS", "2000"),
+    ];
+    let pow = [("ENTRY_CHALLENGE", "on")];
+    for vars in [&turnstile[..], &pow[..]] {
+        let stack =
+            EdgeStack::start_with(idle.clone(), "anonymous", RedisServer::start(), vars).await;
+        let before = stack.snapshot().await;
+        for k in 0..60u32 {
+            let ip = format!("2001:db8:38:{k:x}::1");
+            let mut v = stack.visitor();
+            let r = v
+                .send_with(
+                    "POST",
+                    "/orders",
+                    None,
+                    Some(r#"{"item":"ticket"}"#),
+                    &[("cf-connecting-ip", &ip)],
+                )
+                .await;
+            assert_eq!(
+                (r.status, r.error()),
+                (403, "queue_required"),
+                "{:?}",
+                r.json
+            );
+            assert!(
+                r.json["message"]
+                    .as_str()
+                    .is_some_and(|m| m.contains("/queue?queue=main")),
+                "{:?}",
+                r.json
+            );
+        }
+        // A person's order form posted to the route gets the room itself
+        // (which keeps the form for Continue; README, *Protected routes*).
+        let raw = queuegate_system_tests::edge::raw_request(
+            &stack.worker.url(),
+            "POST",
+            "/orders",
+            &Default::default(),
+            &[
+                ("cf-connecting-ip", "203.0.113.61"),
+                ("accept", "text/html"),
+                ("content-type", "application/x-www-form-urlencoded"),
+                ("sec-fetch-mode", "navigate"),
+                ("sec-fetch-dest", "document"),
+                ("sec-fetch-site", "same-origin"),
+            ],
+        )
+        .await;
+        assert!(
+            raw.body.contains("<h1 id=\"heading\">Waiting room</h1>"),
+            "{} {}",
+            raw.status,
+            raw.body
+        );
+        assert!(stack.origin.hits().is_empty(), "no order reached the shop");
+        assert_eq!(stack.snapshot().await, before, "nothing written in Redis");
+        if vars.len() > 1 {
+            // Turnstile: the person takes a place with the check, the
+            // idle room admits at once, the token orders.
+            let mut v = stack.visitor();
+            let r = v
+                .send_with(
+                    "POST",
+                    "/queue/enter",
+                    None,
+                    None,
+                    &[
+                        ("cf-connecting-ip", "203.0.113.60"),
+                        ("x-turnstile-token", "pass"),
+                    ],
+                )
+                .await;
+            assert_eq!((r.status, r.state()), (200, "admitted"), "{:?}", r.json);
+            let token = r.json["token"].as_str().expect("token").to_string();
+            let r = v.order(Some(&token)).await;
+            assert_eq!(r.status, 200, "{:?}", r.json);
+            assert_eq!(stack.origin.hits().len(), 1);
+        }
+    }
+    server.abort();
+}
+
+/// `GET /queue/challenge` cost a script per call, so a flood of fresh
+/// clients asking for challenges (no identity, nothing spent) was a flood
+/// of scripts. Each isolate now reads the terms at most once a second per
+/// queue: 100 challenges in a burst cost at most a couple of scripts, and
+/// every one still carries the level in force.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_flood_of_challenge_requests_costs_about_one_script_a_second() {
+    let stack = EdgeStack::start_with(
+        guarded(40),
+        "anonymous",
+        RedisServer::start(),
+        &[("ENTRY_CHALLENGE", "on")],
+    )
+    .await;
+    // A first one warms the isolate (its Redis client, its scripts).
+    challenge(&mut stack.visitor(), "main").await;
+    let scripts = || async {
+        let sent = stack.sent().await;
+        ["EVALSHA", "EVAL"]
+            .iter()
+            .map(|c| sent.get(*c).copied().unwrap_or(0))
+            .sum::<u64>()
+    };
+    let before = scripts().await;
+    let started = Instant::now();
+    for _ in 0..100 {
+        let c = challenge(&mut stack.visitor(), "main").await;
+        assert_eq!(level_of(&c).0, "0", "the level in force");
+    }
+    let secs = started.elapsed().as_secs_f64();
+    let spent = scripts().await - before;
+    eprintln!("100 challenges in {secs:.2} s: {spent} scripts");
+    assert!(
+        spent as f64 <= secs.ceil() + 1.0,
+        "{spent} scripts for 100 challenges in {secs:.2} s"
+    );
 }
 
 /// The ALTCHA level a challenge's salt carries, and its `maxnumber`.

@@ -90,7 +90,16 @@ fn unsigned(header: &Value, claims: &Value) -> String {
 }
 
 fn rs256(key: &RsaKeyPair, kid: &str, claims: &Value) -> String {
-    let input = unsigned(&json!({"alg": "RS256", "typ": "JWT", "kid": kid}), claims);
+    rs256_under(
+        key,
+        &json!({"alg": "RS256", "typ": "JWT", "kid": kid}),
+        claims,
+    )
+}
+
+/// An RS256 token under a header of the test's own.
+fn rs256_under(key: &RsaKeyPair, header: &Value, claims: &Value) -> String {
+    let input = unsigned(header, claims);
     let mut sig = vec![0; key.public().modulus_len()];
     key.sign(
         &signature::RSA_PKCS1_SHA256,
@@ -238,6 +247,30 @@ async fn rs256_and_es256_logins_pass_and_every_way_around_them_is_refused() {
                 &claims("mallory", json!({"iss": "https://evil.test/"})),
             ),
         ),
+        (
+            "a critical extension (issue #38)",
+            rs256_under(
+                &rsa1,
+                &json!({"alg": "RS256", "kid": "rsa-1", "crit": ["exp"]}),
+                &claims("mallory", json!({})),
+            ),
+        ),
+        (
+            "a logout token signed by the same keys",
+            rs256_under(
+                &rsa1,
+                &json!({"alg": "RS256", "kid": "rsa-1", "typ": "logout+jwt"}),
+                &claims("mallory", json!({})),
+            ),
+        ),
+        (
+            "a refresh token (`token_use`)",
+            rs256(
+                &rsa1,
+                "rsa-1",
+                &claims("mallory", json!({"token_use": "refresh"})),
+            ),
+        ),
         ("a changed payload", format!("{head}.{tampered_body}.{sig}")),
         ("no signature", format!("{head}.{body}.")),
         ("garbage", "not.a.jwt".to_string()),
@@ -288,7 +321,11 @@ async fn an_unreachable_login_service_is_an_outage_not_a_refusal() {
         Settings::default(),
         "jwt",
         RedisServer::start(),
-        &[("ENTRY_CHALLENGE", "off"), ("JWKS_URL", dead.as_str())],
+        &[
+            ("ENTRY_CHALLENGE", "off"),
+            ("JWKS_URL", dead.as_str()),
+            ("JWT_ISSUER", ISSUER),
+        ],
     )
     .await;
     let (rsa1, _) = rsa_fixture("rsa-1");
@@ -306,4 +343,49 @@ async fn an_unreachable_login_service_is_an_outage_not_a_refusal() {
     ));
     let r = m.enter().await;
     assert_eq!((r.status, r.error()), (401, "identity_invalid"));
+}
+
+/// Issue #38: a key set that signs for more than this shop needs the
+/// claims that say whose token it is. `JWKS_URL` without `JWT_ISSUER`, or
+/// a key set every Firebase project shares without `JWT_AUDIENCE`, stops
+/// the worker: every route answers 500 `misconfigured` and the log names
+/// the variable to set, rather than take any project's users as the
+/// shop's.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_shared_key_set_without_its_claims_stops_the_worker() {
+    let firebase =
+        "https://www.googleapis.com/service_accounts/v1/jwk/securetoken@system.gserviceaccount.com";
+    for (vars, names) in [
+        (vec![("JWKS_URL", firebase)], "JWT_ISSUER"),
+        (
+            vec![
+                ("JWKS_URL", firebase),
+                ("JWT_ISSUER", "https://securetoken.google.com/shop"),
+            ],
+            "JWT_AUDIENCE",
+        ),
+    ] {
+        let mut all = vec![("ENTRY_CHALLENGE", "off")];
+        all.extend(vars);
+        let stack =
+            EdgeStack::start_with(Settings::default(), "jwt", RedisServer::start(), &all).await;
+        let before = stack.snapshot().await;
+        let r = stack.visitor().enter().await;
+        assert_eq!(
+            (r.status, r.error()),
+            (500, "misconfigured"),
+            "{:?}",
+            r.json
+        );
+        assert_eq!(
+            stack.snapshot().await,
+            before,
+            "a misconfigured worker wrote"
+        );
+        // The runtime writes the worker's console output a moment later.
+        let named = queuegate_testkit::wait_until(std::time::Duration::from_secs(5), || {
+            stack.worker.log().contains(names)
+        });
+        assert!(named, "the log names {names}: {}", stack.worker.log());
+    }
 }

@@ -5,7 +5,7 @@
 use std::collections::BTreeSet;
 use std::time::Duration;
 
-use queuegate_shared::ops::{ConsumeReply, EnterReply, Outcome};
+use queuegate_shared::ops::{ConsumeReply, EnterReply, Outcome, Stock, StockChange, StockReply};
 use queuegate_shared::Settings;
 use queuegate_system_tests::{redis_cmd, user, TestQueue};
 use queuegate_testkit::scheduler::Scheduler;
@@ -82,6 +82,16 @@ async fn every_metric_the_dashboard_and_alerts_use_is_exported() {
     assert!(held, "the scheduler never took the lease:\n{}", sched.log());
 
     let q = TestQueue::open(&redis.url(), "main", settings).await;
+    // A kept stock: its series exist only while one is (no series: none
+    // kept), and the orders below sell from it.
+    let stock = q
+        .run(&Stock {
+            keys: &q.keys,
+            change: StockChange::Set(1_000),
+        })
+        .await
+        .expect("stock");
+    assert!(matches!(stock, StockReply::Done(_)), "{stock:?}");
     for i in 0..200 {
         assert!(matches!(q.enter(&user(i)).await, EnterReply::Entered(_)));
     }
