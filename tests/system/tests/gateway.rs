@@ -414,7 +414,12 @@ async fn redis_timeout_ms_is_the_bound_on_a_slow_redis() {
     pause(900);
     let started = Instant::now();
     let answer = rig.cmd(json!(["GET", "k"])).await;
-    assert_eq!(answer.status, StatusCode::OK, "{answer:?}\n{}", rig.gateway.log());
+    assert_eq!(
+        answer.status,
+        StatusCode::OK,
+        "{answer:?}\n{}",
+        rig.gateway.log()
+    );
     assert_eq!(answer.body, json!({"result": "v"}));
     assert!(
         started.elapsed() >= Duration::from_millis(500),
