@@ -25,8 +25,10 @@ import { fileURLToPath } from "node:url";
 import { chromium } from "playwright-core";
 
 const root = join(dirname(fileURLToPath(import.meta.url)), "..", "..");
-const devBin = process.env.QG_DEV_BIN || join(root, "target", "debug", "queuegate-dev");
-const schedulerBin = process.env.QG_SCHEDULER_BIN || join(root, "target", "debug", "queuegate-scheduler");
+// Where cargo put the binaries: CARGO_TARGET_DIR when set (CI's cache).
+const debugDir = join(process.env.CARGO_TARGET_DIR || join(root, "target"), "debug");
+const devBin = process.env.QG_DEV_BIN || join(debugDir, "queuegate-dev");
+const schedulerBin = process.env.QG_SCHEDULER_BIN || join(debugDir, "queuegate-scheduler");
 const artifacts = join(root, "artifacts");
 const CHROMIUM = process.env.CHROMIUM_BIN || "/usr/bin/chromium";
 

@@ -19,7 +19,9 @@ import { fileURLToPath } from "node:url";
 import { Redis } from "@upstash/redis";
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "../..");
-const GATEWAY_BIN = process.env.QG_REDIS_REST_BIN || path.join(ROOT, "target/debug/redis-rest");
+const GATEWAY_BIN =
+  process.env.QG_REDIS_REST_BIN ||
+  path.join(process.env.CARGO_TARGET_DIR || path.join(ROOT, "target"), "debug", "redis-rest");
 const LOOPBACK = "127.0.0.1";
 const TOKEN = `qg-js-${process.pid}-${Date.now().toString(36)}`;
 const TEST_TIMEOUT_MS = 30_000;
