@@ -10,8 +10,9 @@ WASM_BINDGEN_VERSION="0.2.130"
 WORKER_BUILD_VERSION="0.8.7"
 # The aarch64 release build: cargo-zigbuild links with Zig's C toolchain
 # (ring compiles C for its target; Debian has no aarch64 musl compiler),
-# Zig from its PyPI wheel in the per-machine venv.
-CARGO_ZIGBUILD_VERSION="0.24.1"
+# both from their PyPI wheels in the per-machine venv (the wheel's binary
+# installs in seconds; building it from the crate registry took minutes).
+CARGO_ZIGBUILD_VERSION="0.24.0"
 ZIGLANG_VERSION="0.17.0"
 # The release's software bills of materials (CycloneDX).
 CARGO_CYCLONEDX_VERSION="0.5.9"

@@ -42,12 +42,12 @@ impl Backend {
         let client = redis::Client::open(redis_url)?;
         // Few, short retries: the request timeout is the real bound, and a
         // failed reconnect is retried by the next request anyway. The
-        // client's own response timeout (500 ms unless set) is lifted to
-        // that bound: left alone it cut every call at 500 ms whatever
-        // `--redis-timeout-ms` said.
+        // client's own response timeout (500 ms unless set) is put a second
+        // past that bound, so the bound answers (504): left alone it cut
+        // every call at 500 ms (503) whatever `--redis-timeout-ms` said.
         let config = ConnectionManagerConfig::new()
             .set_connection_timeout(Some(timeout.min(Duration::from_secs(1))))
-            .set_response_timeout(Some(timeout))
+            .set_response_timeout(Some(timeout + Duration::from_secs(1)))
             .set_number_of_retries(2)
             .set_min_delay(Duration::from_millis(20))
             .set_max_delay(Duration::from_millis(200));

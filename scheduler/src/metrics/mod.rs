@@ -7,7 +7,6 @@ use std::collections::BTreeMap;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
@@ -16,48 +15,12 @@ use prometheus_client::registry::Registry;
 use queuegate_shared::ops::{AdmitCounts, Refused};
 use queuegate_shared::Settings;
 
-/// The label set of every queue metric.
-#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub struct QueueLabel {
-    /// The queue id.
-    pub queue: String,
-}
+mod health;
+mod labels;
 
-/// The label set of `queuegate_redis_errors_total`.
-#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub struct RedisErrorLabel {
-    /// The queue id.
-    pub queue: String,
-    /// `connection` (no answer), a refusal Redis answered in place of
-    /// running the tick (`oom`, `busy`, `loading`, `readonly`,
-    /// `masterdown`, `cluster`: `queuegate_shared::refusal`), or `other`
-    /// (a script or decode fault).
-    pub kind: String,
-}
-
-/// The label set of `queuegate_entries_refused_total`.
-#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub struct RefusalLabel {
-    /// The queue id.
-    pub queue: String,
-    /// budget, challenge, reused, stale or turnstile.
-    pub reason: String,
-}
-
-/// The label set of `queuegate_admin_actions_total`.
-#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub struct AdminLabel {
-    /// The action: status, pause, …, or `auth` for a refused token.
-    pub action: String,
-    /// done, bad_input, refused, failed (or unauthorized for `auth`).
-    pub outcome: String,
-}
-
-/// The label set of `queuegate_build_info`.
-#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
-struct BuildLabel {
-    version: String,
-}
+use health::QueueHealth;
+use labels::{label, BuildLabel};
+pub use labels::{AdminLabel, QueueLabel, RedisErrorLabel, RefusalLabel};
 
 type HistogramFamily = Family<QueueLabel, Histogram, fn() -> Histogram>;
 type FloatGauge = Gauge<f64, std::sync::atomic::AtomicU64>;
@@ -101,21 +64,6 @@ pub struct Metrics {
     revoked: Family<QueueLabel, Counter>,
     admin: Family<AdminLabel, Counter>,
     health: Mutex<BTreeMap<String, QueueHealth>>,
-}
-
-#[derive(Debug, Clone, Copy)]
-struct QueueHealth {
-    last_ok: Option<Instant>,
-    stale_after: Duration,
-    leader: bool,
-    /// The refusal totals Redis reported last while we held the lease: the
-    /// counter grows by what was added since (a new holder starts here).
-    refused_seen: Option<Refused>,
-    /// The bypassed and revoked totals seen last, likewise.
-    operator_seen: Option<(u64, u64)>,
-    /// The holder waits for a wake-up instead of ticking: its ticks come
-    /// `IDLE_WAIT_MS` apart, so health allows that much more.
-    idle: bool,
 }
 
 fn tick_histogram() -> Histogram {
@@ -610,41 +558,11 @@ impl Metrics {
         let _ = prometheus_client::encoding::text::encode(&mut out, &self.registry);
         out
     }
-
-    /// Per queue: healthy (reached Redis recently) and whether it leads.
-    pub fn health(&self) -> Vec<(String, bool, bool)> {
-        let now = Instant::now();
-        self.lock_health()
-            .iter()
-            .map(|(q, h)| {
-                let idle = if h.idle {
-                    Duration::from_millis(queuegate_shared::settings::IDLE_WAIT_MS)
-                } else {
-                    Duration::ZERO
-                };
-                let ok = h
-                    .last_ok
-                    .is_some_and(|t| now.duration_since(t) <= h.stale_after + idle);
-                (q.clone(), ok, h.leader)
-            })
-            .collect()
-    }
-
-    fn lock_health(&self) -> std::sync::MutexGuard<'_, BTreeMap<String, QueueHealth>> {
-        // A panic while holding this lock leaves plain data behind: use it.
-        self.health.lock().unwrap_or_else(|e| e.into_inner())
-    }
 }
 
 impl Default for Metrics {
     fn default() -> Self {
         Metrics::new()
-    }
-}
-
-fn label(queue: &str) -> QueueLabel {
-    QueueLabel {
-        queue: queue.to_string(),
     }
 }
 
