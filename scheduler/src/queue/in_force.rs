@@ -6,7 +6,7 @@ use queuegate_shared::ops::{FileMoment, FilePublished};
 use queuegate_shared::{QueueState, Settings};
 
 use super::{QueueWorker, TickError};
-use crate::runtime;
+use crate::runtime::{self, Stored};
 
 impl QueueWorker {
     /// A new holder's file: published where none is; where another file

@@ -7,11 +7,11 @@ mod routes;
 
 pub use guard::{GuardConfig, TurnstileConfig};
 pub use page::PageConfig;
-pub use routes::RouteRule;
 use queuegate_edge::identity::Key;
 use queuegate_edge::visit::match_path;
 pub use queuegate_shared::ops::RouteKind;
 use queuegate_shared::{Prefix, QueueId};
+pub use routes::RouteRule;
 
 /// A configuration problem: which variable, and what to do.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
