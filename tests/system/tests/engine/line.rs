@@ -763,35 +763,23 @@ pub(crate) async fn randomized_run(queue: &str, settings: Settings) -> u64 {
     q.assert_conserved().await;
 
     // Per user: exactly one state, consistent with the sets.
-    let mut conn = q.conn.clone();
-    let waiting: HashSet<String> = redis::cmd("ZRANGE")
-        .arg(q.keys.waiting())
-        .arg(0)
-        .arg(-1)
-        .query_async::<Vec<String>>(&mut conn)
-        .await
-        .expect("ZRANGE")
-        .into_iter()
-        .collect();
-    let active: HashSet<String> = redis::cmd("ZRANGE")
-        .arg(q.keys.active())
-        .arg(0)
-        .arg(-1)
-        .query_async::<Vec<String>>(&mut conn)
-        .await
-        .expect("ZRANGE")
-        .into_iter()
-        .collect();
-    // A claim is a place: its holder's poll takes it up (back in line).
-    let claims: HashSet<String> = redis::cmd("ZRANGE")
-        .arg(q.keys.claims())
-        .arg(0)
-        .arg(-1)
-        .query_async::<Vec<String>>(&mut conn)
-        .await
-        .expect("ZRANGE")
-        .into_iter()
-        .collect();
+    // Each user's state against the sets right after its own poll (one
+    // script, so the two agree at that moment): a set read once before
+    // the loop goes stale while it runs, as a claim older than the sleep
+    // grace is ended by its holder's poll (user 98 of a CI run: in
+    // `claims` when read, `abandoned` when polled ~0.3 s later).
+    let in_set = |key: String, id: String| {
+        let mut conn = q.conn.clone();
+        async move {
+            redis::cmd("ZSCORE")
+                .arg(key)
+                .arg(id)
+                .query_async::<Option<f64>>(&mut conn)
+                .await
+                .expect("ZSCORE")
+                .is_some()
+        }
+    };
     let mut by_state: BTreeMap<&'static str, usize> = BTreeMap::new();
     for u in 0..users {
         let id = user(u);
@@ -803,11 +791,12 @@ pub(crate) async fn randomized_run(queue: &str, settings: Settings) -> u64 {
             Observed::SoldOut => "sold_out",
         };
         *by_state.entry(name).or_default() += 1;
-        let placed = waiting.contains(id.as_str()) || claims.contains(id.as_str());
+        let placed = in_set(q.keys.waiting(), id.to_string()).await
+            || in_set(q.keys.claims(), id.to_string()).await;
         assert_eq!(placed, name == "waiting", "user {u}: {state:?}");
         if name == "admitted" {
             assert!(
-                active.contains(id.as_str()),
+                in_set(q.keys.active(), id.to_string()).await,
                 "admitted user {u} holds a slot"
             );
         }
