@@ -13,11 +13,11 @@ use queuegate_shared::draw_proof::{commitment, draw_key, parse_hash};
 use queuegate_shared::fields::config as cf;
 use queuegate_shared::Settings;
 use queuegate_system_tests::drop_day::{in_ms, open_now};
-use queuegate_system_tests::edge::{EdgeStack, Reply};
+use queuegate_system_tests::edge::EdgeStack;
 use queuegate_testkit::scheduler::{command, Scheduler};
 use queuegate_testkit::RedisServer;
 
-use super::verified_draw::{get_json, read_until, serve_record, verify};
+use super::verified_draw::{get_json, pre_queue_from, read_until, serve_record, verify};
 
 const CHAIN: &str = "52db9ba70e0cc0f6eaf7803dd07447a1f5477735fd3f661792ba94600c84e971";
 const PERIOD_S: u64 = 3;
@@ -189,18 +189,7 @@ async fn the_draw_mixes_in_a_beacon_round_named_in_advance() {
     assert!(out.contains(&format!("round {round}")), "{out}");
 
     for i in 0..5 {
-        let mut v = stack.visitor();
-        let ip = format!("198.51.100.{}", i + 1);
-        let r: Reply = v
-            .send_with(
-                "POST",
-                "/queue/enter",
-                None,
-                None,
-                &[("cf-connecting-ip", &ip)],
-            )
-            .await;
-        assert_eq!((r.status, r.state()), (200, "pre_queue"), "{:?}", r.json);
+        pre_queue_from(&stack, &format!("198.51.100.{}", i + 1)).await;
     }
 
     // Opened early: the draw is sealed, but not revealed before the round

@@ -62,17 +62,16 @@ pub(super) async fn read_until(
     panic!("timed out waiting for {what}");
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_draw_anyone_can_verify() {
+/// The fixture of the draw tests: the edge stack with an opening an hour
+/// away and a scheduler holding the lease (it commits to the seed).
+async fn scheduled_stack() -> (EdgeStack, Scheduler) {
     let settings = Settings {
         idle_passthrough: false,
         entry_budget_per_minute: 0,
         ..Settings::default()
     };
     let stack = EdgeStack::start(settings.clone(), "anonymous", RedisServer::start()).await;
-    let q = &stack.queue;
-    let base = stack.worker.url();
-    schedule(q, Change::Set(in_ms(3_600_000)), Change::Keep).await;
+    schedule(&stack.queue, Change::Set(in_ms(3_600_000)), Change::Keep).await;
     let url = stack.redis.url();
     let sched = tokio::task::spawn_blocking(move || {
         Scheduler::builder(&url)
@@ -81,6 +80,30 @@ async fn a_draw_anyone_can_verify() {
     })
     .await
     .expect("start the scheduler");
+    (stack, sched)
+}
+
+/// A new visitor from address `ip`, pre-queued.
+pub(crate) async fn pre_queue_from(stack: &EdgeStack, ip: &str) -> Visitor {
+    let mut v = stack.visitor();
+    let r: Reply = v
+        .send_with(
+            "POST",
+            "/queue/enter",
+            None,
+            None,
+            &[("cf-connecting-ip", ip)],
+        )
+        .await;
+    assert_eq!((r.status, r.state()), (200, "pre_queue"), "{:?}", r.json);
+    v
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_draw_anyone_can_verify() {
+    let (stack, sched) = scheduled_stack().await;
+    let q = &stack.queue;
+    let base = stack.worker.url();
 
     // Before anyone pre-queues: a commitment and no seed.
     let draw_url = format!("{base}/queue/draw?queue=main");
@@ -96,19 +119,7 @@ async fn a_draw_anyone_can_verify() {
     // 60 visitors from 60 addresses pre-queue.
     let mut visitors: Vec<Visitor> = Vec::new();
     for i in 0..VISITORS {
-        let mut v = stack.visitor();
-        let ip = format!("198.51.100.{}", i + 1);
-        let r: Reply = v
-            .send_with(
-                "POST",
-                "/queue/enter",
-                None,
-                None,
-                &[("cf-connecting-ip", &ip)],
-            )
-            .await;
-        assert_eq!((r.status, r.state()), (200, "pre_queue"), "{:?}", r.json);
-        visitors.push(v);
+        visitors.push(pre_queue_from(&stack, &format!("198.51.100.{}", i + 1)).await);
     }
     let (_, still, _) = get_json(&draw_url).await;
     assert!(
@@ -284,23 +295,9 @@ async fn swap(q: &queuegate_system_tests::TestQueue, a: &str, b: &str) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_draw_dealt_among_shared_addresses_is_verified_around_the_deal() {
-    let settings = Settings {
-        idle_passthrough: false,
-        entry_budget_per_minute: 0,
-        ..Settings::default()
-    };
-    let stack = EdgeStack::start(settings.clone(), "anonymous", RedisServer::start()).await;
+    let (stack, sched) = scheduled_stack().await;
     let q = &stack.queue;
     let base = stack.worker.url();
-    schedule(q, Change::Set(in_ms(3_600_000)), Change::Keep).await;
-    let url = stack.redis.url();
-    let sched = tokio::task::spawn_blocking(move || {
-        Scheduler::builder(&url)
-            .queue_settings("main", &settings)
-            .start()
-    })
-    .await
-    .expect("start the scheduler");
     let draw_url = format!("{base}/queue/draw?queue=main");
     read_until("the commitment", &draw_url, |status, _| status == 200).await;
 
@@ -314,17 +311,7 @@ async fn a_draw_dealt_among_shared_addresses_is_verified_around_the_deal() {
             vec![format!("203.0.113.{}", i); 2]
         };
         for ip in ips {
-            let mut v = stack.visitor();
-            let r: Reply = v
-                .send_with(
-                    "POST",
-                    "/queue/enter",
-                    None,
-                    None,
-                    &[("cf-connecting-ip", ip)],
-                )
-                .await;
-            assert_eq!((r.status, r.state()), (200, "pre_queue"), "{:?}", r.json);
+            let v = pre_queue_from(&stack, ip).await;
             if i < 10 {
                 singles.push(v.id().expect("a visitor id"));
             }
