@@ -1,11 +1,13 @@
-// Guards our entry module (worker/entry.js), which replaces worker-build's
-// generated one (docs/edge.md, "The entry"): the build stops, naming the
-// reason, wherever ours would silently drop something worker-build's serves.
+// Guards our entry module (worker/entry.js), which takes the place of the
+// one worker-build generates (docs/edge.md, "The entry"): the build stops,
+// naming the reason, wherever ours would silently drop something the wasm
+// offers or the deploy config asks for.
 //
-//   node scripts/entry-check.mjs shim SHIM.js ENTRY.js
-//     worker-build's entry against ours: the same handlers on the default
-//     export (fetch, scheduled, queue, email, …) and the same named exports
-//     (Durable Object or Workflow classes).
+//   node scripts/entry-check.mjs bindings INDEX.js ENTRY.js
+//     wasm-bindgen's module (what the wasm exports) against our entry: each
+//     exported function is a handler worker-build's entry would serve
+//     (fetch, scheduled, queue, email, …), each exported class a named
+//     export (a Durable Object or Workflow class).
 //   node scripts/entry-check.mjs config WRANGLER.toml ENTRY.js
 //     the deploy config asks for nothing our entry does not serve: cron
 //     triggers, queue consumers, Durable Objects or Workflows of this
@@ -16,7 +18,7 @@ import { readFileSync } from "node:fs";
 import { parse as parseToml } from "smol-toml";
 
 /**
- * Named exports worker-build's entry re-exports that are no entrypoint:
+ * Named exports worker-build's entry would re-export that are no entrypoint:
  * `#[wasm_bindgen]` structs of workers-rs itself (worker 0.8.7:
  * container.rs, request_init.rs), wrapped like any exported class. Our
  * entry drops them on purpose. Review this list with every workers-rs
@@ -24,11 +26,31 @@ import { parse as parseToml } from "smol-toml";
  */
 export const LIBRARY_EXPORTS = ["ContainerStartupOptions", "MinifyConfig", "R2Range"];
 
-/** Handlers worker-build's entry puts on its default export. */
-export function shimHandlers(shim) {
-  return [...shim.matchAll(/^Entrypoint\.prototype\.([A-Za-z_$][\w$]*)\s*=/gm)]
-    .map((m) => m[1])
-    .sort();
+/**
+ * Functions of wasm-bindgen's module that are the glue's own, not handlers
+ * (worker-build 0.8.7's `SYSTEM_FNS`).
+ */
+export const SYSTEM_FUNCTIONS = ["__wbg_reset_state", "__worker_init_state"];
+
+/**
+ * The handlers worker-build's entry would serve for wasm-bindgen's module:
+ * each exported function but the glue's own (its `generate_handlers`).
+ */
+export function bindingHandlers(bindings) {
+  const names = [];
+  for (const m of bindings.matchAll(/^export\s+(?:async\s+)?function\s+([A-Za-z_$][\w$]*)\s*\(/gm)) names.push(m[1]);
+  for (const m of bindings.matchAll(/^export\s*\{([^}]*)\}/gm)) {
+    for (const part of m[1].split(",")) {
+      const name = part.trim().split(/\s+as\s+/).pop().trim();
+      if (name && name !== "default") names.push(name);
+    }
+  }
+  return names.filter((n) => !SYSTEM_FUNCTIONS.includes(n)).sort();
+}
+
+/** The classes wasm-bindgen's module exports (`export class Name`). */
+export function bindingClasses(bindings) {
+  return [...bindings.matchAll(/^export\s+class\s+([A-Za-z_$][\w$]*)/gm)].map((m) => m[1]).sort();
 }
 
 /** Names a module exports besides its default export. */
@@ -55,31 +77,23 @@ export function entryHandlers(entry) {
     .sort();
 }
 
-/** Why `shim` serves what `entry` does not (empty: nothing). */
-export function checkShim(shim, entry) {
-  const problems = [];
-  if (!/^export default new Proxy\(Entrypoint, classProxyHooks\);?$/m.test(shim)) {
-    problems.push(
-      "worker-build's entry is not the one worker/entry.js was written against " +
-        "(no `export default new Proxy(Entrypoint, classProxyHooks)`)",
-    );
-  }
+/** Why the wasm (wasm-bindgen's module) offers what `entry` does not serve (empty: nothing). */
+export function checkBindings(bindings, entry) {
   const ours = entryHandlers(entry);
-  if (ours === null) {
-    return [...problems, "worker/entry.js has no `export default { … };` object"];
-  }
-  const theirs = shimHandlers(shim);
-  if (!theirs.includes("fetch")) problems.push("worker-build's entry has no fetch handler to replace");
+  if (ours === null) return ["worker/entry.js has no `export default { … };` object"];
+  const problems = [];
+  const theirs = bindingHandlers(bindings);
+  if (!theirs.includes("fetch")) problems.push("the wasm exports no `fetch` (no `#[event(fetch)]`?)");
   for (const h of theirs.filter((h) => !ours.includes(h))) {
-    problems.push(`worker-build's entry serves the handler \`${h}\`, which worker/entry.js does not`);
+    problems.push(`the wasm exports the handler \`${h}\`, which worker/entry.js does not serve`);
   }
   for (const h of ours.filter((h) => !theirs.includes(h))) {
     problems.push(`worker/entry.js serves \`${h}\`, which the wasm does not export`);
   }
   const ourNamed = namedExports(entry);
-  const dropped = namedExports(shim).filter((n) => !ourNamed.includes(n) && !LIBRARY_EXPORTS.includes(n));
+  const dropped = bindingClasses(bindings).filter((n) => !ourNamed.includes(n) && !LIBRARY_EXPORTS.includes(n));
   for (const n of dropped) {
-    problems.push(`worker-build's entry exports \`${n}\` (a Durable Object or Workflow class?), which worker/entry.js does not`);
+    problems.push(`the wasm exports the class \`${n}\` (a Durable Object or Workflow?), which worker/entry.js does not export`);
   }
   return problems;
 }
@@ -116,14 +130,14 @@ export function checkConfig(config, handlers, named = []) {
 
 function main(argv) {
   const [what, file, entryPath] = argv;
-  if (!["shim", "config"].includes(what) || !file || !entryPath) {
-    console.error("usage: entry-check.mjs shim SHIM.js ENTRY.js | config WRANGLER.toml ENTRY.js");
+  if (!["bindings", "config"].includes(what) || !file || !entryPath) {
+    console.error("usage: entry-check.mjs bindings INDEX.js ENTRY.js | config WRANGLER.toml ENTRY.js");
     return 2;
   }
   const entry = readFileSync(entryPath, "utf8");
   let problems;
-  if (what === "shim") {
-    problems = checkShim(readFileSync(file, "utf8"), entry);
+  if (what === "bindings") {
+    problems = checkBindings(readFileSync(file, "utf8"), entry);
   } else {
     let config;
     try {

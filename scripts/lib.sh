@@ -5,9 +5,11 @@ QG_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 export QG_ROOT
 
 # Pinned tool versions. wasm-bindgen-cli must equal the wasm-bindgen crate
-# pinned in Cargo.toml; worker-build must match the worker crate.
+# pinned in Cargo.toml. WORKERS_RS_VERSION is no tool: it is the workers-rs
+# release (`worker`, `worker-macros`) whose worker-build 0.8.7 steps
+# scripts/build-worker takes and whose glue worker/entry.js calls.
 WASM_BINDGEN_VERSION="0.2.130"
-WORKER_BUILD_VERSION="0.8.7"
+WORKERS_RS_VERSION="0.8.7"
 # The aarch64 release build: cargo-zigbuild links with Zig's C toolchain
 # (ring compiles C for its target; Debian has no aarch64 musl compiler),
 # both from their PyPI wheels in the per-machine venv (the wheel's binary
@@ -24,7 +26,7 @@ QG_TOOLS="${QUEUEGATE_TOOLS:-${XDG_CACHE_HOME:-$HOME/.cache}/queuegate/tools}"
 export QG_TOOLS
 export PATH="$QG_TOOLS/bin:$HOME/.cargo/bin:$PATH"
 
-# worker-build would download these from a code host; point it at ours.
+# The wasm tools scripts/build-worker runs (none is downloaded at build time).
 export WASM_BINDGEN_BIN="$QG_TOOLS/bin/wasm-bindgen"
 export WASM_OPT_BIN="$QG_ROOT/node_modules/.bin/wasm-opt"
 export ESBUILD_BIN="$QG_ROOT/node_modules/.bin/esbuild"

@@ -1,35 +1,53 @@
-// scripts/entry-check.mjs: the build stops when worker-build's entry, or the
-// deploy config, asks for something our entry module (worker/entry.js) does
-// not serve. Checked against worker-build 0.8.7's real template (the shim in
-// the cargo registry, when present) and against our real files.
+// scripts/entry-check.mjs: the build stops when the wasm (wasm-bindgen's
+// module), or the deploy config, offers or asks for something our entry
+// module (worker/entry.js) does not serve. Checked against modules in
+// wasm-bindgen 0.2.130's `--target module` shape and against our real files;
+// scripts/build-worker runs the same check on every real build.
 import { test } from "node:test";
 import assert from "node:assert/strict";
 import { spawnSync } from "node:child_process";
-import { existsSync, mkdtempSync, readFileSync, readdirSync, rmSync, writeFileSync } from "node:fs";
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import os from "node:os";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
 import { parse as parseToml } from "smol-toml";
 
-import { LIBRARY_EXPORTS, checkConfig, checkShim, entryHandlers, namedExports } from "../../scripts/entry-check.mjs";
+import {
+  LIBRARY_EXPORTS,
+  SYSTEM_FUNCTIONS,
+  bindingClasses,
+  bindingHandlers,
+  checkBindings,
+  checkConfig,
+  entryHandlers,
+  namedExports,
+} from "../../scripts/entry-check.mjs";
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "../..");
 const ENTRY = readFileSync(path.join(ROOT, "worker/entry.js"), "utf8");
 
-/** The tail of worker-build 0.8.7's shim.js with `handlers` in place of $HANDLERS. */
-function shim(handlers, extra = "") {
-  const methods = handlers
-    .map((h) => `Entrypoint.prototype.${h} = function ${h} (arg) {\n  return exports.${h}.call(this, arg, this.env, this.ctx);\n}\n`)
+/**
+ * A module in the shape wasm-bindgen 0.2.130 writes for `--target module`:
+ * one `export function` per `#[wasm_bindgen]` function (the `#[event]`
+ * handlers among them), the glue's own reset and init functions, one
+ * `export class` per exported struct.
+ */
+function bindings(handlers, classes = []) {
+  const fns = handlers
+    .map((h) => `export function ${h}(req, env, ctx) {\n    const ret = wasm.${h}(req, env, ctx);\n    return ret;\n}\n`)
     .join("");
-  return `import { WorkerEntrypoint } from "cloudflare:workers";
-import * as exports from "./index.js";
-class Entrypoint extends WorkerEntrypoint {}
-
-${methods}
-const classProxyHooks = {};
-
-export default new Proxy(Entrypoint, classProxyHooks);
-${extra}`;
+  const cls = classes.map((c) => `export class ${c} {\n    free() {}\n}\n`).join("");
+  return `import source wasmModule from "./index_bg.wasm";
+let wasm;
+${cls}
+export function __wbg_reset_state() {
+    wasm = undefined;
+}
+${fns}
+export function __worker_init_state() {
+    return {};
+}
+`;
 }
 
 test("our entry serves fetch and nothing else", () => {
@@ -37,55 +55,59 @@ test("our entry serves fetch and nothing else", () => {
   assert.deepEqual(namedExports(ENTRY), []);
 });
 
-test("a shim with only fetch is served", () => {
-  assert.deepEqual(checkShim(shim(["fetch"]), ENTRY), []);
+test("a wasm exporting only fetch is served; the glue's own functions are no handlers", () => {
+  const mod = bindings(["fetch"]);
+  assert.deepEqual(bindingHandlers(mod), ["fetch"]);
+  for (const f of SYSTEM_FUNCTIONS) assert.match(mod, new RegExp(`export function ${f}\\(`));
+  assert.deepEqual(checkBindings(mod, ENTRY), []);
+  // `export { x as name }`, the other form worker-build reads, counts too.
+  assert.deepEqual(bindingHandlers(`${mod}export { scheduled_impl as scheduled };\n`), ["fetch", "scheduled"]);
 });
 
-test("a shim with a handler ours lacks stops the build, naming it", () => {
+test("a wasm exporting a handler ours lacks stops the build, naming it", () => {
   for (const h of ["scheduled", "queue", "email", "tail"]) {
-    const problems = checkShim(shim(["fetch", h]), ENTRY);
+    const problems = checkBindings(bindings(["fetch", h]), ENTRY);
     assert.equal(problems.length, 1, problems.join("\n"));
     assert.match(problems[0], new RegExp(`handler \`${h}\``));
   }
+  const async = checkBindings(`${bindings(["fetch"])}export async function queue(b, env, ctx) {}\n`, ENTRY);
+  assert.match(async.join("\n"), /handler `queue`/);
 });
 
-test("a shim exporting a Durable Object class stops the build, naming it", () => {
-  const problems = checkShim(
-    shim(["fetch"], "export const Counter = new Proxy(exports.Counter, classProxyHooks);\n"),
-    ENTRY,
-  );
+test("a wasm exporting a Durable Object class stops the build, naming it", () => {
+  const problems = checkBindings(bindings(["fetch"], ["Counter"]), ENTRY);
   assert.equal(problems.length, 1);
-  assert.match(problems[0], /exports `Counter`/);
+  assert.match(problems[0], /class `Counter`/);
 });
 
 test("workers-rs' own exported structs are no entrypoint and may be dropped", () => {
-  const library = LIBRARY_EXPORTS.map((n) => `export const ${n} = new Proxy(exports.${n}, classProxyHooks);\n`).join("");
-  assert.deepEqual(checkShim(shim(["fetch"], library), ENTRY), []);
-  const withClass = checkShim(shim(["fetch"], `${library}export const Counter = new Proxy(exports.Counter, classProxyHooks);\n`), ENTRY);
+  assert.deepEqual(bindingClasses(bindings(["fetch"], LIBRARY_EXPORTS)), [...LIBRARY_EXPORTS].sort());
+  assert.deepEqual(checkBindings(bindings(["fetch"], LIBRARY_EXPORTS), ENTRY), []);
+  const withClass = checkBindings(bindings(["fetch"], [...LIBRARY_EXPORTS, "Counter"]), ENTRY);
   assert.equal(withClass.length, 1);
   assert.match(withClass[0], /`Counter`/);
 });
 
-test("a shim that is not the template ours replaces stops the build", () => {
-  const other = shim(["fetch"]).replace("export default new Proxy(Entrypoint, classProxyHooks);", "export default { fetch };");
-  assert.match(checkShim(other, ENTRY).join("\n"), /not the one worker\/entry.js was written against/);
-  const noFetch = checkShim(shim([]), ENTRY).join("\n");
-  assert.match(noFetch, /no fetch handler/);
+test("a wasm without fetch, or an entry without its default object, stops the build", () => {
+  assert.match(checkBindings(bindings([]), ENTRY).join("\n"), /exports no `fetch`/);
+  assert.match(checkBindings(bindings(["fetch"]), "export const x = 1;\n").join("\n"), /no `export default/);
 });
 
-test("worker-build 0.8.7's own template, with fetch only, is served", (t) => {
-  const registry = path.join(os.homedir(), ".cargo/registry/src");
-  const dir = existsSync(registry)
-    ? readdirSync(registry)
-        .map((d) => path.join(registry, d, "worker-build-0.8.7/src/js/shim.js"))
-        .find(existsSync)
-    : undefined;
-  if (!dir) return t.skip("worker-build 0.8.7's source is not in the cargo registry");
-  const template = readFileSync(dir, "utf8");
-  const fetchOnly = template.replace("$HANDLERS", shim(["fetch"]).match(/^Entrypoint[\s\S]*?^}\n/m)[0]);
-  assert.deepEqual(checkShim(fetchOnly, ENTRY), []);
-  const withCron = template.replace("$HANDLERS", "Entrypoint.prototype.scheduled = function scheduled (arg) {}\nEntrypoint.prototype.fetch = function fetch (arg) {}\n");
-  assert.match(checkShim(withCron, ENTRY).join("\n"), /handler `scheduled`/);
+test("the command line stops a build on such a module, naming the reason", () => {
+  const dir = mkdtempSync(path.join(os.tmpdir(), "qg-entry-check-"));
+  try {
+    const mod = path.join(dir, "index.js");
+    const run = () =>
+      spawnSync(process.execPath, [path.join(ROOT, "scripts/entry-check.mjs"), "bindings", mod, path.join(ROOT, "worker/entry.js")], { encoding: "utf8" });
+    writeFileSync(mod, bindings(["fetch", "scheduled"]));
+    const refused = run();
+    assert.equal(refused.status, 1);
+    assert.match(refused.stderr, /handler `scheduled`/);
+    writeFileSync(mod, bindings(["fetch"]));
+    assert.equal(run().status, 0);
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
 });
 
 test("the repo's wrangler.toml asks for nothing our entry lacks", () => {

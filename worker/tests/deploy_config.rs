@@ -1,7 +1,7 @@
 //! The committed deploy files pass the worker's own validation:
 //! `wrangler.toml`'s `[vars]` with `.dev.vars.example`'s secrets make a
-//! valid edge config in both identity modes, and `main` is worker-build's
-//! entry point.
+//! valid edge config in both identity modes, and `main` is the bundle
+//! scripts/build-worker writes.
 
 use std::collections::BTreeMap;
 
@@ -52,7 +52,7 @@ fn the_example_secrets_and_vars_are_accepted_in_both_identity_modes() {
 }
 
 #[test]
-fn main_is_worker_builds_entry_and_the_build_is_watched() {
+fn main_is_the_built_bundle_and_the_build_is_watched() {
     let table = wrangler_toml();
     assert_eq!(table["main"].as_str(), Some("worker/build/index.js"));
     let build = table["build"].as_table().expect("[build]");

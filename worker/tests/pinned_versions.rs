@@ -1,7 +1,7 @@
-//! The crates our entry module and build tools were written against are
+//! The crates our entry module and build steps were written against are
 //! the ones Cargo.lock resolves: `worker` and `worker-macros` at the
-//! worker-build version, `wasm-bindgen` at the wasm-bindgen CLI version,
-//! both as scripts/lib.sh pins them (docs/edge.md, "The entry").
+//! workers-rs release, `wasm-bindgen` at the wasm-bindgen CLI version, both
+//! as scripts/lib.sh pins them (docs/edge.md, "The build").
 
 use std::path::Path;
 
@@ -34,18 +34,18 @@ fn locked(package: &str) -> Vec<String> {
 
 #[test]
 fn cargo_lock_resolves_the_versions_the_entry_and_tools_were_written_for() {
-    let worker_build = pinned("WORKER_BUILD_VERSION");
+    let workers_rs = pinned("WORKERS_RS_VERSION");
     let bindgen = pinned("WASM_BINDGEN_VERSION");
     for (package, want) in [
-        ("worker", &worker_build),
-        ("worker-macros", &worker_build),
+        ("worker", &workers_rs),
+        ("worker-macros", &workers_rs),
         ("wasm-bindgen", &bindgen),
     ] {
         assert_eq!(
             locked(package),
             std::slice::from_ref(want),
             "Cargo.lock resolves {package} other than {want}, the version scripts/lib.sh \
-             pins: follow docs/edge.md, \"The entry\", to upgrade"
+             pins: follow docs/edge.md, \"The build\", to upgrade"
         );
     }
 }

@@ -380,7 +380,7 @@ mod tests {
                 (!path.is_empty()).then_some(path)
             })
             .collect();
-        assert!(named.contains("scripts/esbuild-entry"), "{named:?}");
+        assert!(named.contains("scripts/entry-check.mjs"), "{named:?}");
         for path in named {
             // Where it builds, the tools it runs, and the deploy config it
             // only checks (the bundle does not change with it).

@@ -151,7 +151,7 @@ pub fn offline_env() -> [(&'static str, &'static str); 4] {
     ]
 }
 
-/// worker-build's entry point, the `main` of wrangler.toml.
+/// The bundle's entry module, the `main` of wrangler.toml.
 fn built_entry() -> PathBuf {
     let build = repo_root().join("worker/build");
     crate::fresh::assert_worker_fresh(&build, "scripts/build-worker");

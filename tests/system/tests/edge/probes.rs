@@ -5,8 +5,8 @@
 //! * A Rust panic does not take the isolate down with it: the panicking
 //!   request fails, and the next one is served by a fresh wasm instance
 //!   (workers-rs' abort hook schedules it, wasm-bindgen's glue builds it),
-//!   through our own entry module (worker/entry.js) — the one that replaced
-//!   worker-build's per-request `Proxy` machinery.
+//!   through our own entry module (worker/entry.js) — the one that took the
+//!   place of worker-build's per-request `Proxy` machinery.
 //! * The executor the entry runs on (worker/src/exec.rs) copes with a
 //!   future that wakes itself inside its own poll.
 
