@@ -379,7 +379,7 @@ async fn junk_page_loads_in_an_idle_room_hold_at_most_half_the_slots() {
 }
 
 /// A person's form POST to the order route in a busy room is kept in the
-/// room's page (sent again on Continue: tests/js/browser.test.mjs), never
+/// room's page (sent again on Continue: tests/js/page-visit.test.mjs), never
 /// turned into a GET; another site's form is not kept (re-sent with the
 /// visitor's token it would be a forged order), nor is a file upload.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
