@@ -1,12 +1,16 @@
-// scripts/test-binaries.mjs, which splits the test binaries between
-// scripts/test's lanes: every binary cargo built lands in exactly one lane,
-// the clock lane holds the ones named for it, and a new one goes to cpu.
+// scripts/test-binaries.mjs, which lists the test binaries scripts/test
+// runs: every test binary cargo built, none of its other builds, and the
+// command line refuses messages that name none.
 import { test } from "node:test";
 import assert from "node:assert/strict";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
 
-import { CLOCK, laneOf, testBinaries } from "../../scripts/test-binaries.mjs";
+import { spawnSync } from "node:child_process";
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import os from "node:os";
+
+import { testBinaries } from "../../scripts/test-binaries.mjs";
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "../..");
 
@@ -33,15 +37,20 @@ test("cargo's messages become binaries; builds that are no test binary are left 
   assert.equal(got[0].dir, path.join(ROOT, "tests/system"));
 });
 
-test("the clock lane holds what it names; everything else, a new binary too, is cpu", () => {
-  const lane = (folder, name, kind = "test") => laneOf(testBinaries(artifact(folder, name, kind))[0]);
-  assert.equal(lane("tests/system", "rates"), "clock");
-  assert.equal(lane("tests/system", "scheduler"), "clock");
-  assert.equal(lane("tools", "chaos_smoke"), "clock");
-  assert.equal(lane("tools", "queuegate_tools", "lib"), "clock");
-  assert.equal(lane("tests/system", "drop_day"), "cpu");
-  assert.equal(lane("tests/system", "a_new_topic"), "cpu");
-  // A unit-test binary named like a clock target is not one.
-  assert.equal(lane("tests/system", "scheduler", "bin"), "cpu");
-  assert.ok(CLOCK.length > 0);
+test("the command line prints folder, executable and id; messages without a test binary are an error", () => {
+  const dir = mkdtempSync(path.join(os.tmpdir(), "qg-test-binaries-"));
+  try {
+    const file = path.join(dir, "messages.json");
+    const run = () => spawnSync(process.execPath, [path.join(ROOT, "scripts/test-binaries.mjs"), file], { encoding: "utf8" });
+    writeFileSync(file, `${artifact("tests/system", "rates", "test")}\n`);
+    const ok = run();
+    assert.equal(ok.status, 0, ok.stderr);
+    assert.equal(ok.stdout, `${path.join(ROOT, "tests/system")}\t/t/debug/deps/rates-0\ttests/system/rates\n`);
+    writeFileSync(file, JSON.stringify({ reason: "build-finished", success: true }));
+    const none = run();
+    assert.equal(none.status, 1);
+    assert.match(none.stderr, /names no test binary/);
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
 });

@@ -871,9 +871,9 @@ async fn on_its_way_to_the_head_a_place_rises_only_by_the_estimates_error() {
 
     // The others still in line poll every second, as pages near the head
     // do (so nobody ahead is dropped as a leaver but the gaps). Their polls
-    // go out together, as pages' do: one after another, 800 round trips
-    // took seconds on a loaded machine, long enough for a page that did
-    // poll to count as gone.
+    // go out 40 at a time: one after another, 800 round trips took seconds
+    // on a loaded machine, long enough for a page that did poll to count as
+    // gone; all 800 at once queued past the client's reply timeout.
     let keep_alive = {
         let q = q.clone();
         let alive: Vec<UserId> = (0..LINE)
@@ -886,18 +886,27 @@ async fn on_its_way_to_the_head_a_place_rises_only_by_the_estimates_error() {
                 let started = Instant::now();
                 // The first 800 not known to be through (the near zone
                 // and more); those through at the front are skipped next.
-                let mut polls = tokio::task::JoinSet::new();
-                for (k, u) in alive.iter().enumerate().skip(from).take(800) {
-                    let (q, u) = (q.clone(), u.clone());
-                    polls.spawn(async move {
-                        (k, matches!(q.position(&u).await, Observed::Waiting(_)))
-                    });
-                }
+                let batch: Vec<(usize, UserId)> = alive
+                    .iter()
+                    .cloned()
+                    .enumerate()
+                    .skip(from)
+                    .take(800)
+                    .collect();
                 let mut through = Vec::new();
-                while let Some(poll) = polls.join_next().await {
-                    let (k, waiting) = poll.expect("a keep-alive poll");
-                    if !waiting {
-                        through.push(k);
+                for chunk in batch.chunks(40) {
+                    let mut polls = tokio::task::JoinSet::new();
+                    for (k, u) in chunk.iter().cloned() {
+                        let q = q.clone();
+                        polls.spawn(async move {
+                            (k, matches!(q.position(&u).await, Observed::Waiting(_)))
+                        });
+                    }
+                    while let Some(poll) = polls.join_next().await {
+                        let (k, waiting) = poll.expect("a keep-alive poll");
+                        if !waiting {
+                            through.push(k);
+                        }
                     }
                 }
                 through.sort_unstable();
