@@ -1,8 +1,9 @@
 // The test binaries cargo built, from the JSON messages of
 // `cargo test --no-run --message-format=json`, one per line:
 // `<package folder>\t<executable>\t<package folder>/<target>`, in cargo's
-// order. scripts/test runs them itself, beside the rest of its checks:
-// `cargo test` holds cargo's build lock while its tests run.
+// order. scripts/test runs them itself: every binary runs when another
+// fails, its arguments go to libtest, and nothing holds cargo's build lock
+// while tests run (`cargo test` does).
 //
 //   node scripts/test-binaries.mjs MESSAGES.json
 import { readFileSync } from "node:fs";
