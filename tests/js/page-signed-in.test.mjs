@@ -4,20 +4,15 @@
 // then says so and offers Try again. Screenshots land in artifacts/.
 import { test } from "node:test";
 import assert from "node:assert/strict";
-import { mkdirSync, mkdtempSync, rmSync } from "node:fs";
-import { tmpdir } from "node:os";
 import { join } from "node:path";
 
 import {
   artifacts,
-  startStack,
-  stop,
-  launch,
+  withStack,
   number,
   operator,
   spies,
   sleep,
-  until,
   redisCli,
 } from "./support/page.mjs";
 
@@ -31,13 +26,9 @@ import {
 // verified, and is admitted in turn after the resume.
 const WAIT_S = 180;
 
-test("signed in: tokens living 60 s, refreshed by the page over a 3-minute wait, keep one place", { timeout: 330_000 }, async () => {
-  mkdirSync(artifacts, { recursive: true });
-  const stack = startStack(["--signed-in", "60", "--admit-rate", "1", "--exit-after", "320"]);
-  const dir = mkdtempSync(join(tmpdir(), "qg-login-"));
-  let browser, keepAlive;
+test("signed in: tokens living 60 s, refreshed by the page over a 3-minute wait, keep one place", { timeout: 330_000 }, () => withStack(["--signed-in", "60", "--admit-rate", "1", "--exit-after", "320"], async ({ stack, base, browser, dir }) => {
+  let keepAlive;
   try {
-    const base = await stack.url;
     const admin = operator(stack.redis(), dir);
     assert.match(admin("pause", "main"), /paused/);
     // A login token from the shop, as the buyer's browser would get it.
@@ -59,7 +50,6 @@ test("signed in: tokens living 60 s, refreshed by the page over a 3-minute wait,
       for (const u of ["ahead-1", "ahead-2"]) asUser(u, "GET", "/queue/position").catch(() => {});
     }, 20_000);
 
-    browser = await launch();
     const context = await browser.newContext();
     await context.addCookies([{ name: "demo_user", value: "buyer-1", url: base }]);
     await context.addInitScript(spies);
@@ -104,63 +94,44 @@ test("signed in: tokens living 60 s, refreshed by the page over a 3-minute wait,
     assert.equal(ahead.state, "admitted", "the buyers ahead went first");
     await page.screenshot({ path: join(artifacts, "browser-signed-in.png") });
     assert.deepEqual(problems.filter((p) => /Content Security Policy|Uncaught/.test(p)), []);
-  } catch (e) {
-    throw new Error(`${e.message}\n--- stack log ---\n${stack.log().slice(-4000)}`);
   } finally {
     clearInterval(keepAlive);
-    if (browser) await browser.close();
-    stop(stack.child);
-    rmSync(dir, { recursive: true, force: true });
   }
-});
+}));
 
 // Signed in, but no token comes (the buyer is not logged in at the shop):
 // the page asks the token script again, forcing a refresh, three times
 // (after 1, 2 and 4 s), then says it could not verify the visit and offers
 // Try again; once the buyer has logged in, Try again takes a place.
-test("signed in without a token: asked again three times, then the error and Try again, which works once logged in", { timeout: 120_000 }, async () => {
-  mkdirSync(artifacts, { recursive: true });
-  const stack = startStack(["--signed-in", "60", "--admit-rate", "1", "--exit-after", "110"]);
-  const dir = mkdtempSync(join(tmpdir(), "qg-nologin-"));
-  let browser;
-  try {
-    const base = await stack.url;
-    assert.match(operator(stack.redis(), dir)("pause", "main"), /paused/);
-    browser = await launch();
-    const context = await browser.newContext();
-    await context.addInitScript(spies);
-    const page = await context.newPage();
-    const problems = [];
-    page.on("console", (m) => { if (m.type() === "error" && !/40[13]/.test(m.text())) problems.push(m.text()); });
-    const tokenAsks = [];
-    page.on("request", (r) => { if (/\/_demo\/token/.test(r.url())) tokenAsks.push(Date.now()); });
-    const t0 = Date.now();
-    await page.goto(base + "/queue");
-    await page.waitForFunction(() => /could not verify/.test(document.querySelector("#status").textContent),
-      null, { timeout: 30_000 });
-    const took = Date.now() - t0;
-    const calls = (await page.evaluate(() => window.__qg.calls)).filter((c) => !c.reply);
-    assert.equal(calls.length, 4, `one enter and three retries: ${JSON.stringify(calls)}`);
-    assert.equal(tokenAsks.length, 4, "the token script asked the shop before each");
-    assert.ok(took >= 7_000 && took < 20_000, `the error after ${took} ms (1 + 2 + 4 s of retries)`);
-    assert.equal(await page.textContent("#rejoin"), "Try again");
-    assert.equal(await page.isVisible("#figures"), false);
-    await page.screenshot({ path: join(artifacts, "browser-signed-out.png") });
-    // No more polls once it has said so.
-    await sleep(5_000);
-    assert.equal((await page.evaluate(() => window.__qg.calls)).filter((c) => !c.reply).length, 4);
-    // Logged in now (the shop's session cookie): Try again takes a place.
-    await context.addCookies([{ name: "demo_user", value: "late-buyer", url: base }]);
-    await page.click("#rejoin");
-    await page.waitForSelector("#figures:not([hidden])", { timeout: 20_000 });
-    assert.equal(await number(page, "#position"), 1);
-    assert.equal(redisCli(stack.redis(), "ZSCORE", "qg:{main}:waiting", "late-buyer") !== "", true);
-    assert.deepEqual(problems.filter((p) => /Content Security Policy|Uncaught/.test(p)), []);
-  } catch (e) {
-    throw new Error(`${e.message}\n--- stack log ---\n${stack.log().slice(-4000)}`);
-  } finally {
-    if (browser) await browser.close();
-    stop(stack.child);
-    rmSync(dir, { recursive: true, force: true });
-  }
-});
+test("signed in without a token: asked again three times, then the error and Try again, which works once logged in", { timeout: 120_000 }, () => withStack(["--signed-in", "60", "--admit-rate", "1", "--exit-after", "110"], async ({ stack, base, browser, dir }) => {
+  assert.match(operator(stack.redis(), dir)("pause", "main"), /paused/);
+  const context = await browser.newContext();
+  await context.addInitScript(spies);
+  const page = await context.newPage();
+  const problems = [];
+  page.on("console", (m) => { if (m.type() === "error" && !/40[13]/.test(m.text())) problems.push(m.text()); });
+  const tokenAsks = [];
+  page.on("request", (r) => { if (/\/_demo\/token/.test(r.url())) tokenAsks.push(Date.now()); });
+  const t0 = Date.now();
+  await page.goto(base + "/queue");
+  await page.waitForFunction(() => /could not verify/.test(document.querySelector("#status").textContent),
+    null, { timeout: 30_000 });
+  const took = Date.now() - t0;
+  const calls = (await page.evaluate(() => window.__qg.calls)).filter((c) => !c.reply);
+  assert.equal(calls.length, 4, `one enter and three retries: ${JSON.stringify(calls)}`);
+  assert.equal(tokenAsks.length, 4, "the token script asked the shop before each");
+  assert.ok(took >= 7_000 && took < 20_000, `the error after ${took} ms (1 + 2 + 4 s of retries)`);
+  assert.equal(await page.textContent("#rejoin"), "Try again");
+  assert.equal(await page.isVisible("#figures"), false);
+  await page.screenshot({ path: join(artifacts, "browser-signed-out.png") });
+  // No more polls once it has said so.
+  await sleep(5_000);
+  assert.equal((await page.evaluate(() => window.__qg.calls)).filter((c) => !c.reply).length, 4);
+  // Logged in now (the shop's session cookie): Try again takes a place.
+  await context.addCookies([{ name: "demo_user", value: "late-buyer", url: base }]);
+  await page.click("#rejoin");
+  await page.waitForSelector("#figures:not([hidden])", { timeout: 20_000 });
+  assert.equal(await number(page, "#position"), 1);
+  assert.equal(redisCli(stack.redis(), "ZSCORE", "qg:{main}:waiting", "late-buyer") !== "", true);
+  assert.deepEqual(problems.filter((p) => /Content Security Policy|Uncaught/.test(p)), []);
+}));

@@ -6,7 +6,8 @@
 import assert from "node:assert/strict";
 import { execFileSync, spawn } from "node:child_process";
 import { createHash } from "node:crypto";
-import { writeFileSync } from "node:fs";
+import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { chromium } from "playwright-core";
@@ -41,6 +42,29 @@ export function startStack(args = ["--admit-rate", "4", "--exit-after", "150"]) 
 
 export function stop(child) {
   try { process.kill(-child.pid, "SIGTERM"); } catch { /* already gone */ }
+}
+
+// Runs one page test on its own stack: starts it with `args` (startStack's
+// default when undefined), a browser and a scratch folder, calls
+// body({ stack, base, browser, dir }), and whatever happens closes the
+// browser, stops the stack and removes the folder. A failure carries the
+// tail of the stack's log.
+export async function withStack(args, body) {
+  mkdirSync(artifacts, { recursive: true });
+  const dir = mkdtempSync(join(tmpdir(), "qg-page-"));
+  const stack = startStack(args);
+  let browser;
+  try {
+    const base = await stack.url;
+    browser = await launch();
+    return await body({ stack, base, browser, dir });
+  } catch (e) {
+    throw new Error(`${e.message}\n--- stack log ---\n${stack.log().slice(-4000)}`);
+  } finally {
+    if (browser) await browser.close();
+    stop(stack.child);
+    rmSync(dir, { recursive: true, force: true });
+  }
 }
 
 // An X-Altcha solution for a fresh challenge, found as the page does (one
