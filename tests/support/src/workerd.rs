@@ -1,8 +1,9 @@
 //! A worker served by the `workerd` binary itself (from node_modules), with
 //! a capnp config written here: no wrangler, no Node, no proxy in front, so
-//! the process's CPU time is the worker's own. Benchmarks use it, and the
-//! local demo when it sends a crowd; most tests and the demo without a
-//! crowd keep `wrangler dev` ([`crate::Wrangler`]).
+//! the process's CPU time is the worker's own. Benchmarks use it, the
+//! system tests' edge stack and the local demo when it sends a crowd; the
+//! demo without a crowd and the tests of the worker as a shop starts it
+//! locally keep `wrangler dev` ([`crate::Wrangler`]).
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};

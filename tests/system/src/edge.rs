@@ -1,11 +1,20 @@
 //! The whole edge path for tests: redis-server → redis-rest gateway → the
-//! built worker under workerd → a test origin, and the
-//! testkit's visitor client that calls it.
+//! built worker under the `workerd` binary itself → a test origin, and
+//! the testkit's visitor client that calls it.
+//!
+//! The worker is served by workerd with the bindings `wrangler dev` would
+//! give it, but without wrangler's Node proxy in front: that proxy cost
+//! more CPU than the worker itself (drop day: 60 s of Node against 64 s of
+//! workerd), so tests that measure what a loaded edge answers measured the
+//! proxy too. `wrangler dev` itself stays under test where the worker is
+//! started as a shop starts it locally: edge/worker_health.rs,
+//! edge/refusals.rs, rates/origin_control.rs and `scripts/dev`'s stack.
 
 use std::collections::BTreeMap;
 
 use queuegate_shared::Settings;
 use queuegate_testkit::gateway::Gateway;
+use queuegate_testkit::workerd::Workerd;
 use queuegate_testkit::{RedisServer, Wrangler};
 
 use crate::origin::TestOrigin;
@@ -28,7 +37,7 @@ pub struct EdgeStack {
     /// The origin behind the gate.
     pub origin: TestOrigin,
     /// The worker under workerd.
-    pub worker: Wrangler,
+    pub worker: Workerd,
     /// Direct access to the queue `main` (admit ticks, assertions).
     pub queue: TestQueue,
 }
@@ -88,9 +97,9 @@ impl EdgeStack {
         for (k, v) in &vars {
             worker = worker.var(k, v);
         }
-        let worker = tokio::task::spawn_blocking(move || worker.start())
+        let worker = tokio::task::spawn_blocking(move || worker.start_workerd())
             .await
-            .expect("start wrangler");
+            .expect("start workerd");
         EdgeStack {
             redis,
             gateway,
