@@ -8,7 +8,7 @@
 //! workerd), so tests that measure what a loaded edge answers measured the
 //! proxy too. `wrangler dev` itself stays under test where the worker is
 //! started as a shop starts it locally: edge/worker_health.rs,
-//! edge/refusals.rs, rates/origin_control.rs and `scripts/dev`'s stack.
+//! edge/refusals.rs and `scripts/dev`'s stack (the page tests).
 
 use std::collections::BTreeMap;
 

@@ -16,6 +16,7 @@ use queuegate_system_tests::TestQueue;
 use queuegate_testkit::demo_origin::{self, Conditions};
 use queuegate_testkit::gateway::Gateway;
 use queuegate_testkit::scheduler::{Scheduler, SchedulerBuilder};
+use queuegate_testkit::workerd::Workerd;
 use queuegate_testkit::{RedisServer, Wrangler, IDENTITY_SECRET, ORIGIN_SECRET};
 use redis::AsyncCommands;
 
@@ -55,7 +56,7 @@ fn scheduler(redis: &RedisServer) -> SchedulerBuilder {
 struct Room {
     redis: RedisServer,
     _gateway: Gateway,
-    worker: Wrangler,
+    worker: Workerd,
     queue: TestQueue,
     http: reqwest::Client,
     users: Arc<Vec<(UserId, String)>>,
@@ -80,7 +81,9 @@ impl Room {
         for (k, v) in vars {
             worker = worker.var(k, v);
         }
-        let worker = tokio::task::spawn_blocking(move || worker.start())
+        // workerd itself, without wrangler dev's Node proxy in front: the
+        // proxy's CPU slowed everything these rates are measured beside.
+        let worker = tokio::task::spawn_blocking(move || worker.start_workerd())
             .await
             .expect("start the worker");
         let published = Settings {
@@ -658,10 +661,21 @@ async fn a_slow_origin_cuts_the_rate_too() {
         "still {:.1}/s with a slow origin",
         s.trailing(Duration::from_secs(3))
     );
-    let p95 = sched
-        .metric("queuegate_origin_latency_p95_seconds{queue=\"main\"}")
-        .expect("p95 exported");
-    assert!(p95 > 0.5, "p95 {p95} s");
+    // The cut is the controller's: its own target falls to half or less
+    // and the p95 it acts on is over the 500 ms target. Both are read from
+    // its metrics, which may trail the admissions seen in Redis by a
+    // refresh on a busy machine, so they are given a few seconds.
+    let p95 = "queuegate_origin_latency_p95_seconds{queue=\"main\"}";
+    assert!(
+        eventually(Duration::from_secs(10), || {
+            sched.metric(TARGET).is_some_and(|t| t <= MAX_RATE / 2.0)
+                && sched.metric(p95).is_some_and(|p| p > 0.5)
+        })
+        .await,
+        "target {:?}/s, p95 {:?} s",
+        sched.metric(TARGET),
+        sched.metric(p95)
+    );
     assert_eq!(room.failed_orders.load(Ordering::Relaxed), 0);
     assert!(sched.log().contains("p95 latency"), "{}", sched.log());
 }
