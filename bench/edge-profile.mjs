@@ -39,8 +39,12 @@ if (out) writeFileSync(out, JSON.stringify(profile));
 const byId = new Map(profile.nodes.map((n) => [n.id, n]));
 const self = new Map();
 let total = 0;
+// timeDeltas[i] is the time from sample i-1 to sample i, so sample i
+// stands for timeDeltas[i + 1], as DevTools counts it. Counted the other way
+// the first sample after an idle gap took the whole gap: a profile of the
+// exact poll read 52 % in `core::fmt::write`, 31 samples of 4,855.
 profile.samples.forEach((nodeId, i) => {
-  const dt = profile.timeDeltas[i] || 0;
+  const dt = profile.timeDeltas[i + 1] || 0;
   const f = byId.get(nodeId).callFrame;
   const name = `${f.functionName || "(anonymous)"} ${f.url ? f.url.split("/").pop() : ""}`.trim();
   self.set(name, (self.get(name) || 0) + dt);

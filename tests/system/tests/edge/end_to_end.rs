@@ -1,5 +1,5 @@
 //! The edge worker end to end: real redis-server, the redis-rest gateway,
-//! the built wasm under workerd (`wrangler dev`) and a test origin.
+//! the built wasm under the `workerd` binary (the edge stack) and a test origin.
 
 use std::time::{Duration, Instant};
 
