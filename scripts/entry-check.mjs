@@ -12,6 +12,10 @@
 //     the deploy config asks for nothing our entry does not serve: cron
 //     triggers, queue consumers, Durable Objects or Workflows of this
 //     worker, in the top level or any [env.*].
+//   node scripts/entry-check.mjs dead-exports INDEX.js
+//     the wasm's exports that only classes no JS object can be an instance
+//     of call, comma-separated (scripts/build-worker removes them before
+//     wasm-opt; see `deadExports`).
 //
 // Exit 0 when all is served; 1 with one line per problem otherwise.
 import { readFileSync } from "node:fs";
@@ -46,6 +50,34 @@ export function bindingHandlers(bindings) {
     }
   }
   return names.filter((n) => !SYSTEM_FUNCTIONS.includes(n)).sort();
+}
+
+/**
+ * The wasm exports that only dead classes call. wasm-bindgen exports every
+ * `#[wasm_bindgen]` struct in the dependency graph, used or not: workers-rs'
+ * own (LIBRARY_EXPORTS) and wasm-streams' stream adapters (`IntoUnderlying…`,
+ * behind workers-rs' Rust-stream bodies, which the worker never builds).
+ * A class of the glue that has no constructor and is never wrapped
+ * (`Name.__wrap(`, how the glue turns a pointer from the wasm into an
+ * instance) can have no instance, so nothing can call its methods or its
+ * finalizer, and their exports keep only code nothing runs. An export the
+ * glue also calls elsewhere is kept.
+ */
+export function deadExports(bindings) {
+  const calls = (text) => new Set([...text.matchAll(/\bwasm\.([A-Za-z_$][\w$]*)/g)].map((m) => m[1]));
+  let rest = bindings;
+  const dead = new Set();
+  for (const m of bindings.matchAll(/^(?:export\s+)?class\s+([A-Za-z_$][\w$]*)\s*\{[\s\S]*?^\}$/gm)) {
+    const [text, name] = m;
+    if (bindings.includes(`${name}.__wrap(`) || /^\s+constructor\s*\(/m.test(text)) continue;
+    const finalizer = bindings.match(new RegExp(`^const ${name}Finalization = [\\s\\S]*?^\\}\\);$`, "m"));
+    for (const part of [text, finalizer?.[0] ?? ""]) {
+      for (const e of calls(part)) dead.add(e);
+      rest = rest.replace(part, "");
+    }
+  }
+  const live = calls(rest);
+  return [...dead].filter((e) => !live.has(e)).sort();
 }
 
 /** The classes wasm-bindgen's module exports (`export class Name`). */
@@ -130,8 +162,12 @@ export function checkConfig(config, handlers, named = []) {
 
 function main(argv) {
   const [what, file, entryPath] = argv;
+  if (what === "dead-exports" && file && !entryPath) {
+    console.log(deadExports(readFileSync(file, "utf8")).join(","));
+    return 0;
+  }
   if (!["bindings", "config"].includes(what) || !file || !entryPath) {
-    console.error("usage: entry-check.mjs bindings INDEX.js ENTRY.js | config WRANGLER.toml ENTRY.js");
+    console.error("usage: entry-check.mjs bindings INDEX.js ENTRY.js | config WRANGLER.toml ENTRY.js | dead-exports INDEX.js");
     return 2;
   }
   const entry = readFileSync(entryPath, "utf8");

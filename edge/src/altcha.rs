@@ -143,7 +143,7 @@ pub fn verify(
     let bytes = base64::engine::general_purpose::STANDARD
         .decode(payload.trim())
         .map_err(|_| AltchaError::Malformed)?;
-    let s: Solution = serde_json::from_slice(&bytes).map_err(|_| AltchaError::Malformed)?;
+    let s: Solution = crate::json_of(&bytes).ok_or(AltchaError::Malformed)?;
     if s.algorithm != ALGORITHM {
         return Err(AltchaError::Algorithm);
     }

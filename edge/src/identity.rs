@@ -194,7 +194,7 @@ pub fn parse_jwt(token: &str) -> Result<Parsed<'_>, IdentityError> {
     // Header and claims are read as generic values: derived structs would
     // each add their own deserializer to the wasm.
     let head: serde_json::Value =
-        serde_json::from_slice(&decode(header)?).map_err(|_| IdentityError::Malformed)?;
+        crate::json_of(&decode(header)?).ok_or(IdentityError::Malformed)?;
     let alg = head
         .get("alg")
         .and_then(|a| a.as_str())
@@ -247,8 +247,7 @@ impl Parsed<'_> {
 }
 
 fn claims(payload: &[u8], now_s: f64, expect: &Expect<'_>) -> Result<VerifiedJwt, IdentityError> {
-    let claims: serde_json::Value =
-        serde_json::from_slice(payload).map_err(|_| IdentityError::Malformed)?;
+    let claims: serde_json::Value = crate::json_of(payload).ok_or(IdentityError::Malformed)?;
     if !claims.is_object() {
         return Err(IdentityError::Malformed);
     }

@@ -38,3 +38,35 @@ pub const TURNSTILE_HEADER: &str = "x-turnstile-token";
 /// Where Cloudflare puts the client's address: the entry guard's budget
 /// and idle passthrough count by it.
 pub const CLIENT_IP_HEADER: &str = "cf-connecting-ip";
+
+/// JSON in `bytes` (a decoded token's header or claims, a solution), read
+/// as text: every JSON the worker reads then goes through serde_json's one
+/// `&str` reader, where `from_slice` would add a second copy of the
+/// parser to the wasm. Bytes that are not UTF-8 are no JSON either way.
+pub(crate) fn json_of<T: serde::de::DeserializeOwned>(bytes: &[u8]) -> Option<T> {
+    serde_json::from_str(std::str::from_utf8(bytes).ok()?).ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn json_of_reads_json_bytes_and_refuses_what_is_not_utf8_json() {
+        let v: Option<serde_json::Value> = json_of(br#"{"sub":"u\u00e9","n":1}"#);
+        assert_eq!(v, Some(serde_json::json!({"sub": "ué", "n": 1})));
+        // The same text with a byte that is no UTF-8 inside the string,
+        // and text that is no JSON: both refused, as from_slice did.
+        assert_eq!(json_of::<serde_json::Value>(b"{\"sub\":\"u\xff\"}"), None);
+        assert_eq!(json_of::<serde_json::Value>(b"{\"sub\":"), None);
+        // A token whose header decodes to Latin-1 text is malformed.
+        use base64::Engine;
+        let b64 = |b: &[u8]| base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(b);
+        let token = |head: &[u8]| format!("{}.{}.{}", b64(head), b64(b"{}"), b64(b"sig"));
+        assert!(identity::parse_jwt(&token(br#"{"alg":"HS256"}"#)).is_ok());
+        assert_eq!(
+            identity::parse_jwt(&token(b"{\"alg\":\"HS256\",\"kid\":\"\xe9\"}")).err(),
+            Some(identity::IdentityError::Malformed)
+        );
+    }
+}

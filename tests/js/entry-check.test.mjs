@@ -19,6 +19,7 @@ import {
   bindingHandlers,
   checkBindings,
   checkConfig,
+  deadExports,
   entryHandlers,
   namedExports,
 } from "../../scripts/entry-check.mjs";
@@ -150,6 +151,62 @@ test("the command line stops a build on such a config, naming the reason", () =>
     const bad = run(config);
     assert.equal(bad.status, 1);
     assert.match(bad.stderr, /wrangler.toml/);
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+});
+
+// Classes in the shape wasm-bindgen 0.2.130 writes them (tests/js: the real
+// glue is checked by scripts/build-worker on every build): methods calling
+// the wasm, a finalizer registered outside the class.
+function glueClass(name, { exported = false, body = "" } = {}) {
+  const lower = name.toLowerCase();
+  return `${exported ? "export " : ""}class ${name} {
+    __destroy_into_raw() {
+        const ptr = this.__wbg_ptr;
+        ${name}Finalization.unregister(this);
+        return ptr;
+    }
+    free() {
+        const ptr = this.__destroy_into_raw();
+        wasm.__wbg_${lower}_free(ptr, 0);
+    }
+${body}}
+const ${name}Finalization = (typeof FinalizationRegistry === 'undefined')
+    ? { register: () => {}, unregister: () => {} }
+    : new FinalizationRegistry(({ ptr, instance }) => {
+    if (instance === __wbg_instance_id) wasm.__wbg_${lower}_free(ptr, 1);
+});
+`;
+}
+
+test("exports that only instance-less classes call are dead; wrapped or constructed classes and shared helpers stay", () => {
+  const pull = "    pull(c) {\n        return wasm.source_pull(this.__wbg_ptr, c, wasm.__wbindgen_malloc, wasm.__wbindgen_free);\n    }\n";
+  const mod = [
+    glueClass("Source", { body: pull }),
+    glueClass("R2Range", { exported: true, body: "    get length() {\n        return wasm.__wbg_get_r2range_length(this.__wbg_ptr);\n    }\n" }),
+    // Handed to JS by the wasm: live.
+    glueClass("Handle", { body: "    get id() {\n        return wasm.handle_id(this.__wbg_ptr);\n    }\n    static __wrap(ptr) {\n        return Object.create(Handle.prototype);\n    }\n" }),
+    // JS may construct it: live.
+    glueClass("Counter", { exported: true, body: "    constructor() {\n        this.__wbg_ptr = wasm.counter_new();\n    }\n" }),
+    "export function __wbg_new_1(arg0) {\n    return Handle.__wrap(arg0);\n}\n",
+    "function passString(arg) {\n    return wasm.__wbindgen_malloc(arg.length, 1);\n}\n",
+    "export function fetch(req) {\n    return wasm.fetch(req);\n}\n",
+  ].join("");
+  assert.deepEqual(deadExports(mod), [
+    "__wbg_get_r2range_length", "__wbg_r2range_free", "__wbg_source_free", "__wbindgen_free", "source_pull",
+  ]);
+  assert.deepEqual(deadExports(bindings(["fetch"])), []);
+});
+
+test("the command line prints the dead exports, comma-separated", () => {
+  const dir = mkdtempSync(path.join(os.tmpdir(), "qg-entry-check-"));
+  try {
+    const file = path.join(dir, "index.js");
+    writeFileSync(file, glueClass("Source") + glueClass("Sink"));
+    const r = spawnSync(process.execPath, [path.join(ROOT, "scripts/entry-check.mjs"), "dead-exports", file], { encoding: "utf8" });
+    assert.equal(r.status, 0, r.stderr);
+    assert.equal(r.stdout, "__wbg_sink_free,__wbg_source_free\n");
   } finally {
     rmSync(dir, { recursive: true, force: true });
   }
