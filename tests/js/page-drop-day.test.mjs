@@ -9,11 +9,12 @@ import { join } from "node:path";
 
 import {
   artifacts,
-  withStack,
+  consoleErrors,
   crowd,
   number,
   operator,
   spies,
+  withStack,
 } from "./support/page.mjs";
 
 const OPENS_IN = 50;
@@ -35,8 +36,7 @@ test("drop day: countdown, a drawn place at the opening, then the turn with a no
   await context.grantPermissions(["notifications"], { origin: base });
   await context.addInitScript(spies);
   const page = await context.newPage();
-  const problems = [];
-  page.on("console", (m) => { if (m.type() === "error") problems.push(m.text()); });
+  const problems = consoleErrors(page);
   let challenges = 0;
   page.on("request", (r) => { if (/\/queue\/challenge/.test(r.url())) challenges += 1; });
   await page.goto(base + "/queue");
@@ -181,8 +181,8 @@ test("far from the head the page shows an approximate place, answered at the edg
   await crowd(base, 30);
   const context = await browser.newContext();
   const page = await context.newPage();
-  const problems = [], replies = [];
-  page.on("console", (m) => { if (m.type() === "error") problems.push(m.text()); });
+  const problems = consoleErrors(page);
+  const replies = [];
   page.on("response", async (r) => {
     if (/\/queue\/(enter|position)/.test(r.url())) replies.push(await r.json().catch(() => null));
   });

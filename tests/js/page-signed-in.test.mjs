@@ -8,12 +8,13 @@ import { join } from "node:path";
 
 import {
   artifacts,
-  withStack,
+  consoleErrors,
   number,
   operator,
-  spies,
-  sleep,
   redisCli,
+  sleep,
+  spies,
+  withStack,
 } from "./support/page.mjs";
 
 // Issue 36: signed in, the shop's login token expires during the wait
@@ -54,8 +55,7 @@ test("signed in: tokens living 60 s, refreshed by the page over a 3-minute wait,
     await context.addCookies([{ name: "demo_user", value: "buyer-1", url: base }]);
     await context.addInitScript(spies);
     const page = await context.newPage();
-    const problems = [];
-    page.on("console", (m) => { if (m.type() === "error" && !/401/.test(m.text())) problems.push(m.text()); });
+    const problems = consoleErrors(page, /401/);
     const resp = await page.goto(base + "/queue");
     assert.match(resp.headers()["content-security-policy"], new RegExp(`script-src 'sha256-[^']+' ${base}/_demo/queuegate-token.js;`));
     await page.waitForSelector("#figures:not([hidden])", { timeout: 60_000 });
@@ -108,8 +108,7 @@ test("signed in without a token: asked again three times, then the error and Try
   const context = await browser.newContext();
   await context.addInitScript(spies);
   const page = await context.newPage();
-  const problems = [];
-  page.on("console", (m) => { if (m.type() === "error" && !/40[13]/.test(m.text())) problems.push(m.text()); });
+  const problems = consoleErrors(page, /40[13]/);
   const tokenAsks = [];
   page.on("request", (r) => { if (/\/_demo\/token/.test(r.url())) tokenAsks.push(Date.now()); });
   const t0 = Date.now();

@@ -8,12 +8,13 @@ import { join } from "node:path";
 
 import {
   artifacts,
-  withStack,
+  consoleErrors,
   crowd,
   number,
   operator,
   sleep,
   until,
+  withStack,
 } from "./support/page.mjs";
 
 // Issue 40, a drop that knows its stock, as the page shows it in English
@@ -69,8 +70,7 @@ test("the page's stock texts in English and German: the chance in its wordings, 
       window.setTimeout = (fn, ms, ...rest) => { if (ms >= 1000) window.__delays.push(ms); return set(fn, ms, ...rest); };
     });
     const page = await context.newPage();
-    const problems = [];
-    page.on("console", (m) => { if (m.type() === "error") problems.push(m.text()); });
+    const problems = consoleErrors(page);
     const edit = { chance: 0.9, soldOut: false };
     await page.route(/\/queue\/(enter|position)\?/, async (route) => {
       const response = await route.fetch();
@@ -126,8 +126,8 @@ test("a drop that knows its stock: the scheduler's chance, sold out in English a
     const lang = locale.slice(0, 2);
     const context = await browser.newContext({ locale });
     const page = await context.newPage();
-    const problems = [], replies = [], polls = [];
-    page.on("console", (m) => { if (m.type() === "error") problems.push(m.text()); });
+    const problems = consoleErrors(page);
+    const replies = [], polls = [];
     page.on("request", (r) => { if (/\/queue\/position\?/.test(r.url())) polls.push(Date.now()); });
     page.on("response", async (r) => {
       if (/\/queue\/(enter|position)\?/.test(r.url()) && r.ok()) {

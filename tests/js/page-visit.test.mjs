@@ -14,15 +14,16 @@ import { join } from "node:path";
 
 import {
   artifacts,
-  withStack,
-  solution,
+  consoleErrors,
   crowd,
-  solveReport,
   number,
   operator,
-  spies,
   sleep,
+  solution,
+  solveReport,
+  spies,
   until,
+  withStack,
 } from "./support/page.mjs";
 
 test("a visitor waits, is admitted and orders through the gate", { timeout: 170_000 }, () => withStack(undefined, async ({ base, browser }) => {
@@ -146,8 +147,8 @@ test("a challenge gone stale while solving is solved again without an error", { 
   const context = await browser.newContext();
   await context.addInitScript(spies);
   const page = await context.newPage();
-  const problems = [], issued = [];
-  page.on("console", (m) => { if (m.type() === "error") problems.push(m.text()); });
+  const problems = consoleErrors(page);
+  const issued = [];
   page.on("response", async (r) => {
     if (/\/queue\/challenge/.test(r.url())) issued.push(await r.json());
   });
@@ -212,8 +213,7 @@ test("a person who opens a protected page is sent to the room and back to that p
   // room with the page it wanted; admitted, Continue leads back there.
   await crowd(base, 24);
   const page = await browser.newPage();
-  const problems = [];
-  page.on("console", (m) => { if (m.type() === "error") problems.push(m.text()); });
+  const problems = consoleErrors(page);
   await page.goto(base + "/tickets/7?seat=A12");
   assert.equal(new URL(page.url()).pathname, "/queue", `sent to the room, at ${page.url()}`);
   assert.equal(new URL(page.url()).searchParams.get("return"), "/tickets/7?seat=A12");
@@ -236,8 +236,7 @@ test("a person who opens a protected page is sent to the room and back to that p
 test("a form posted to the order route in a busy room is kept and sent again on Continue: one order, its fields", { timeout: 120_000 }, () => withStack(["--admit-rate", "4", "--challenge-difficulty", "5000", "--exit-after", "110"], async ({ base, browser }) => {
   await crowd(base, 24);
   const page = await browser.newPage();
-  const problems = [];
-  page.on("console", (m) => { if (m.type() === "error") problems.push(m.text()); });
+  const problems = consoleErrors(page);
   await page.goto(base + "/checkout");
   await page.fill('input[name="seat"]', "B 7 & more");
   await page.click("#form-order");
@@ -315,8 +314,8 @@ test("the page polls at once when it wakes (shown again, restored, back online),
   const context = await browser.newContext();
   await context.addInitScript(spies);
   const page = await context.newPage();
-  const problems = [], sent = [], answered = [];
-  page.on("console", (m) => { if (m.type() === "error") problems.push(m.text()); });
+  const problems = consoleErrors(page);
+  const sent = [], answered = [];
   page.on("request", (r) => { if (/\/queue\/position\?/.test(r.url())) sent.push(Date.now()); });
   page.on("response", (r) => { if (/\/queue\/position\?/.test(r.url())) answered.push({ at: Date.now(), status: r.status() }); });
   await page.goto(base + "/queue");

@@ -121,6 +121,12 @@ export const launch = () => chromium.launch({
     "--disable-background-networking", "--disable-component-update", "--disable-sync"],
 });
 
+/** The page's console errors as they come, but those `ignore` matches (an expected 401, say). */
+export function consoleErrors(page, ignore = null) {
+  const problems = [];
+  page.on("console", (m) => { if (m.type() === "error" && !ignore?.test(m.text())) problems.push(m.text()); });
+  return problems;
+}
 export const number = async (page, sel) => Number((await page.textContent(sel)).replace(/[^0-9]/g, ""));
 
 // Operator commands (pause, resume) as an operator runs them: the scheduler
