@@ -36,19 +36,11 @@ pub async fn open_now(q: &TestQueue) {
     schedule(q, Change::Set(now_ms() - 1), Change::Keep).await;
 }
 
-/// A connection for big pipelines: a chunk of scripts may take longer than
-/// the client's default 500 ms on a busy machine.
-pub fn patient(q: &TestQueue) -> redis::aio::MultiplexedConnection {
-    let mut conn = q.conn.clone();
-    conn.set_response_timeout(Duration::from_secs(30));
-    conn
-}
-
 /// Enters `users` in this order, pipelined 1,000 at a time (one round trip
 /// per chunk), as tools/src/edge_bench does. The replies are not read:
 /// check the keys afterwards.
 pub async fn enter_pipelined(q: &TestQueue, users: &[UserId]) {
-    let mut conn = patient(q);
+    let mut conn = q.conn.clone();
     let enter = |u| Enter {
         keys: &q.keys,
         user: u,
@@ -163,7 +155,7 @@ pub async fn score(q: &TestQueue, key: &str, u: &UserId) -> Option<u64> {
 
 /// The scores of `users` in `key`, in one round trip.
 pub async fn scores(q: &TestQueue, key: &str, users: &[UserId]) -> Vec<Option<u64>> {
-    let mut conn = patient(q);
+    let mut conn = q.conn.clone();
     let mut out = Vec::with_capacity(users.len());
     for chunk in users.chunks(5_000) {
         let s: Vec<Option<f64>> = redis::cmd("ZMSCORE")

@@ -62,14 +62,25 @@ pub fn grants(n: usize, jitter_ms: u64) -> Vec<Grant> {
 }
 
 impl TestQueue {
+    /// The tests' own connection to Redis. What is under test keeps its
+    /// own timeouts; this client, which plays visitors and checks the
+    /// keys, waits out a busy machine instead of redis-rs' default 500 ms
+    /// (a scheduler test's stream of entries failed on it once, beside the
+    /// page tests).
+    pub async fn connect(url: &str) -> redis::aio::MultiplexedConnection {
+        let config = redis::AsyncConnectionConfig::new()
+            .set_response_timeout(Some(std::time::Duration::from_secs(30)));
+        redis::Client::open(url)
+            .expect("redis url")
+            .get_multiplexed_async_connection_with_config(&config)
+            .await
+            .expect("connect to redis")
+    }
+
     /// Connects, publishes `settings` for queue `queue` and opens it.
     pub async fn open(url: &str, queue: &str, settings: Settings) -> TestQueue {
         settings.validate().expect("test settings are valid");
-        let client = redis::Client::open(url).expect("redis url");
-        let conn = client
-            .get_multiplexed_async_connection()
-            .await
-            .expect("connect to redis");
+        let conn = TestQueue::connect(url).await;
         let keys = QueueKeys::new(&Prefix::default(), &QueueId::new(queue).expect("queue id"));
         let q = TestQueue {
             keys,

@@ -14,9 +14,7 @@ use queuegate_shared::draw::DrawSlot;
 use queuegate_shared::ops::{Change, Observed};
 use queuegate_shared::snapshot;
 use queuegate_shared::{QueueId, Settings, UserId};
-use queuegate_system_tests::drop_day::{
-    enter_pipelined, in_ms, open_now, patient, schedule, DrawRun,
-};
+use queuegate_system_tests::drop_day::{enter_pipelined, in_ms, open_now, schedule, DrawRun};
 use queuegate_system_tests::edge::{EdgeStack, Visitor, IDENTITY_SECRET};
 use queuegate_system_tests::TestQueue;
 use queuegate_testkit::RedisServer;
@@ -351,7 +349,7 @@ async fn a_pre_queue_of_20000_learns_its_drawn_places_at_the_edge() {
     // the slot its score holds, as the worker does.
     let rest: Vec<UserId> = users[2..].iter().map(|(u, _)| u.clone()).collect();
     enter_pipelined(q, &rest).await;
-    let mut conn = patient(q);
+    let mut conn = q.conn.clone();
     let scores: Vec<(String, u64)> = redis::cmd("ZRANGE")
         .arg(q.keys.pre())
         .arg(0)
@@ -595,7 +593,7 @@ async fn after_a_deal_the_single_addresses_still_learn_their_places_at_the_edge(
         1,
         "draw_moved read once"
     );
-    let mut conn = patient(q);
+    let mut conn = q.conn.clone();
     for ((u, _), (v, r)) in singles.iter().chain(&crowd).zip(
         single_visitors
             .iter()

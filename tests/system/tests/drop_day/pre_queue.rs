@@ -14,8 +14,8 @@ use queuegate_shared::ops::{
 use queuegate_shared::state::{StateReply, UserState};
 use queuegate_shared::{Prefix, QueueId, QueueKeys, QueueState, Settings, UserId};
 use queuegate_system_tests::drop_day::{
-    config_field, enter_pipelined, entered_position, eventually, exists, in_ms, open_now, patient,
-    position, schedule, score, scores, spearman, DrawRun,
+    config_field, enter_pipelined, entered_position, eventually, exists, in_ms, open_now, position,
+    schedule, score, scores, spearman, DrawRun,
 };
 use queuegate_system_tests::{fast_settings, grants, user, TestQueue};
 use queuegate_testkit::scheduler::{self, Scheduler, SchedulerBuilder};
@@ -739,7 +739,7 @@ fn pid_of(owner: &str) -> Option<u32> {
 
 /// `draw_left`, `draw_done`, `draw_seed` and the lease holder, in one read.
 async fn draw_progress(q: &TestQueue) -> (u64, u64, Option<String>, Option<String>) {
-    let mut conn = patient(q);
+    let mut conn = q.conn.clone();
     let (fields, holder): (Vec<Option<String>>, Option<String>) = redis::pipe()
         .cmd("HMGET")
         .arg(q.keys.config())

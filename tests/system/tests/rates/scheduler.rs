@@ -33,13 +33,7 @@ fn runtime() -> Runtime {
 /// A handle on a queue the scheduler publishes (the test never configures
 /// it itself); `settings` mirrors the scheduler's for the checks.
 fn queue(rt: &Runtime, redis: &RedisServer, id: &str, settings: Settings) -> TestQueue {
-    let conn = rt.block_on(async {
-        redis::Client::open(redis.url())
-            .expect("redis url")
-            .get_multiplexed_async_connection()
-            .await
-            .expect("connect to redis")
-    });
+    let conn = rt.block_on(TestQueue::connect(&redis.url()));
     TestQueue {
         keys: QueueKeys::new(&Prefix::default(), &QueueId::new(id).expect("queue id")),
         settings,
