@@ -174,6 +174,10 @@ impl TestQueue {
     }
 
     /// Every key and its DUMP: equal snapshots mean Redis did not change.
+    /// The origin's sample marks are left out: a settled order leaves one
+    /// that lives a second and goes by itself (a snapshot taken just after
+    /// an order would otherwise differ from the next one on a slow
+    /// machine), and nothing else writes them.
     pub async fn snapshot(&self) -> std::collections::BTreeMap<String, Vec<u8>> {
         let mut conn = self.conn.clone();
         let keys: Vec<String> = redis::cmd("KEYS")
@@ -182,7 +186,11 @@ impl TestQueue {
             .await
             .expect("KEYS");
         let mut out = std::collections::BTreeMap::new();
+        let sample_mark = format!(":{}", queuegate_shared::keys::name::SAMPLED);
         for k in keys {
+            if k.contains(&sample_mark) {
+                continue;
+            }
             let dump: Vec<u8> = redis::cmd("DUMP")
                 .arg(&k)
                 .query_async(&mut conn)
