@@ -37,6 +37,14 @@ export WRANGLER_SEND_ERROR_REPORTS=false
 export WRANGLER_HIDE_BANNER=true
 export CLOUDFLARE_CF_FETCH_ENABLED=false
 
+# What ships or is installed (the wasm, the release binaries, the cargo
+# tools) is compiled by rustc alone, the same way whoever calls: the lint
+# driver and the incremental setting scripts/test exports for its debug
+# build must not reach it (they would lint foreign code, and change the
+# fingerprint, so a build from scripts/test and one by hand would rebuild
+# each other's). scripts/bootstrap, build-worker and release call this.
+rustc_alone() { unset RUSTC_WORKSPACE_WRAPPER CLIPPY_ARGS CARGO_INCREMENTAL; }
+
 # Each step says how far into the run it starts ([m:ss] since the first
 # script sourced this file), so a CI log shows where the time goes.
 QG_STARTED="${QG_STARTED:-$(date +%s)}"
