@@ -20,52 +20,56 @@ pub struct Choice {
 /// skipped.
 pub fn choose(accept_language: Option<&str>, languages: &[&'static str]) -> Choice {
     let fallback = languages.first().copied().unwrap_or("en");
-    let mut ranges: Vec<(u16, usize, &str)> = accept_language
-        .unwrap_or_default()
-        .split(',')
-        .enumerate()
-        .filter_map(|(i, range)| {
-            let mut parts = range.split(';');
-            let tag = parts.next()?.trim();
-            let q = parts
-                .find_map(|p| p.trim().strip_prefix("q="))
-                .map_or(Some(1_000), |v| thousandths(v.trim()))?;
-            (q > 0 && !tag.is_empty()).then_some((q, i, tag))
-        })
-        .collect();
-    ranges.sort_by(|a, b| b.0.cmp(&a.0).then(a.1.cmp(&b.1)));
-    for (_, _, tag) in ranges {
-        let lower = tag.to_ascii_lowercase();
-        let mut subtags = lower.split('-');
-        let primary = subtags.next().unwrap_or("");
-        let rest: Vec<&str> = subtags.collect();
-        // Chinese in Traditional script: zh-Hant, and the regions that
-        // write it (Taiwan, Hong Kong, Macao) unless Simplified is named;
-        // every other zh is Simplified (`zh`).
-        let traditional = primary == "zh"
-            && (rest.contains(&"hant")
-                || (!rest.contains(&"hans")
-                    && rest.iter().any(|s| matches!(*s, "tw" | "hk" | "mo"))));
-        let own = traditional
-            .then(|| languages.iter().find(|l| **l == "zh-Hant"))
-            .flatten();
-        if let Some(lang) = own.or_else(|| languages.iter().find(|l| **l == primary)) {
-            let well_formed =
-                tag.len() <= 35 && tag.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-');
-            return Choice {
-                lang,
-                locale: if well_formed {
-                    tag.to_string()
-                } else {
-                    lang.to_string()
-                },
-            };
+    // One pass, no sort: the first range of the highest `q` that matches.
+    let mut best: Option<(u16, Choice)> = None;
+    for range in accept_language.unwrap_or_default().split(',') {
+        let mut parts = range.split(';');
+        let tag = parts.next().unwrap_or_default().trim();
+        let Some(q) = parts
+            .find_map(|p| p.trim().strip_prefix("q="))
+            .map_or(Some(1_000), |v| thousandths(v.trim()))
+        else {
+            continue;
+        };
+        if q == 0 || tag.is_empty() || best.as_ref().is_some_and(|(b, _)| *b >= q) {
+            continue;
+        }
+        if let Some(choice) = matching(tag, languages) {
+            best = Some((q, choice));
         }
     }
-    Choice {
+    best.map(|(_, choice)| choice).unwrap_or_else(|| Choice {
         lang: fallback,
         locale: fallback.to_string(),
-    }
+    })
+}
+
+/// The page's language for one range's `tag`, if it has one.
+fn matching(tag: &str, languages: &[&'static str]) -> Option<Choice> {
+    let lower = tag.to_ascii_lowercase();
+    let mut subtags = lower.split('-');
+    let primary = subtags.next().unwrap_or("");
+    let rest: Vec<&str> = subtags.collect();
+    // Chinese in Traditional script: zh-Hant, and the regions that write it
+    // (Taiwan, Hong Kong, Macao) unless Simplified is named; every other zh
+    // is Simplified (`zh`).
+    let traditional = primary == "zh"
+        && (rest.contains(&"hant")
+            || (!rest.contains(&"hans") && rest.iter().any(|s| matches!(*s, "tw" | "hk" | "mo"))));
+    let own = traditional
+        .then(|| languages.iter().find(|l| **l == "zh-Hant"))
+        .flatten();
+    let lang = own.or_else(|| languages.iter().find(|l| **l == primary))?;
+    let well_formed =
+        tag.len() <= 35 && tag.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-');
+    Some(Choice {
+        lang,
+        locale: if well_formed {
+            tag.to_string()
+        } else {
+            lang.to_string()
+        },
+    })
 }
 
 #[cfg(test)]
@@ -90,6 +94,12 @@ mod tests {
             ("de", "de".into())
         );
         assert_eq!(pick("en;q=0.5, ja;q=0.9"), ("ja", "ja".into()));
+        assert_eq!(
+            pick("fr;q=0.9, de;q=0.5, ja;q=0.5, ko;q=0.4"),
+            ("de", "de".into()),
+            "of equal q, the first"
+        );
+        assert_eq!(pick("de;q=0.5, fr, ja;q=0.6"), ("ja", "ja".into()));
         assert_eq!(pick("zh-Hans-CN"), ("zh", "zh-Hans-CN".into()));
         // Traditional Chinese for zh-Hant and for Taiwan, Hong Kong and
         // Macao; Simplified for the rest of zh.
