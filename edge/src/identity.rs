@@ -12,6 +12,7 @@
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use base64::Engine;
 use hmac::Mac;
+use queuegate_shared::json::Json;
 use queuegate_shared::UserId;
 
 use crate::mac::{self, HmacSha256};
@@ -193,8 +194,7 @@ pub fn parse_jwt(token: &str) -> Result<Parsed<'_>, IdentityError> {
     };
     // Header and claims are read as generic values: derived structs would
     // each add their own deserializer to the wasm.
-    let head: serde_json::Value =
-        crate::json_of(&decode(header)?).ok_or(IdentityError::Malformed)?;
+    let head: Json = crate::json_of(&decode(header)?).ok_or(IdentityError::Malformed)?;
     let alg = head
         .get("alg")
         .and_then(|a| a.as_str())
@@ -247,7 +247,7 @@ impl Parsed<'_> {
 }
 
 fn claims(payload: &[u8], now_s: f64, expect: &Expect<'_>) -> Result<VerifiedJwt, IdentityError> {
-    let claims: serde_json::Value = crate::json_of(payload).ok_or(IdentityError::Malformed)?;
+    let claims: Json = crate::json_of(payload).ok_or(IdentityError::Malformed)?;
     if !claims.is_object() {
         return Err(IdentityError::Malformed);
     }
@@ -269,8 +269,8 @@ fn claims(payload: &[u8], now_s: f64, expect: &Expect<'_>) -> Result<VerifiedJwt
     }
     if let Some(want) = expect.audience {
         let ok = match claims.get("aud") {
-            Some(serde_json::Value::String(a)) => a == want,
-            Some(serde_json::Value::Array(all)) => all.iter().any(|a| a.as_str() == Some(want)),
+            Some(Json::Text(a)) => a == want,
+            Some(Json::Array(all)) => all.iter().any(|a| a.as_str() == Some(want)),
             _ => false,
         };
         if !ok {

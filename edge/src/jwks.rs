@@ -5,6 +5,8 @@
 //! runtime's WebCrypto (worker/src/jwks.rs), so the wasm carries no RSA or
 //! elliptic-curve code.
 
+use queuegate_shared::json::Json;
+
 /// The algorithms a JWKS key can verify here.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Alg {
@@ -77,7 +79,7 @@ pub fn parse(text: &str) -> Result<Vec<Jwk>, JwksError> {
     }
     // Read as a generic value (code the worker carries anyway) rather than
     // a derived struct of ten optional members.
-    let set: serde_json::Value = serde_json::from_str(text).map_err(|_| JwksError::NotASet)?;
+    let set = Json::parse(text).ok_or(JwksError::NotASet)?;
     let keys: Vec<Jwk> = set
         .get("keys")
         .and_then(|k| k.as_array())
@@ -92,7 +94,7 @@ pub fn parse(text: &str) -> Result<Vec<Jwk>, JwksError> {
     Ok(keys)
 }
 
-fn usable(k: &serde_json::Value) -> Option<Jwk> {
+fn usable(k: &Json) -> Option<Jwk> {
     let text = |name: &str| k.get(name).and_then(|v| v.as_str());
     if text("use").is_some_and(|u| u != "sig")
         || k.get("key_ops").is_some_and(|ops| {

@@ -28,6 +28,7 @@ pub mod draw;
 pub mod draw_proof;
 pub mod fields;
 pub mod guard;
+pub mod json;
 pub mod keys;
 #[cfg(not(target_arch = "wasm32"))]
 mod lua;

@@ -2,6 +2,8 @@
 //! with `queuegate-scheduler notice`, kept in the queue's config hash,
 //! shown on the waiting-room page and in every state reply.
 
+use crate::json::{Json, TextObject};
+
 /// The longest notice, in characters.
 pub const MAX_CHARS: usize = 280;
 
@@ -100,24 +102,34 @@ pub fn encode_texts(texts: &[(String, String)]) -> String {
     if texts.is_empty() {
         return String::new();
     }
-    let map: serde_json::Map<String, serde_json::Value> = texts
-        .iter()
-        .map(|(l, t)| (l.clone(), serde_json::Value::String(t.clone())))
-        .collect();
-    serde_json::Value::Object(map).to_string()
+    // By language, each once (its last text): the same texts give the
+    // same field, whatever order they were given in.
+    let mut by_lang: Vec<(String, String)> = Vec::with_capacity(texts.len());
+    for (lang, text) in texts {
+        by_lang.retain(|(l, _)| l != lang);
+        by_lang.push((lang.clone(), text.clone()));
+    }
+    by_lang.sort_by(|a, b| a.0.cmp(&b.0));
+    serde_json::to_string(&TextObject(&by_lang)).unwrap_or_default()
 }
 
 /// The `notice_texts` field read back: what is not an object of known
-/// languages' texts is left out (the default text is shown instead).
+/// languages' texts is left out (the default text is shown instead); a
+/// language given twice keeps its last text.
 pub fn decode_texts(field: &str) -> Vec<(String, String)> {
-    let Ok(serde_json::Value::Object(map)) = serde_json::from_str::<serde_json::Value>(field)
-    else {
+    let Some(Json::Object(members)) = Json::parse(field) else {
         return Vec::new();
     };
-    map.into_iter()
-        .filter(|(l, _)| LANGUAGES.contains(&l.as_str()))
-        .filter_map(|(l, t)| Some((l, t.as_str()?.to_string())))
-        .collect()
+    let mut texts: Vec<(String, String)> = Vec::new();
+    for (lang, text) in members {
+        let Json::Text(text) = text else { continue };
+        if !LANGUAGES.contains(&lang.as_str()) {
+            continue;
+        }
+        texts.retain(|(l, _)| *l != lang);
+        texts.push((lang, text));
+    }
+    texts
 }
 
 /// The text of a notice for a visitor whose page is in `lang`: that
@@ -169,6 +181,16 @@ mod tests {
         assert_eq!(
             decode_texts(r#"{"xx":"?","de":1,"fr":"Épuisé"}"#),
             pairs(&[("fr", "Épuisé")])
+        );
+        assert_eq!(
+            encode_texts(&pairs(&[("fr", "a"), ("de", "b"), ("fr", "c")])),
+            r#"{"de":"b","fr":"c"}"#,
+            "by language, each once, the last text kept"
+        );
+        assert_eq!(
+            decode_texts(r#"{"de":"a","de":"b"}"#),
+            pairs(&[("de", "b")]),
+            "as JSON.parse reads it"
         );
         assert_eq!(for_language("Sold out", &ok, "de"), "Ausverkauft");
         assert_eq!(for_language("Sold out", &ok, "fr"), "Sold out");

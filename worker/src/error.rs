@@ -374,14 +374,29 @@ impl EdgeError {
 
     /// The JSON body (with the queue page's address when the client must
     /// join the queue).
-    pub fn body(&self) -> serde_json::Value {
-        let mut body =
-            serde_json::json!({ "error": self.code(), "message": self.public_message() });
-        if let EdgeError::QueueRequired { page, .. } = self {
-            body["queueUrl"] = serde_json::Value::String(page.clone());
+    pub fn body(&self) -> ErrorBody<'_> {
+        ErrorBody {
+            error: self.code(),
+            message: self.public_message(),
+            queue_url: match self {
+                EdgeError::QueueRequired { page, .. } => Some(page),
+                _ => None,
+            },
         }
-        body
     }
+}
+
+/// An error reply's JSON body: `{"error", "message"[, "queueUrl"]}`.
+#[derive(Debug, serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ErrorBody<'a> {
+    /// The stable code ([`EdgeError::code`]).
+    pub error: &'static str,
+    /// Words for a person, never the cause.
+    pub message: String,
+    /// The queue page to join, when the client must.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub queue_url: Option<&'a str>,
 }
 
 #[cfg(test)]
@@ -391,7 +406,7 @@ mod tests {
     #[test]
     fn replies_never_carry_causes() {
         let e = EdgeError::RedisUnavailable("connect ECONNREFUSED 127.0.0.1:6390 token=abc".into());
-        let body = e.body().to_string();
+        let body = serde_json::to_string(&e.body()).unwrap();
         assert!(
             !body.contains("ECONNREFUSED") && !body.contains("abc"),
             "{body}"
@@ -401,7 +416,12 @@ mod tests {
             (503, "unavailable", Some(5))
         );
         let e = EdgeError::Internal("decode: field 3".into());
-        assert!(!e.body().to_string().contains("field 3"));
+        let body = serde_json::to_string(&e.body()).unwrap();
+        assert!(!body.contains("field 3"));
+        assert_eq!(
+            serde_json::to_value(e.body()).unwrap(),
+            serde_json::json!({"error": "internal", "message": e.public_message()})
+        );
     }
 
     #[test]
@@ -422,7 +442,10 @@ mod tests {
             holds: false,
         };
         assert_eq!((join.status(), join.code()), (403, "queue_required"));
-        assert_eq!(join.body()["queueUrl"], "/queue?queue=main");
+        assert_eq!(
+            serde_json::to_value(join.body()).unwrap()["queueUrl"],
+            "/queue?queue=main"
+        );
         let stale = EdgeError::ChallengeStale;
         assert_eq!(
             (stale.status(), stale.code(), stale.retry_after_s()),

@@ -59,11 +59,10 @@ pub fn presented(
                 )
             };
             // An object, not the array form serde also accepts for a struct.
-            let value: serde_json::Value = serde_json::from_str(body).map_err(|_| refused())?;
-            if !value.is_object() {
+            if !body.trim_start().starts_with('{') {
                 return Err(refused());
             }
-            Some(serde_json::from_value::<Fields>(value).map_err(|_| refused())?)
+            Some(serde_json::from_str::<Fields>(body).map_err(|_| refused())?)
         }
     } else if content_type.starts_with("application/x-www-form-urlencoded") {
         let mut f = Fields {

@@ -215,15 +215,26 @@ impl Response {
         }
     }
 
-    /// This JSON reply with `name: value` added to its object; unchanged
-    /// when it is not a JSON object we built.
-    pub fn with_json_field(mut self, name: &str, value: serde_json::Value) -> Response {
-        if let Body::Text(text) = &self.body {
-            if let Ok(serde_json::Value::Object(mut map)) = serde_json::from_str(text) {
-                map.insert(name.to_string(), value);
-                if let Ok(t) = serde_json::to_string(&map) {
-                    self.body = Body::Text(t);
+    /// This JSON reply with `name: value` added as its object's last
+    /// member; unchanged when it is not a JSON object we built, or `value`
+    /// cannot be written. Written into the text, not read and written
+    /// again: the reply is ours, and `name` not yet in it.
+    pub fn with_json_field(mut self, name: &str, value: &impl serde::Serialize) -> Response {
+        if let Body::Text(text) = &mut self.body {
+            let object = text.starts_with('{') && text.ends_with('}');
+            if let (true, Ok(name), Ok(value)) = (
+                object,
+                serde_json::to_string(name),
+                serde_json::to_string(value),
+            ) {
+                text.pop();
+                if text.len() > 1 {
+                    text.push(',');
                 }
+                text.push_str(&name);
+                text.push(':');
+                text.push_str(&value);
+                text.push('}');
             }
         }
         self
@@ -443,6 +454,27 @@ mod tests {
             (signed_in.cookies.as_str(), signed_in.authorization.as_str()),
             ("a=b", "Bearer x.y.z")
         );
+    }
+
+    #[test]
+    fn a_json_field_is_added_as_the_objects_last_member() {
+        let text = |r: Response| match r.body {
+            Body::Text(t) => t,
+            Body::Runtime(_) => unreachable!("a text reply"),
+        };
+        let receipt = serde_json::json!({"place": 3, "proof": ["ab"]});
+        let added = json(200, &serde_json::json!({"state": "waiting", "position": 2}))
+            .unwrap()
+            .with_json_field("receipt", &receipt);
+        let v: serde_json::Value = serde_json::from_str(&text(added)).unwrap();
+        assert_eq!(
+            v,
+            serde_json::json!({"state": "waiting", "position": 2, "receipt": receipt})
+        );
+        let empty = Response::text(200, "application/json", "{}".into()).with_json_field("a", &1);
+        assert_eq!(text(empty), r#"{"a":1}"#);
+        let not_object = Response::text(200, "application/json", "[1]".into());
+        assert_eq!(text(not_object.with_json_field("a", &1)), "[1]");
     }
 
     #[test]

@@ -14,7 +14,7 @@ use sha2::{Digest, Sha256};
 use queuegate_edge::lang::Choice;
 
 use crate::assets;
-use crate::config::{PageConfig, TurnstileConfig};
+use crate::config::{PageConfig, Texts, TurnstileConfig};
 use crate::error::EdgeError;
 use crate::template::escape_html;
 
@@ -58,29 +58,26 @@ pub fn render(
     let (noscript, builtin) = files.language.split_once('\n').unwrap_or(("", "{}"));
     let texts = config.texts_for(choice.lang);
     let title = title(config, &texts, builtin);
-    let mut data = serde_json::json!({
-        "queue": queue,
-        "heading": config.heading,
-        "continueUrl": back.unwrap_or(&config.continue_url),
-        "texts": texts,
-        "locale": choice.locale,
-    });
-    // A person's form sent before their turn: the page sends it again on
-    // Continue (its fields are text in JSON, never markup).
-    if let Some(f) = form {
-        data["form"] = serde_json::json!(f);
-    }
-    if let Some(t) = turnstile {
-        data["turnstile"] = serde_json::json!({ "siteKey": t.site_key, "script": t.script_url });
-    }
-    if config.signed_in {
-        data["signedIn"] = true.into();
-    }
-    if let Some(script) = &config.token_script {
-        data["tokenScript"] = script.as_str().into();
-    }
+    let data = PageData {
+        continue_url: back.unwrap_or(&config.continue_url),
+        // A person's form sent before their turn: the page sends it again
+        // on Continue (its fields are text in JSON, never markup).
+        form,
+        heading: &config.heading,
+        locale: &choice.locale,
+        queue,
+        signed_in: config.signed_in,
+        texts: &texts,
+        token_script: config.token_script.as_deref(),
+        turnstile: turnstile.map(|t| TurnstileData {
+            script: &t.script_url,
+            site_key: &t.site_key,
+        }),
+    };
     // Inside <script type="application/json">: no "<" may close the tag.
-    let data = data.to_string().replace('<', "\\u003c");
+    let data = serde_json::to_string(&data)
+        .unwrap_or_default()
+        .replace('<', "\\u003c");
     // Until the script knows the visitor's state (or without JavaScript at
     // all) the heading is the neutral title: "You are in the queue" would be
     // untrue while the browser is still being checked or the queue not open.
@@ -100,27 +97,55 @@ pub fn render(
     )
 }
 
+/// The page's settings for its script (`{{config}}`), a JSON object with
+/// its keys in this order; what is absent is left out.
+#[derive(serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+struct PageData<'a> {
+    continue_url: &'a str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    form: Option<&'a queuegate_edge::visit::KeptForm>,
+    heading: &'a str,
+    locale: &'a str,
+    queue: &'a str,
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    signed_in: bool,
+    texts: &'a Texts,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    token_script: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    turnstile: Option<TurnstileData<'a>>,
+}
+
+/// Turnstile's script and site key, for the page to render the widget.
+#[derive(serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+struct TurnstileData<'a> {
+    script: &'a str,
+    site_key: &'a str,
+}
+
 /// The English title when neither the operator nor the language gives one.
 const TITLE_EN: &str = "Waiting room";
+
+/// A language's built-in texts, of which only the title is read here.
+#[derive(serde::Deserialize)]
+struct BuiltinTitle {
+    title: Option<String>,
+}
 
 /// The page's `<title>` in its language: the operator's `title` text for
 /// it (`PAGE_TEXTS`), else `PAGE_TITLE`, else the language's own
 /// (`builtin`, its texts as JSON), else English.
-fn title(
-    config: &PageConfig,
-    texts: &serde_json::Map<String, serde_json::Value>,
-    builtin: &str,
-) -> String {
-    let text = |v: &serde_json::Value| v.get("title")?.as_str().map(str::to_string);
+fn title(config: &PageConfig, texts: &Texts, builtin: &str) -> String {
     texts
         .get("title")
-        .and_then(|t| t.as_str().map(str::to_string))
+        .map(str::to_string)
         .or_else(|| config.title.clone())
         .or_else(|| {
-            serde_json::from_str::<serde_json::Value>(builtin)
+            serde_json::from_str::<BuiltinTitle>(builtin)
                 .ok()
-                .as_ref()
-                .and_then(text)
+                .and_then(|b| b.title)
         })
         .unwrap_or_else(|| TITLE_EN.to_string())
 }

@@ -10,8 +10,9 @@ use std::collections::VecDeque;
 use std::rc::Rc;
 
 use queuegate_edge::url;
+use queuegate_shared::beacon::BeaconRound;
 use queuegate_shared::draw_proof::{
-    decode_page, leaf, leaf_node, page_proof, salt, DrawRecord, LeafPage, Receipt, PAGE_SIZE,
+    decode_page, leaf, leaf_node, page_proof, salt, DrawPlaces, LeafPage, Receipt, PAGE_SIZE,
 };
 use queuegate_shared::fields::{commit as dc, COMMIT_PENDING, COMMIT_REVEALED};
 use queuegate_shared::{QueueKeys, UserId};
@@ -50,14 +51,34 @@ fn keep(id: String, value: Rc<str>) {
 }
 
 /// A reply that caches anywhere for good.
-fn immutable(body: &impl serde::Serialize) -> Result<Response, EdgeError> {
-    let resp = http::json(200, body)?;
+fn immutable(resp: Response) -> Result<Response, EdgeError> {
     http::set(
         resp.headers(),
         "cache-control",
         "public, max-age=31536000, immutable",
     )?;
     Ok(resp)
+}
+
+/// A record's header as the reply: the text the scheduler wrote, as it
+/// is (the scheduler wrote it from a `DrawRecord`; the edge reads only its
+/// [`DrawPlaces`]). The caller says how long it may be cached.
+fn record_reply(header: &str) -> Response {
+    Response::text(200, "application/json; charset=utf-8", header.to_string())
+}
+
+/// The pending commitment (`GET /queue/draw` before the reveal): no seed
+/// yet; its keys in this order.
+#[derive(serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+struct Committed<'a> {
+    /// The beacon round named in advance, if any (no value yet).
+    beacon: Option<BeaconRound>,
+    commitment: Option<&'a str>,
+    committed_at: Option<u64>,
+    opens_at: Option<u64>,
+    queue: &'a str,
+    state: &'static str,
 }
 
 impl App {
@@ -96,12 +117,17 @@ impl App {
         Ok(out)
     }
 
-    /// Draw `n`'s public record; None before its reveal.
-    async fn record(&self, keys: &QueueKeys, n: u64) -> Result<Option<DrawRecord>, EdgeError> {
+    /// Who holds which place in draw `n`, and its public record's text;
+    /// None before its reveal.
+    async fn record(
+        &self,
+        keys: &QueueKeys,
+        n: u64,
+    ) -> Result<Option<(DrawPlaces, Rc<str>)>, EdgeError> {
         let mut v = self.record_fields(keys, n, &[dc::HEADER]).await?;
         Ok(v.pop()
             .flatten()
-            .and_then(|h| serde_json::from_str(&h).ok()))
+            .and_then(|h| Some((serde_json::from_str(&h).ok()?, h))))
     }
 
     /// `GET /queue/draw?queue=Q[&draw=N[&page=K]]`.
@@ -123,11 +149,11 @@ impl App {
             }
             return self.latest(&queue.to_string(), &keys).await;
         };
-        let Some(record) = self.record(&keys, n).await? else {
+        let Some((_, header)) = self.record(&keys, n).await? else {
             return Err(EdgeError::NotFound);
         };
         let Some(k) = page else {
-            return immutable(&record);
+            return immutable(record_reply(&header));
         };
         let field = format!("{}{k}", dc::PAGE);
         let text = self
@@ -138,12 +164,15 @@ impl App {
             .ok_or(EdgeError::NotFound)?;
         let leaves = decode_page(&text)
             .ok_or_else(|| EdgeError::Internal(format!("draw {n} page {k} is not leaves")))?;
-        immutable(&LeafPage {
-            draw: n,
-            page: k,
-            from: k * PAGE_SIZE,
-            leaves: leaves.iter().map(hex::encode).collect(),
-        })
+        immutable(http::json(
+            200,
+            &LeafPage {
+                draw: n,
+                page: k,
+                from: k * PAGE_SIZE,
+                leaves: leaves.iter().map(hex::encode).collect(),
+            },
+        )?)
     }
 
     /// The latest: the pending commitment (no seed), or the last revealed
@@ -166,24 +195,27 @@ impl App {
             .await?;
         let get = |i: usize| v.get(i).cloned().flatten();
         let resp = match get(0).as_deref() {
-            Some(COMMIT_PENDING) => http::json(
-                200,
-                &serde_json::json!({
-                    "queue": queue,
-                    "state": "committed",
-                    "commitment": get(1),
-                    "committedAt": get(2).and_then(|t| t.parse::<u64>().ok()),
-                    "opensAt": get(3).and_then(|t| t.parse::<u64>().ok()),
-                    // The beacon round named in advance, if any (no value yet).
-                    "beacon": get(5).and_then(|b| serde_json::from_str::<serde_json::Value>(&b).ok()),
-                }),
-            )?,
+            Some(COMMIT_PENDING) => {
+                let (commitment, committed_at, opens_at, beacon) = (get(1), get(2), get(3), get(5));
+                let number = |t: &Option<String>| t.as_deref().and_then(|t| t.parse::<u64>().ok());
+                http::json(
+                    200,
+                    &Committed {
+                        beacon: beacon.and_then(|b| serde_json::from_str(&b).ok()),
+                        commitment: commitment.as_deref(),
+                        committed_at: number(&committed_at),
+                        opens_at: number(&opens_at),
+                        queue,
+                        state: "committed",
+                    },
+                )?
+            }
             Some(COMMIT_REVEALED) => {
                 let n = get(4)
                     .and_then(|n| n.parse().ok())
                     .ok_or(EdgeError::NotFound)?;
-                let record = self.record(keys, n).await?.ok_or(EdgeError::NotFound)?;
-                http::json(200, &record)?
+                let (_, header) = self.record(keys, n).await?.ok_or(EdgeError::NotFound)?;
+                record_reply(&header)
             }
             _ => return Err(EdgeError::NotFound),
         };
@@ -211,7 +243,7 @@ impl App {
         ) else {
             return Ok(None);
         };
-        let Some(record) = self.record(keys, n).await? else {
+        let Some((record, _)) = self.record(keys, n).await? else {
             return Ok(None);
         };
         let Some(ticket) = redis.zscore(&keys.waiting(), user.as_str()).await? else {

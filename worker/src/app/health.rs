@@ -11,7 +11,12 @@ impl App {
     /// 200 `{"redis":"ok"}`, or 503 with why not.
     pub(super) async fn health(&self) -> Result<Response, EdgeError> {
         let Some(redis) = &self.redis else {
-            return http::json(503, &serde_json::json!({ "redis": "not_configured" }));
+            return http::json(
+                503,
+                &Reply {
+                    redis: "not_configured",
+                },
+            );
         };
         let health = match self.health.reuse_or_start(crate::clock::now_ms()) {
             Some(known) => known,
@@ -32,6 +37,17 @@ impl App {
             }
         };
         let status = if health == Health::Ok { 200 } else { 503 };
-        http::json(status, &serde_json::json!({ "redis": health.as_str() }))
+        http::json(
+            status,
+            &Reply {
+                redis: health.as_str(),
+            },
+        )
     }
+}
+
+/// `{"redis": "ok"}` and the like.
+#[derive(serde::Serialize)]
+struct Reply {
+    redis: &'static str,
 }

@@ -58,10 +58,7 @@ impl App {
         }
         Ok(
             match self.receipt(queue.as_str(), &keys, &visitor.user).await {
-                Ok(Some(r)) => match serde_json::to_value(&r) {
-                    Ok(v) => resp.with_json_field("receipt", v),
-                    Err(_) => resp,
-                },
+                Ok(Some(r)) => resp.with_json_field("receipt", &r),
                 Ok(None) => resp,
                 Err(e) => {
                     self.note_health(&e);

@@ -6,7 +6,7 @@ mod page;
 mod routes;
 
 pub use guard::{GuardConfig, TurnstileConfig};
-pub use page::PageConfig;
+pub use page::{PageConfig, Texts};
 use queuegate_edge::identity::Key;
 use queuegate_edge::visit::match_path;
 pub use queuegate_shared::ops::RouteKind;

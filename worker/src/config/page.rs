@@ -1,6 +1,9 @@
 //! The waiting-room page's operator settings (README "The waiting-room
 //! page"), read with the rest of the configuration.
 
+use queuegate_shared::json::{Json, TextObject};
+use serde::ser::{Serialize, Serializer};
+
 use super::{err, ConfigError};
 
 /// What the operator can change about the page (README "The waiting-room
@@ -17,10 +20,10 @@ pub struct PageConfig {
     /// Where the "Continue" button leads once admitted.
     pub continue_url: String,
     /// Overrides of the page's texts in every language, by key.
-    pub texts: serde_json::Map<String, serde_json::Value>,
+    pub texts: Texts,
     /// Overrides for one language (`"de": {…}` in `PAGE_TEXTS`), which win
     /// over those of every language.
-    pub texts_by_lang: Vec<(String, serde_json::Map<String, serde_json::Value>)>,
+    pub texts_by_lang: Vec<(String, Texts)>,
     /// Signed in (`IDENTITY_MODE=jwt`): the page sends the shop's login
     /// token, and asks for a fresh one when a poll is refused 401.
     pub signed_in: bool,
@@ -68,7 +71,7 @@ impl PageConfig {
             ));
         }
         let (texts, texts_by_lang) = match get("PAGE_TEXTS").filter(|t| !t.trim().is_empty()) {
-            None => (serde_json::Map::new(), Vec::new()),
+            None => (Texts::default(), Vec::new()),
             Some(json) => page_texts(&json)?,
         };
         let signed_in = text("IDENTITY_MODE", "anonymous") == "jwt";
@@ -179,53 +182,92 @@ fn token_connect(list: &str) -> Result<Vec<String>, ConfigError> {
 impl PageConfig {
     /// The operator's overrides for `lang`: those of every language, then
     /// those of `lang` over them.
-    pub fn texts_for(&self, lang: &str) -> serde_json::Map<String, serde_json::Value> {
+    pub fn texts_for(&self, lang: &str) -> Texts {
         let mut texts = self.texts.clone();
         if let Some((_, own)) = self.texts_by_lang.iter().find(|(l, _)| l == lang) {
-            texts.extend(own.clone());
+            for (key, text) in &own.0 {
+                texts.set(key.clone(), text.clone());
+            }
         }
         texts
     }
 }
 
-type Texts = serde_json::Map<String, serde_json::Value>;
+/// Texts of the page by key, in the order `PAGE_TEXTS` gave them, each key
+/// once; written out as a JSON object.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Texts(Vec<(String, String)>);
+
+impl Texts {
+    /// The text of `key`, if the operator gave one.
+    pub fn get(&self, key: &str) -> Option<&str> {
+        self.0
+            .iter()
+            .find(|(k, _)| k == key)
+            .map(|(_, t)| t.as_str())
+    }
+
+    /// Gives `key` the text `text`, over any it had.
+    fn set(&mut self, key: String, text: String) {
+        match self.0.iter_mut().find(|(k, _)| *k == key) {
+            Some((_, old)) => *old = text,
+            None => self.0.push((key, text)),
+        }
+    }
+}
+
+impl Serialize for Texts {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        TextObject(&self.0).serialize(serializer)
+    }
+}
 
 /// `PAGE_TEXTS`: a JSON object whose members are texts of the page
 /// (`"waiting": "…"`, for every language) or languages of the page
 /// (`"de": {"waiting": "…"}`, for that one); any other key, or a value that
-/// is not text, is refused with the reason.
+/// is not text, is refused with the reason. A key given twice keeps its
+/// last value, as in JavaScript.
 fn page_texts(json: &str) -> Result<(Texts, Vec<(String, Texts)>), ConfigError> {
     let bad = |why: String| err("PAGE_TEXTS", why);
-    let serde_json::Value::Object(map) = serde_json::from_str::<serde_json::Value>(json)
-        .map_err(|_| bad("must be a JSON object of texts, e.g. {\"waiting\":\"…\",\"de\":{\"waiting\":\"…\"}}".into()))?
+    let Json::Object(members) = Json::parse(json).ok_or_else(|| {
+        bad(
+            "must be a JSON object of texts, e.g. {\"waiting\":\"…\",\"de\":{\"waiting\":\"…\"}}"
+                .into(),
+        )
+    })?
     else {
-        return Err(bad("must be a JSON object of texts, e.g. {\"waiting\":\"…\"}".into()));
+        return Err(bad(
+            "must be a JSON object of texts, e.g. {\"waiting\":\"…\"}".into(),
+        ));
     };
-    let text_of = |key: &str, value: &serde_json::Value| -> Result<(), ConfigError> {
-        if !crate::i18n::TEXT_KEYS.contains(&key) {
+    let text_of = |key: String, value: Json| -> Result<(String, String), ConfigError> {
+        if !crate::i18n::TEXT_KEYS.contains(&key.as_str()) {
             return Err(bad(format!("{key:?} is not a text of the page (see the T object in worker/assets/waiting-room.html)")));
         }
-        if !value.is_string() {
-            return Err(bad(format!("{key:?} must be a string")));
+        match value {
+            Json::Text(text) => Ok((key, text)),
+            _ => Err(bad(format!("{key:?} must be a string"))),
         }
-        Ok(())
     };
-    let (mut all, mut by_lang) = (Texts::new(), Vec::new());
-    for (key, value) in map {
-        if let serde_json::Value::Object(own) = &value {
+    let (mut all, mut by_lang) = (Texts::default(), Vec::<(String, Texts)>::new());
+    for (key, value) in members {
+        if let Json::Object(own) = value {
             if !crate::i18n::CODES.contains(&key.as_str()) {
                 return Err(bad(format!(
                     "{key:?} is not a language of the page ({})",
                     crate::i18n::CODES.join(", ")
                 )));
             }
+            let mut texts = Texts::default();
             for (k, v) in own {
-                text_of(k, v)?;
+                let (k, text) = text_of(k, v)?;
+                texts.set(k, text);
             }
-            by_lang.push((key, own.clone()));
+            by_lang.retain(|(l, _)| *l != key);
+            by_lang.push((key, texts));
         } else {
-            text_of(&key, &value)?;
-            all.insert(key, value);
+            let (k, text) = text_of(key, value)?;
+            all.set(k, text);
         }
     }
     Ok((all, by_lang))
@@ -359,9 +401,34 @@ mod tests {
         )])
         .unwrap();
         let de = c.texts_for("de");
-        assert_eq!(de["waiting"], "Bitte warten", "the language's own wins");
-        assert_eq!(de["continue"], "Go");
-        assert_eq!(c.texts_for("ko")["waiting"], "Hold on");
+        assert_eq!(
+            de.get("waiting"),
+            Some("Bitte warten"),
+            "the language's own wins"
+        );
+        assert_eq!(de.get("continue"), Some("Go"));
+        assert_eq!(c.texts_for("ko").get("waiting"), Some("Hold on"));
+        assert_eq!(
+            serde_json::to_string(&de).unwrap(),
+            r#"{"waiting":"Bitte warten","continue":"Go"}"#,
+            "written as an object, each key once"
+        );
+        let twice = page(&[(
+            "PAGE_TEXTS",
+            r#"{"waiting":"A","waiting":"B","de":{"waiting":"C"},"de":{"continue":"D"}}"#,
+        )])
+        .unwrap();
+        assert_eq!(
+            twice.texts_for("ko").get("waiting"),
+            Some("B"),
+            "the last wins"
+        );
+        let de = twice.texts_for("de");
+        assert_eq!(
+            (de.get("waiting"), de.get("continue")),
+            (Some("B"), Some("D")),
+            "a language given twice: its last object, as JSON.parse reads it"
+        );
         for (json, why) in [
             (
                 r#"{"wating":"typo"}"#,
