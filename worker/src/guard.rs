@@ -7,10 +7,10 @@ use queuegate_edge::{CLIENT_IP_HEADER, TURNSTILE_HEADER};
 use queuegate_shared::guard::{ClientAddress, GuardCheck};
 use queuegate_shared::QueueId;
 use serde::Deserialize;
-use worker::Request;
 
 use crate::config::{GuardConfig, TurnstileConfig};
 use crate::error::EdgeError;
+use crate::http::Request;
 
 /// Bodies longer than this are not searched for a solution.
 const MAX_BODY: usize = 16 * 1024;
@@ -110,7 +110,7 @@ pub fn presented(
 
 /// Reads what an enter request presents, headers first, then a (small)
 /// body, which must be well formed when present.
-pub async fn read(req: &mut Request) -> Result<Presented, EdgeError> {
+pub async fn read(req: &Request) -> Result<Presented, EdgeError> {
     let header = |name: &str| req.headers().get(name).ok().flatten();
     let (a, t) = (header(altcha::HEADER), header(TURNSTILE_HEADER));
     let content_type = header("content-type")
@@ -120,9 +120,7 @@ pub async fn read(req: &mut Request) -> Result<Presented, EdgeError> {
         .and_then(|l| l.parse().ok())
         .unwrap_or(0);
     let body = if length > 0 && length <= MAX_BODY {
-        req.text()
-            .await
-            .map_err(|e| EdgeError::Internal(e.to_string()))?
+        req.text().await?
     } else {
         String::new()
     };

@@ -10,24 +10,21 @@
 //! handed over whole.
 
 use std::cell::{OnceCell, RefCell};
-use std::ops::{Deref, DerefMut};
 
 use queuegate_edge::cookie::{clear_cookie, VISITOR_COOKIE};
+use worker::wasm_bindgen_futures::JsFuture;
 use worker::{web_sys, Headers, Method};
 
 use crate::error::EdgeError;
 
 /// The incoming request. Its method, path and headers are read from the
-/// runtime on demand; workers-rs' own `Request` (which also reads `cf`, a
-/// getter that builds an object per request) is built only for the routes
-/// that use it (a body, forwarding), through `Deref`.
+/// runtime on demand, and its body only by the route that reads one.
 #[derive(Debug)]
 pub struct Request {
     raw: web_sys::Request,
     line: RequestLine,
     path: String,
     headers: OnceCell<Headers>,
-    full: OnceCell<worker::Request>,
 }
 
 /// The method and URL as the runtime spells them, and the `Cookie` and
@@ -79,7 +76,6 @@ impl Request {
             line,
             path,
             headers: OnceCell::new(),
-            full: OnceCell::new(),
         }
     }
 
@@ -114,35 +110,34 @@ impl Request {
         &self.line
     }
 
-    /// workers-rs' request, for the code that takes one.
-    pub fn into_worker(self) -> worker::Request {
-        let Request { raw, full, .. } = self;
-        full.into_inner()
-            .unwrap_or_else(|| worker::Request::from(raw))
+    /// The runtime's request (to forward it).
+    pub fn raw(&self) -> &web_sys::Request {
+        &self.raw
     }
 
-    fn full(&self) -> &worker::Request {
-        // `Clone::clone`: another handle on the same JS object (the
-        // runtime's `Request.clone()`, which shadows it, would tee the body).
-        let raw = || Clone::clone(&self.raw);
-        self.full.get_or_init(|| worker::Request::from(raw()))
+    /// A copy whose body is the runtime's tee of this one's
+    /// (`Request.clone()`), to read it and still forward this one; None if
+    /// the runtime refuses (a body already read).
+    pub fn tee(&self) -> Option<Request> {
+        // The inherent `clone`: the runtime's, not `Clone::clone` (another
+        // handle on the same request).
+        self.raw.clone().ok().map(Request::new)
+    }
+
+    /// The body as text (read once: the runtime refuses a second read).
+    pub async fn text(&self) -> Result<String, EdgeError> {
+        let promise = self.raw.text().map_err(|e| read_err(&e))?;
+        JsFuture::from(promise)
+            .await
+            .map_err(|e| read_err(&e))?
+            .as_string()
+            .ok_or_else(|| EdgeError::Internal("the body is not text".into()))
     }
 }
 
-impl Deref for Request {
-    type Target = worker::Request;
-
-    fn deref(&self) -> &worker::Request {
-        self.full()
-    }
-}
-
-impl DerefMut for Request {
-    fn deref_mut(&mut self) -> &mut worker::Request {
-        self.full();
-        // `full()` has just filled the cell.
-        self.full.get_mut().expect("the request was just built")
-    }
+/// A body that could not be read, as an internal error.
+fn read_err(e: &worker::wasm_bindgen::JsValue) -> EdgeError {
+    EdgeError::Internal(format!("the body could not be read: {e:?}"))
 }
 
 /// Header names and values of a reply we build, kept in Rust until the
@@ -197,7 +192,7 @@ pub struct Response {
 #[derive(Debug)]
 enum Body {
     Text(String),
-    Runtime(worker::Response),
+    Runtime(web_sys::Response),
 }
 
 impl Response {
@@ -278,10 +273,10 @@ impl Response {
         match self.body {
             Body::Text(text) => js::reply(self.status, &text, &head_lines(&headers))
                 .map_err(|_| EdgeError::Internal("the runtime refused a reply".into())),
-            Body::Runtime(resp) if headers.is_empty() => Ok(resp.into()),
+            Body::Runtime(resp) if headers.is_empty() => Ok(resp),
             // A fetched reply's headers are immutable: a copy of the reply
             // (the body streams through, not copied) takes ours.
-            Body::Runtime(resp) => js::with_headers(&resp.into(), &head_lines(&headers))
+            Body::Runtime(resp) => js::with_headers(&resp, &head_lines(&headers))
                 .map_err(|_| EdgeError::Internal("the runtime refused a reply".into())),
         }
     }
@@ -301,10 +296,10 @@ fn head_lines(headers: &[(String, String)]) -> String {
     head
 }
 
-impl From<worker::Response> for Response {
-    fn from(resp: worker::Response) -> Response {
+impl From<web_sys::Response> for Response {
+    fn from(resp: web_sys::Response) -> Response {
         Response {
-            status: resp.status_code(),
+            status: resp.status(),
             headers: ReplyHeaders::default(),
             body: Body::Runtime(resp),
         }

@@ -1,24 +1,33 @@
 //! Forwarding to the origin: `ORIGIN_URL` + path, or the request's own URL
 //! on a route. Our headers and cookies are stripped; gate-passed requests get
 //! signed identity headers; redirects are passed back, not followed.
+//!
+//! The subrequest is built and sent in one call into JS ([`js::origin_fetch`]):
+//! the visitor's headers are copied there, by the rules decided here
+//! ([`forwards_header`], [`without_ours`]), with no crossing per header, and
+//! without workers-rs' `Request`, `Fetch` and `Response`, whose conversions
+//! and streams were a tenth of the wasm's gzipped size (BENCHMARKS.md,
+//! "Worker wasm size").
 
 use queuegate_edge::cookie::without_ours;
 use queuegate_edge::{signing, url, TOKEN_HEADER};
 use queuegate_shared::{QueueId, UserId};
-use worker::js_sys::{self, Array, Function, Object, Promise, Reflect};
+use worker::js_sys::{Array, Promise};
 use worker::wasm_bindgen::{JsCast, JsValue};
 use worker::wasm_bindgen_futures::JsFuture;
-use worker::{web_sys, AbortSignal, Fetch, Headers, Method, Request, Response};
+use worker::{web_sys, Method};
 
 use crate::error::EdgeError;
-use crate::http::{self, js_err};
+use crate::http::Request;
+
+/// Client headers that never reach the origin by name: `Host` and the
+/// entry token.
+const DROPPED: [&str; 2] = ["host", TOKEN_HEADER];
 
 /// Whether a client header goes on to the origin: not `Host`, not the entry
 /// token, and no `X-Queuegate-*` a client could forge.
 pub fn forwards_header(lower_name: &str) -> bool {
-    lower_name != "host"
-        && lower_name != TOKEN_HEADER
-        && !lower_name.starts_with(signing::HEADER_PREFIX)
+    !DROPPED.contains(&lower_name) && !lower_name.starts_with(signing::HEADER_PREFIX)
 }
 
 /// A forwarded request's answer, and when the origin had all of the
@@ -26,7 +35,7 @@ pub fn forwards_header(lower_name: &str) -> bool {
 #[derive(Debug)]
 pub struct Forwarded {
     /// The origin's answer (or why there is none).
-    pub reply: Result<Response, EdgeError>,
+    pub reply: Result<web_sys::Response, EdgeError>,
     /// When the request was out with its body in hand (epoch ms): the later
     /// of sending it and reading the visitor's body to its end. `None`:
     /// the body had not been read whole (the visitor was still uploading,
@@ -53,185 +62,98 @@ pub async fn forward(
     base: Option<&str>,
     secret: &[u8],
     timeout_ms: u64,
-    req: Request,
-    passed: Option<(&QueueId, &UserId)>,
-) -> Forwarded {
-    let mut ended = None;
-    let reply = send(base, secret, timeout_ms, &req, passed, &mut ended).await;
-    // `send` sets `ended` only once it sends; a failure before that is
-    // ours, never the origin's, and never counted: `in_hand` stays None.
-    let (sent, in_hand) = match ended {
-        None => (None, None),
-        Some(BodyEnd::NoBody(at)) => (Some(at), Some(at)),
-        Some(BodyEnd::Stream { sent, ended }) => {
-            (Some(sent), body_end(&ended).await.map(|end| end.max(sent)))
-        }
-    };
-    Forwarded {
-        reply,
-        in_hand,
-        sent,
-    }
-}
-
-/// The forwarded request's body, as far as timing goes.
-enum BodyEnd {
-    /// No body: in hand when sent (epoch ms).
-    NoBody(u64),
-    /// A streamed body: sent at `sent`; `ended` resolves to the epoch ms its
-    /// last chunk was read from the visitor, or NaN if it broke off.
-    Stream { sent: u64, ended: Promise },
-}
-
-async fn send(
-    base: Option<&str>,
-    secret: &[u8],
-    timeout_ms: u64,
     req: &Request,
     passed: Option<(&QueueId, &UserId)>,
-    ended: &mut Option<BodyEnd>,
-) -> Result<Response, EdgeError> {
+) -> Forwarded {
     let own_url = req.inner().url();
     let target = match base {
         Some(base) => format!("{base}{}", url::path_and_query(&own_url)),
         None => own_url.clone(),
     };
-    let headers = scrubbed(req)?;
     let method = req.method();
-    if let Some((queue, user)) = passed {
-        sign(&headers, secret, queue, user, &method, &req.path())?;
-    }
-    // The runtime's own RequestInit: workers-rs' would bring its `cf`
-    // serializer into the wasm for a request that sets none.
-    let init = web_sys::RequestInit::new();
-    init.set_method(method.as_ref());
-    init.set_headers(&headers.0);
-    init.set_redirect(web_sys::RequestRedirect::Manual);
-    let body = match method {
-        Method::Get | Method::Head => None,
-        _ => req.inner().body(),
-    };
-    let timed = match body {
-        Some(body) => {
-            let length = req
-                .headers()
-                .get("content-length")
-                .ok()
-                .flatten()
-                .and_then(|l| l.trim().parse::<u64>().ok());
-            let (readable, ended) = timed_body(&body, length)?;
-            init.set_body(&readable);
-            Some(ended)
-        }
-        None => None,
-    };
-    let outbound: Request = web_sys::Request::new_with_str_and_init(&target, &init)
-        .map_err(|e| js_err(e.into()))?
-        .into();
-    let signal = AbortSignal::from(worker::web_sys::AbortSignal::timeout_with_u32(
-        u32::try_from(timeout_ms).unwrap_or(u32::MAX),
-    ));
-    let now = crate::clock::now_ms();
-    *ended = Some(match timed {
-        Some(ended) => BodyEnd::Stream { sent: now, ended },
-        None => BodyEnd::NoBody(now),
+    let signed = passed.map_or_else(String::new, |(queue, user)| {
+        signed_headers(secret, queue, user, &method, &req.path())
     });
-    Fetch::Request(outbound)
-        .send_with_signal(&signal)
-        .await
-        .map_err(|e| match signal.aborted() {
-            true => EdgeError::OriginTimeout(timeout_ms),
-            false => EdgeError::OriginUnreachable(e.to_string()),
-        })
+    let cookie = match req.cookies() {
+        "" => None,
+        all => without_ours(all),
+    };
+    // A body goes on only with a method that has one; its declared length
+    // (-1: none) keeps the upload's framing.
+    let body = !matches!(method, Method::Get | Method::Head);
+    let length = req
+        .headers()
+        .get("content-length")
+        .ok()
+        .flatten()
+        .and_then(|l| l.trim().parse::<u64>().ok())
+        .map_or(-1.0, |l| l as f64);
+    let sent = crate::clock::now_ms();
+    let started = js::origin_fetch(
+        req.raw(),
+        &target,
+        cookie.as_deref().unwrap_or_default(),
+        &signed,
+        &DROPPED.join("\n"),
+        signing::HEADER_PREFIX,
+        u32::try_from(timeout_ms).unwrap_or(u32::MAX),
+        body,
+        length,
+        READ_AHEAD_BYTES,
+    );
+    let (reply, ended) = match started {
+        // Not sent: ours, never the origin's, and never counted.
+        Err(e) => {
+            let why = e.as_string().unwrap_or_else(|| format!("{e:?}"));
+            return Forwarded {
+                reply: Err(EdgeError::Internal(format!("forward: {why}"))),
+                in_hand: None,
+                sent: None,
+            };
+        }
+        Ok(pair) => (pair.get(0), pair.get(1).dyn_into::<Promise>().ok()),
+    };
+    let reply = match reply.dyn_into::<Promise>() {
+        Ok(promise) => JsFuture::from(promise)
+            .await
+            .map_err(|e| match e.as_string().filter(|why| !why.is_empty()) {
+                Some(why) => EdgeError::OriginUnreachable(why),
+                None => EdgeError::OriginTimeout(timeout_ms),
+            })
+            .and_then(|r| {
+                r.dyn_into::<web_sys::Response>()
+                    .map_err(|_| EdgeError::Internal("the origin's reply is no Response".into()))
+            }),
+        Err(_) => Err(EdgeError::Internal("the forward gave no promise".into())),
+    };
+    let in_hand = match ended {
+        None => Some(sent),
+        Some(ended) => body_end(&ended).await.map(|end| end.max(sent)),
+    };
+    Forwarded {
+        reply,
+        in_hand,
+        sent: Some(sent),
+    }
 }
 
-/// `body` piped into the runtime's native pass-through stream (bytes move
-/// inside the runtime, never through JS or wasm; up to [`READ_AHEAD_BYTES`]
-/// held): a `FixedLengthStream` of the visitor's Content-Length `length`
-/// (the origin's request keeps it), an `IdentityTransformStream` without
-/// one (chunked). Also a promise of when the visitor's body was read to its
-/// end: the pipe's promise, mapped by the runtime's own `Date.now`
-/// (fulfilled) and `Number` (rejected, giving NaN), so there is no Rust
-/// callback to keep alive or leak.
-fn timed_body(
-    body: &worker::web_sys::ReadableStream,
-    length: Option<u64>,
-) -> Result<(JsValue, Promise), EdgeError> {
-    let global = js_sys::global();
-    let get = |target: &JsValue, name: &str| {
-        Reflect::get(target, &JsValue::from_str(name))
-            .map_err(|e| EdgeError::Internal(format!("{name}: {e:?}")))
-    };
-    let function = |target: &JsValue, name: &str| -> Result<Function, EdgeError> {
-        get(target, name)?
-            .dyn_into::<Function>()
-            .map_err(|_| EdgeError::Internal(format!("{name} is not a function")))
-    };
-    let strategy = Object::new();
-    Reflect::set(
-        &strategy,
-        &JsValue::from_str("highWaterMark"),
-        &JsValue::from(READ_AHEAD_BYTES),
-    )
-    .map_err(|e| EdgeError::Internal(format!("highWaterMark: {e:?}")))?;
-    let (name, args) = match length {
-        Some(length) => (
-            "FixedLengthStream",
-            Array::of2(&JsValue::from_f64(length as f64), &strategy),
-        ),
-        None => ("IdentityTransformStream", Array::of1(&strategy)),
-    };
-    let pass = Reflect::construct(&function(&global, name)?, &args)
-        .map_err(|e| EdgeError::Internal(format!("{name}: {e:?}")))?;
-    let piped = function(body, "pipeTo")?
-        .call1(body, &get(&pass, "writable")?)
-        .map_err(|e| EdgeError::Internal(format!("pipeTo: {e:?}")))?;
-    let date = get(&global, "Date")?;
-    let ended = function(&piped, "then")?
-        .call2(&piped, &get(&date, "now")?, &get(&global, "Number")?)
-        .map_err(|e| EdgeError::Internal(format!("then: {e:?}")))?
-        .dyn_into::<Promise>()
-        .map_err(|_| EdgeError::Internal("then gave no promise".into()))?;
-    Ok((get(&pass, "readable")?, ended))
-}
-
-/// When the body was read to its end, if it was by now (a settled promise
-/// wins a race against an already resolved one; a pending one does not).
+/// When the visitor's body was read to its end (epoch ms), if it has been
+/// by now; None while it is still arriving, or if it broke off.
 async fn body_end(ended: &Promise) -> Option<u64> {
     let race = Promise::race(&Array::of2(ended, &Promise::resolve(&JsValue::NULL)));
     let at = JsFuture::from(race).await.ok()?.as_f64()?;
     (at.is_finite() && at > 0.0).then_some(at as u64)
 }
 
-/// The request's headers without ours (see [`forwards_header`]) and without
-/// our cookies.
-fn scrubbed(req: &Request) -> Result<Headers, EdgeError> {
-    let headers = Headers::new();
-    for (name, value) in req.headers().entries() {
-        let lower = name.to_ascii_lowercase();
-        if !forwards_header(&lower) {
-            continue;
-        }
-        if lower == "cookie" {
-            if let Some(kept) = without_ours(&value) {
-                http::set(&headers, "cookie", &kept)?;
-            }
-            continue;
-        }
-        http::append(&headers, &name, &value)?;
-    }
-    Ok(headers)
-}
-
-/// Adds the signed identity headers (README "Origin verification").
-fn sign(
-    headers: &Headers,
+/// The signed identity headers (README "Origin verification"), their names
+/// and values one a line, alternating.
+fn signed_headers(
     secret: &[u8],
     queue: &QueueId,
     user: &UserId,
     method: &Method,
     path: &str,
-) -> Result<(), EdgeError> {
+) -> String {
     let now = crate::clock::now_ms();
     let sig = signing::sign(
         secret,
@@ -241,10 +163,76 @@ fn sign(
         method.as_ref(),
         path,
     );
-    http::set(headers, signing::USER_HEADER, user.as_str())?;
-    http::set(headers, signing::QUEUE_HEADER, queue.as_str())?;
-    http::set(headers, signing::TIME_HEADER, &now.to_string())?;
-    http::set(headers, signing::SIGNATURE_HEADER, &sig)
+    [
+        (signing::USER_HEADER, user.as_str()),
+        (signing::QUEUE_HEADER, queue.as_str()),
+        (signing::TIME_HEADER, &now.to_string()),
+        (signing::SIGNATURE_HEADER, &sig),
+    ]
+    .iter()
+    .map(|(name, value)| format!("{name}\n{value}"))
+    .collect::<Vec<_>>()
+    .join("\n")
+}
+
+/// The subrequest's JS side.
+mod js {
+    use worker::{js_sys, wasm_bindgen, web_sys};
+
+    #[wasm_bindgen::prelude::wasm_bindgen(inline_js = r#"
+export function origin_fetch(req, target, cookie, signed, dropped, prefix, timeoutMs, withBody, length, readAhead) {
+  const drop = dropped.split("\n");
+  const headers = new Headers();
+  for (const [name, value] of req.headers) {
+    if (name === "cookie" || drop.includes(name) || name.startsWith(prefix)) continue;
+    headers.append(name, value);
+  }
+  if (cookie) headers.set("cookie", cookie);
+  const s = signed ? signed.split("\n") : [];
+  for (let i = 1; i < s.length; i += 2) headers.set(s[i - 1], s[i]);
+  const signal = AbortSignal.timeout(timeoutMs);
+  const init = { method: req.method, headers, redirect: "manual", signal };
+  let ended = null;
+  if (withBody && req.body) {
+    const strategy = { highWaterMark: readAhead };
+    const pass = length >= 0
+      ? new FixedLengthStream(length, strategy)
+      : new IdentityTransformStream(strategy);
+    ended = req.body.pipeTo(pass.writable).then(Date.now, Number);
+    init.body = pass.readable;
+  }
+  const reply = fetch(target, init).catch((e) => {
+    throw signal.aborted ? "" : String((e && e.message) || e || "fetch failed");
+  });
+  return [reply, ended];
+}
+"#)]
+    extern "C" {
+        /// Sends `req` to `target` with its headers but the `dropped` ones
+        /// (a name a line), those starting with `prefix` and its cookies,
+        /// `cookie` instead (when not empty) and the `signed` headers
+        /// (names and values a line, alternating); a redirect is passed
+        /// back; aborted after `timeoutMs`. With `withBody`, its body
+        /// streams through a stream of `length` bytes (-1: unknown) that
+        /// reads `readAhead` bytes ahead. Gives `[reply, ended]`: the
+        /// reply's promise (rejected with the error's message, or an empty
+        /// string at the deadline) and, for a body, the promise of the time
+        /// it was read to its end (NaN if it broke off), else null.
+        #[wasm_bindgen(catch)]
+        #[allow(clippy::too_many_arguments)]
+        pub fn origin_fetch(
+            req: &web_sys::Request,
+            target: &str,
+            cookie: &str,
+            signed: &str,
+            dropped: &str,
+            prefix: &str,
+            timeout_ms: u32,
+            with_body: bool,
+            length: f64,
+            read_ahead: u32,
+        ) -> Result<js_sys::Array, wasm_bindgen::JsValue>;
+    }
 }
 
 #[cfg(test)]

@@ -18,10 +18,10 @@ impl App {
     /// Joins the line. What a new place must pass is read and checked here
     /// where no Redis is needed; the script applies it only to a visitor
     /// without a place, in the same round trip.
-    pub(super) async fn enter(&self, mut req: Request) -> Result<Response, EdgeError> {
+    pub(super) async fn enter(&self, req: Request) -> Result<Response, EdgeError> {
         let (queue, keys) = self.queue(&req)?;
         let visitor = self.identify(&req, true).await?;
-        let brought = guard::read(&mut req).await?;
+        let brought = guard::read(&req).await?;
         let config = &self.config.guard;
         let solution = guard::verify_solution(config, &queue, brought.altcha.as_deref())?;
         let address = guard::address(&req);

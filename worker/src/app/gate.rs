@@ -415,7 +415,7 @@ impl Gate {
         // arrived whole is the visitor's failure (a 4xx for the origin
         // control: not counted).
         let outcome = match (&reply, in_hand) {
-            (Ok(resp), _) => Outcome::of_status(resp.status_code()),
+            (Ok(resp), _) => Outcome::of_status(resp.status()),
             (Err(_), Some(_)) => Outcome::NoAnswer,
             (Err(_), None) => Outcome::ClientError,
         };
@@ -509,7 +509,7 @@ pub const UNITS_HEADER: &str = "queuegate-units";
 
 /// The origin's reply without its `Queuegate-Units` (where nothing
 /// counts it: a bypass, an unprotected route).
-pub(super) fn without_units(resp: worker::Response) -> Response {
+pub(super) fn without_units(resp: worker::web_sys::Response) -> Response {
     let resp = Response::from(resp);
     resp.take_origin_header(UNITS_HEADER);
     resp

@@ -125,7 +125,7 @@ impl App {
                         header("content-length").as_deref(),
                         header("sec-fetch-site").as_deref(),
                     ) {
-                    (*req).clone().ok()
+                    req.tee()
                 } else {
                     None
                 };
@@ -148,7 +148,7 @@ impl App {
                         // room on Continue; any other POST's Continue leads
                         // to CONTINUE_URL.
                         let form = match copy {
-                            Some(mut copy) if navigation::is_return_target(&wanted) => {
+                            Some(copy) if navigation::is_return_target(&wanted) => {
                                 copy.text().await.ok().and_then(|body| {
                                     visit::form_fields(&body).map(|fields| KeptForm {
                                         action: wanted.clone(),
@@ -219,7 +219,7 @@ impl App {
             config.origin.as_deref(),
             &config.origin_secret,
             config.origin_timeout_ms,
-            req.into_worker(),
+            &req,
             passed,
         )
         .await
