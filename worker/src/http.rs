@@ -13,7 +13,7 @@ use std::cell::{OnceCell, RefCell};
 
 use queuegate_edge::cookie::{clear_cookie, VISITOR_COOKIE};
 use worker::wasm_bindgen_futures::JsFuture;
-use worker::{web_sys, Headers, Method};
+use worker::{web_sys, Method};
 
 use crate::error::EdgeError;
 
@@ -24,7 +24,7 @@ pub struct Request {
     raw: web_sys::Request,
     line: RequestLine,
     path: String,
-    headers: OnceCell<Headers>,
+    headers: OnceCell<web_sys::Headers>,
 }
 
 /// The method and URL as the runtime spells them, and the `Cookie` and
@@ -100,8 +100,8 @@ impl Request {
     }
 
     /// The request's headers.
-    pub fn headers(&self) -> &Headers {
-        self.headers.get_or_init(|| Headers(self.raw.headers()))
+    pub fn headers(&self) -> &web_sys::Headers {
+        self.headers.get_or_init(|| self.raw.headers())
     }
 
     /// The method and URL as the runtime gave them (where workers-rs'
@@ -145,38 +145,19 @@ fn read_err(e: &worker::wasm_bindgen::JsValue) -> EdgeError {
 #[derive(Debug, Default)]
 pub struct ReplyHeaders(RefCell<Vec<(String, String)>>);
 
-/// Something headers can be set on: a reply we build, or a runtime
-/// `Headers` (an outbound request's).
-pub trait HeaderSink {
+impl ReplyHeaders {
     /// Replaces every value of `name`.
-    fn set_header(&self, name: &str, value: &str) -> Result<(), EdgeError>;
-    /// Adds a value of `name`.
-    fn append_header(&self, name: &str, value: &str) -> Result<(), EdgeError>;
-}
-
-impl HeaderSink for ReplyHeaders {
-    fn set_header(&self, name: &str, value: &str) -> Result<(), EdgeError> {
+    fn set_header(&self, name: &str, value: &str) {
         let mut list = self.0.borrow_mut();
         list.retain(|(n, _)| !n.eq_ignore_ascii_case(name));
         list.push((name.to_string(), value.to_string()));
-        Ok(())
     }
 
-    fn append_header(&self, name: &str, value: &str) -> Result<(), EdgeError> {
+    /// Adds a value of `name`.
+    fn append_header(&self, name: &str, value: &str) {
         self.0
             .borrow_mut()
             .push((name.to_string(), value.to_string()));
-        Ok(())
-    }
-}
-
-impl HeaderSink for Headers {
-    fn set_header(&self, name: &str, value: &str) -> Result<(), EdgeError> {
-        self.set(name, value).map_err(js_err)
-    }
-
-    fn append_header(&self, name: &str, value: &str) -> Result<(), EdgeError> {
-        self.append(name, value).map_err(js_err)
     }
 }
 
@@ -235,10 +216,9 @@ impl Response {
         self
     }
 
-    /// A 200 HTML page (the signature of workers-rs' `Response::from_html`;
-    /// it cannot fail).
-    pub fn from_html(html: String) -> worker::Result<Response> {
-        Ok(Response::text(200, "text/html; charset=utf-8", html))
+    /// A 200 HTML page.
+    pub fn from_html(html: String) -> Response {
+        Response::text(200, "text/html; charset=utf-8", html)
     }
 
     /// The status code.
@@ -312,27 +292,22 @@ impl From<web_sys::Response> for Response {
 pub fn json(status: u16, body: &impl serde::Serialize) -> Result<Response, EdgeError> {
     let text = serde_json::to_string(body).map_err(|e| EdgeError::Internal(e.to_string()))?;
     let resp = Response::text(status, "application/json; charset=utf-8", text);
-    resp.headers.set_header("cache-control", "no-store")?;
+    resp.headers.set_header("cache-control", "no-store");
     Ok(resp)
 }
 
 /// Sets a header (on a reply we build or an outbound request's headers).
-pub fn set(headers: &impl HeaderSink, name: &str, value: &str) -> Result<(), EdgeError> {
-    headers.set_header(name, value)
+pub fn set(headers: &ReplyHeaders, name: &str, value: &str) -> Result<(), EdgeError> {
+    headers.set_header(name, value);
+    Ok(())
 }
 
 /// Adds a header (Set-Cookie may repeat).
-pub fn append(headers: &impl HeaderSink, name: &str, value: &str) -> Result<(), EdgeError> {
-    headers.append_header(name, value)
+pub fn append(headers: &ReplyHeaders, name: &str, value: &str) -> Result<(), EdgeError> {
+    headers.append_header(name, value);
+    Ok(())
 }
 
-/// Turns a JS-side failure into an internal error.
-pub fn js_err(e: worker::Error) -> EdgeError {
-    EdgeError::Internal(e.to_string())
-}
-
-/// The reply for an error. It fails only if the JS runtime itself does,
-/// and then the runtime answers 500.
 /// `303 See Other` to `location` (a path on this site, URL-safe), never
 /// cached, varying with `Accept` (JSON clients get the refusal instead).
 pub fn see_other(location: &str) -> Result<Response, EdgeError> {
@@ -347,7 +322,9 @@ pub fn see_other(location: &str) -> Result<Response, EdgeError> {
     Ok(resp)
 }
 
-pub fn error_response(e: &EdgeError) -> worker::Result<Response> {
+/// The reply for an error (the cause logged when it is the server's,
+/// never sent).
+pub fn error_response(e: &EdgeError) -> Result<Response, EdgeError> {
     if e.is_server_fault() {
         worker::console_error!("{} {}: {e}", e.status(), e.code());
     }
@@ -370,7 +347,7 @@ pub fn error_response(e: &EdgeError) -> worker::Result<Response> {
         }
         Ok(resp)
     };
-    build().map_err(|inner| worker::Error::RustError(inner.to_string()))
+    build()
 }
 
 /// The JS side: what a route reads of a request, and the runtime's

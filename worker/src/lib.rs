@@ -105,7 +105,7 @@ async fn handle(
     };
     let resp = match result {
         Ok(resp) => resp,
-        Err(e) => http::error_response(&e).map_err(|e| EdgeError::Internal(e.to_string()))?,
+        Err(e) => http::error_response(&e)?,
     };
     resp.into_runtime()
 }

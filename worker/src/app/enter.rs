@@ -58,8 +58,7 @@ impl App {
             // refresh that finds that place and pays nothing again.
             (Err(e), Some(cookie)) => {
                 self.note_health(&e);
-                let resp =
-                    http::error_response(&e).map_err(|e| EdgeError::Internal(e.to_string()))?;
+                let resp = http::error_response(&e)?;
                 http::append(resp.headers(), "set-cookie", cookie)?;
                 return Ok(resp);
             }

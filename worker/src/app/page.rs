@@ -8,7 +8,7 @@ use queuegate_shared::QueueId;
 
 use super::App;
 use crate::error::EdgeError;
-use crate::http::{self, js_err, Request, Response};
+use crate::http::{self, Request, Response};
 
 impl App {
     /// The page of `?queue=`, its Continue leading back to `?return=`.
@@ -68,7 +68,7 @@ impl App {
                 script_url,
                 connect: &page.token_connect,
             });
-        let resp = Response::from_html(html).map_err(js_err)?;
+        let resp = Response::from_html(html);
         let h = resp.headers();
         http::set(h, "cache-control", "no-store")?;
         http::set(
