@@ -48,6 +48,12 @@ pub mod visitor;
 
 use std::sync::OnceLock;
 
+/// The allocator in the wasm: Talc, in place of Rust's default dlmalloc,
+/// which was 7 KB of the module's code (BENCHMARKS.md, "Worker wasm size").
+#[cfg(all(not(target_feature = "atomics"), target_family = "wasm"))]
+#[global_allocator]
+static ALLOCATOR: talc::wasm::WasmDynamicTalc = talc::wasm::new_wasm_dynamic_allocator();
+
 use worker::wasm_bindgen::prelude::wasm_bindgen;
 use worker::{wasm_bindgen, web_sys, Env};
 

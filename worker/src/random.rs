@@ -1,6 +1,8 @@
-//! The worker's one source of randomness: the runtime's CSPRNG
-//! (`crypto.getRandomValues`, through `getrandom`). Every random byte the
-//! worker uses comes from here, so a failure reads the same everywhere.
+//! The worker's one source of randomness: the runtime's CSPRNG,
+//! `crypto.getRandomValues`, called directly (the `getrandom` crate's
+//! browser and Node detection was code the wasm had no use for; the host
+//! tests use `getrandom`). Every random byte the worker uses comes from
+//! here, so a failure reads the same everywhere.
 
 use queuegate_shared::token::EntryToken;
 
@@ -9,8 +11,35 @@ use crate::error::EdgeError;
 /// `N` random bytes.
 pub fn bytes<const N: usize>() -> Result<[u8; N], EdgeError> {
     let mut out = [0u8; N];
-    getrandom::getrandom(&mut out).map_err(|e| EdgeError::Internal(format!("getrandom: {e}")))?;
+    fill(&mut out)?;
     Ok(out)
+}
+
+#[cfg(target_family = "wasm")]
+fn fill(out: &mut [u8]) -> Result<(), EdgeError> {
+    js::fill_random(out).map_err(|e| EdgeError::Internal(format!("crypto.getRandomValues: {e:?}")))
+}
+
+#[cfg(not(target_family = "wasm"))]
+fn fill(out: &mut [u8]) -> Result<(), EdgeError> {
+    getrandom::getrandom(out).map_err(|e| EdgeError::Internal(format!("getrandom: {e}")))
+}
+
+#[cfg(target_family = "wasm")]
+mod js {
+    use worker::wasm_bindgen;
+
+    #[wasm_bindgen::prelude::wasm_bindgen(inline_js = r#"
+export function fill_random(out) {
+  crypto.getRandomValues(out);
+}
+"#)]
+    extern "C" {
+        /// Fills `out` (a view of the wasm's memory, at most 64 KiB) from
+        /// the runtime's CSPRNG.
+        #[wasm_bindgen(catch)]
+        pub fn fill_random(out: &mut [u8]) -> Result<(), wasm_bindgen::JsValue>;
+    }
 }
 
 /// A fresh entry token.
