@@ -71,3 +71,45 @@ fn a_port_in_use_is_refused_before_anything_starts() {
         "{stderr}"
     );
 }
+
+/// Each tool's `--help` opens with what that tool does, not the package's
+/// description (all five once opened with "queuegate's local demo: …",
+/// `queuegate-verify`, the buyers' verifier, included).
+#[test]
+fn each_tool_introduces_itself() {
+    for (bin, opens) in [
+        (
+            env!("CARGO_BIN_EXE_queuegate-dev"),
+            "Runs redis-server, the gateway, the scheduler",
+        ),
+        (
+            env!("CARGO_BIN_EXE_queuegate-edge-bench"),
+            "Worker CPU per request against a plain-JS floor",
+        ),
+        (
+            env!("CARGO_BIN_EXE_queuegate-load"),
+            "Figures for the whole waiting room",
+        ),
+        (
+            env!("CARGO_BIN_EXE_queuegate-origin-bench"),
+            "Orders that reach a failing origin",
+        ),
+        (
+            env!("CARGO_BIN_EXE_queuegate-verify"),
+            "Verify a queue's draw",
+        ),
+    ] {
+        let out = Command::new(bin)
+            .arg("--help")
+            .output()
+            .expect("run --help");
+        assert!(out.status.success(), "{bin} --help");
+        let help = String::from_utf8_lossy(&out.stdout);
+        let first = help.lines().next().unwrap_or_default();
+        assert!(
+            !first.starts_with("queuegate's local demo"),
+            "{bin}: {first}"
+        );
+        assert!(first.starts_with(opens), "{bin}: {first}");
+    }
+}

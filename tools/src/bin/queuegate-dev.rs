@@ -17,7 +17,7 @@ use queuegate_tools::stack::{Edge, Stack, StackOptions};
 /// (under `wrangler dev`, or the `workerd` binary alone when a crowd is
 /// sent), all on loopback.
 #[derive(Debug, Parser)]
-#[command(version, about)]
+#[command(version)]
 struct Args {
     /// Port of the worker (what you open in the browser); 0 picks a free one.
     #[arg(long, default_value_t = 8787)]

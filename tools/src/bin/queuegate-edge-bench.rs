@@ -16,7 +16,7 @@ use queuegate_tools::edge_bench::{self, Identity, Options, Rig, Route};
 
 /// Worker CPU per request against a plain-JS floor, under workerd itself.
 #[derive(Debug, Parser)]
-#[command(version, about)]
+#[command(version)]
 struct Args {
     /// Waiting visitors whose positions are asked.
     #[arg(long, default_value_t = 500)]

@@ -18,7 +18,7 @@ use queuegate_tools::load::{self, Options, ThroughputOptions};
 /// throughput beside Redis, polls and notice lag adaptive vs fixed, ETA
 /// error, realized admission rate (docs/benchmarks/load.md).
 #[derive(Debug, Parser)]
-#[command(version, about)]
+#[command(version)]
 struct Args {
     /// Simulated visitors.
     #[arg(long, default_value_t = 3_000)]

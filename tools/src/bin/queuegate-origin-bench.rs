@@ -10,7 +10,7 @@ use queuegate_tools::origin_bench::{self, Options};
 
 /// Orders that reach a failing origin, with and without origin control.
 #[derive(Debug, Parser)]
-#[command(version, about)]
+#[command(version)]
 struct Args {
     /// Visitors in the crowd.
     #[arg(long, default_value_t = 1_200)]

@@ -8,7 +8,7 @@ use queuegate_tools::verify::{self, Failure};
 
 /// Verify a queue's draw.
 #[derive(Debug, Parser)]
-#[command(version, about)]
+#[command(version)]
 struct Args {
     /// The waiting room's address (it serves `/queue/draw`).
     #[arg(long)]
