@@ -330,6 +330,11 @@ mod tests {
             "[]",
             r#"{"altcha":5}"#,
             r#"{"cf-turnstile-response":null}"#,
+            // The array form serde accepts for a struct, and a field given
+            // twice: neither is the documented object.
+            r#"["BBB","T"]"#,
+            r#" ["BBB"]"#,
+            r#"{"altcha":"A","altcha":"B"}"#,
         ] {
             let e = presented(None, None, "application/json", bad).unwrap_err();
             assert_eq!((e.status(), e.code()), (400, "bad_request"), "{bad}");
