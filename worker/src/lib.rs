@@ -67,10 +67,10 @@ use crate::error::EdgeError;
 static APP: OnceLock<Result<app::App, error::EdgeError>> = OnceLock::new();
 
 /// The entry, called by `worker/entry.js` for every request. It takes the
-/// runtime's own request and answers the runtime's own response:
-/// workers-rs' `Request` and `Response` are built only where a route needs
-/// them (see [`http`]). It is what `#[event(fetch)]` would generate, run by
-/// [`exec`] instead of wasm-bindgen's executor.
+/// runtime's own request and answers the runtime's own response
+/// (workers-rs' `Request` and `Response` are never built: see [`http`]).
+/// It is what `#[event(fetch)]` would generate, run by [`exec`] instead of
+/// wasm-bindgen's executor.
 #[wasm_bindgen]
 pub fn fetch(
     req: web_sys::Request,
