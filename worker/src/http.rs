@@ -297,15 +297,13 @@ pub fn json(status: u16, body: &impl serde::Serialize) -> Result<Response, EdgeE
 }
 
 /// Sets a header (on a reply we build or an outbound request's headers).
-pub fn set(headers: &ReplyHeaders, name: &str, value: &str) -> Result<(), EdgeError> {
+pub fn set(headers: &ReplyHeaders, name: &str, value: &str) {
     headers.set_header(name, value);
-    Ok(())
 }
 
 /// Adds a header (Set-Cookie may repeat).
-pub fn append(headers: &ReplyHeaders, name: &str, value: &str) -> Result<(), EdgeError> {
+pub fn append(headers: &ReplyHeaders, name: &str, value: &str) {
     headers.append_header(name, value);
-    Ok(())
 }
 
 /// `303 See Other` to `location` (a path on this site, URL-safe), never
@@ -316,9 +314,9 @@ pub fn see_other(location: &str) -> Result<Response, EdgeError> {
         "text/html; charset=utf-8",
         format!("<!doctype html><a href=\"{location}\">The waiting room</a>\n"),
     );
-    set(resp.headers(), "location", location)?;
-    set(resp.headers(), "cache-control", "no-store")?;
-    set(resp.headers(), "vary", "accept")?;
+    set(resp.headers(), "location", location);
+    set(resp.headers(), "cache-control", "no-store");
+    set(resp.headers(), "vary", "accept");
     Ok(resp)
 }
 
@@ -331,19 +329,19 @@ pub fn error_response(e: &EdgeError) -> Result<Response, EdgeError> {
     let build = || -> Result<Response, EdgeError> {
         let resp = json(e.status(), &e.body())?;
         if let Some(s) = e.retry_after_s() {
-            set(resp.headers(), "retry-after", &s.to_string())?;
+            set(resp.headers(), "retry-after", &s.to_string());
         }
         if let Some(allow) = e.allow() {
-            set(resp.headers(), "allow", &allow)?;
+            set(resp.headers(), "allow", &allow);
         }
         if e.sends_to_room() {
             // A browser asking for HTML got a 303 to the room instead
             // (app.rs): caches must keep the two apart.
-            set(resp.headers(), "vary", "accept")?;
+            set(resp.headers(), "vary", "accept");
         }
         if matches!(e, EdgeError::IdentityInvalid(_)) {
             // Drop the bad visitor cookie, so the next enter mints a new one.
-            append(resp.headers(), "set-cookie", &clear_cookie(VISITOR_COOKIE))?;
+            append(resp.headers(), "set-cookie", &clear_cookie(VISITOR_COOKIE));
         }
         Ok(resp)
     };
@@ -452,9 +450,9 @@ mod tests {
     #[test]
     fn reply_headers_set_replaces_and_append_adds() {
         let resp = json(200, &serde_json::json!({"a": 1})).unwrap();
-        set(resp.headers(), "Cache-Control", "max-age=1").unwrap();
-        append(resp.headers(), "set-cookie", "a=1").unwrap();
-        append(resp.headers(), "set-cookie", "b=2").unwrap();
+        set(resp.headers(), "Cache-Control", "max-age=1");
+        append(resp.headers(), "set-cookie", "a=1");
+        append(resp.headers(), "set-cookie", "b=2");
         let list = resp.headers().0.borrow().clone();
         assert_eq!(
             list,

@@ -47,10 +47,10 @@ impl App {
         );
         let location = back.unwrap_or_else(|| self.config.page.continue_url.clone());
         let resp = Response::text(303, "text/plain; charset=utf-8", "See Other\n".into());
-        http::set(resp.headers(), "location", &location)?;
-        http::set(resp.headers(), "cache-control", "no-store")?;
-        http::set(resp.headers(), "referrer-policy", "no-referrer")?;
-        http::append(resp.headers(), "set-cookie", &cookie)?;
+        http::set(resp.headers(), "location", &location);
+        http::set(resp.headers(), "cache-control", "no-store");
+        http::set(resp.headers(), "referrer-policy", "no-referrer");
+        http::append(resp.headers(), "set-cookie", &cookie);
         Ok(resp)
     }
 

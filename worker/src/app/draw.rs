@@ -56,7 +56,7 @@ fn immutable(resp: Response) -> Result<Response, EdgeError> {
         resp.headers(),
         "cache-control",
         "public, max-age=31536000, immutable",
-    )?;
+    );
     Ok(resp)
 }
 
@@ -219,7 +219,7 @@ impl App {
             }
             _ => return Err(EdgeError::NotFound),
         };
-        http::set(resp.headers(), "cache-control", "public, max-age=5")?;
+        http::set(resp.headers(), "cache-control", "public, max-age=5");
         Ok(resp)
     }
 

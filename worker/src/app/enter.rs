@@ -59,7 +59,7 @@ impl App {
             (Err(e), Some(cookie)) => {
                 self.note_health(&e);
                 let resp = http::error_response(&e)?;
-                http::append(resp.headers(), "set-cookie", cookie)?;
+                http::append(resp.headers(), "set-cookie", cookie);
                 return Ok(resp);
             }
             (Err(e), None) => return Err(e),

@@ -437,7 +437,7 @@ impl Gate {
         }
         let resp = resp?;
         for c in &new_cookies {
-            http::append(resp.headers(), "set-cookie", c)?;
+            http::append(resp.headers(), "set-cookie", c);
         }
         Ok(resp)
     }

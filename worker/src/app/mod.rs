@@ -168,7 +168,7 @@ impl App {
                                 form.as_ref(),
                             )
                             .await?;
-                        http::set(room.headers(), "vary", "accept, accept-language")?;
+                        http::set(room.headers(), "vary", "accept, accept-language");
                         Ok(room)
                     }
                     other => other,

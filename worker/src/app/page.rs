@@ -70,7 +70,7 @@ impl App {
             });
         let resp = Response::from_html(html);
         let h = resp.headers();
-        http::set(h, "cache-control", "no-store")?;
+        http::set(h, "cache-control", "no-store");
         http::set(
             h,
             "content-security-policy",
@@ -79,11 +79,11 @@ impl App {
                 turnstile.map(|t| t.script_origin()),
                 token,
             ),
-        )?;
-        http::set(h, "x-content-type-options", "nosniff")?;
-        http::set(h, "referrer-policy", "no-referrer")?;
-        http::set(h, "content-language", choice.lang)?;
-        http::set(h, "vary", "accept-language")?;
+        );
+        http::set(h, "x-content-type-options", "nosniff");
+        http::set(h, "referrer-policy", "no-referrer");
+        http::set(h, "content-language", choice.lang);
+        http::set(h, "vary", "accept-language");
         Ok(resp)
     }
 }

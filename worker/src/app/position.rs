@@ -104,7 +104,7 @@ impl App {
                             ticket,
                             0,
                         ));
-                        http::append(resp.headers(), "set-cookie", &c)?;
+                        http::append(resp.headers(), "set-cookie", &c);
                         return Ok(resp);
                     }
                     None => {}

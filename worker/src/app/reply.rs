@@ -137,7 +137,7 @@ impl App {
         let state = observed.into_user_state(&Settings::default(), spread);
         let resp = self.reply(queue, state, visitor_cookie, req)?;
         if let Some(c) = place_cookie {
-            http::append(resp.headers(), "set-cookie", &c)?;
+            http::append(resp.headers(), "set-cookie", &c);
         }
         Ok(resp)
     }
@@ -175,7 +175,7 @@ impl App {
         let state = reply.state;
         let headers = resp.headers();
         if let Some(c) = visitor_cookie {
-            http::append(headers, "set-cookie", &c)?;
+            http::append(headers, "set-cookie", &c);
         }
         match &state {
             UserState::Waiting { retry_after_ms, .. }
@@ -185,7 +185,7 @@ impl App {
                     headers,
                     "retry-after",
                     &retry_after_header_seconds(*retry_after_ms).to_string(),
-                )?;
+                );
             }
             UserState::Admitted {
                 token, expires_at, ..
@@ -198,7 +198,7 @@ impl App {
                     max_age.max(1),
                     self.config.cookie_secure,
                 );
-                http::append(headers, "set-cookie", &c)?;
+                http::append(headers, "set-cookie", &c);
             }
             _ => {}
         }
