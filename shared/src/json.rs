@@ -137,6 +137,16 @@ impl<'de> Visitor<'de> for JsonVisitor {
     }
 }
 
+/// Gives `key` the text `text` in `texts`, over any it had (in its
+/// place), else at the end: a key given twice keeps its last text, as
+/// `JSON.parse` reads it.
+pub fn set_text(texts: &mut Vec<(String, String)>, key: String, text: String) {
+    match texts.iter_mut().find(|(k, _)| *k == key) {
+        Some((_, old)) => *old = text,
+        None => texts.push((key, text)),
+    }
+}
+
 /// Texts by key, written as one JSON object in their order.
 #[derive(Debug, Clone, Copy)]
 pub struct TextObject<'a>(pub &'a [(String, String)]);
@@ -218,6 +228,18 @@ mod tests {
         );
         assert_eq!(Json::parse("[1,]"), None);
         assert_eq!(Json::parse("{\"a\":1,}"), None);
+    }
+
+    #[test]
+    fn a_text_set_twice_keeps_its_place_and_its_last_text() {
+        let mut texts = Vec::new();
+        for (k, t) in [("a", "1"), ("b", "2"), ("a", "3")] {
+            set_text(&mut texts, k.into(), t.into());
+        }
+        assert_eq!(
+            texts,
+            [("a".to_string(), "3".to_string()), ("b".into(), "2".into())]
+        );
     }
 
     #[test]

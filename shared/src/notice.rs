@@ -2,7 +2,7 @@
 //! with `queuegate-scheduler notice`, kept in the queue's config hash,
 //! shown on the waiting-room page and in every state reply.
 
-use crate::json::{Json, TextObject};
+use crate::json::{set_text, Json, TextObject};
 
 /// The longest notice, in characters.
 pub const MAX_CHARS: usize = 280;
@@ -106,8 +106,7 @@ pub fn encode_texts(texts: &[(String, String)]) -> String {
     // same field, whatever order they were given in.
     let mut by_lang: Vec<(String, String)> = Vec::with_capacity(texts.len());
     for (lang, text) in texts {
-        by_lang.retain(|(l, _)| l != lang);
-        by_lang.push((lang.clone(), text.clone()));
+        set_text(&mut by_lang, lang.clone(), text.clone());
     }
     by_lang.sort_by(|a, b| a.0.cmp(&b.0));
     serde_json::to_string(&TextObject(&by_lang)).unwrap_or_default()
@@ -122,12 +121,13 @@ pub fn decode_texts(field: &str) -> Vec<(String, String)> {
     };
     let mut texts: Vec<(String, String)> = Vec::new();
     for (lang, text) in members {
-        let Json::Text(text) = text else { continue };
-        if !LANGUAGES.contains(&lang.as_str()) {
-            continue;
+        match text {
+            Json::Text(text) if LANGUAGES.contains(&lang.as_str()) => {
+                set_text(&mut texts, lang, text);
+            }
+            // The last value of a key is its value, text or not.
+            _ => texts.retain(|(l, _)| *l != lang),
         }
-        texts.retain(|(l, _)| *l != lang);
-        texts.push((lang, text));
     }
     texts
 }
@@ -192,6 +192,7 @@ mod tests {
             pairs(&[("de", "b")]),
             "as JSON.parse reads it"
         );
+        assert_eq!(decode_texts(r#"{"de":"a","de":1}"#), Vec::new());
         assert_eq!(for_language("Sold out", &ok, "de"), "Ausverkauft");
         assert_eq!(for_language("Sold out", &ok, "fr"), "Sold out");
 

@@ -1,7 +1,7 @@
 //! The waiting-room page's operator settings (README "The waiting-room
 //! page"), read with the rest of the configuration.
 
-use queuegate_shared::json::{Json, TextObject};
+use queuegate_shared::json::{set_text, Json, TextObject};
 use serde::ser::{Serialize, Serializer};
 
 use super::{err, ConfigError};
@@ -209,10 +209,7 @@ impl Texts {
 
     /// Gives `key` the text `text`, over any it had.
     fn set(&mut self, key: String, text: String) {
-        match self.0.iter_mut().find(|(k, _)| *k == key) {
-            Some((_, old)) => *old = text,
-            None => self.0.push((key, text)),
-        }
+        set_text(&mut self.0, key, text);
     }
 }
 
