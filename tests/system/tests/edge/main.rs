@@ -4,6 +4,7 @@
 //! outcomes.
 
 mod end_to_end;
+mod forwarding;
 mod lost_outcomes;
 mod navigation;
 mod openapi;
