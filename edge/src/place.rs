@@ -112,7 +112,29 @@ pub fn mint(
             .finalize()
             .into_bytes()[..MAC_LEN],
     );
-    format!("{queue}.{ticket}-{seen_s}.{sig}")
+    let (ticket, seen_s) = (ticket.to_string(), seen_s.to_string());
+    [queue.as_str(), ".", &ticket, "-", &seen_s, ".", &sig].concat()
+}
+
+/// The cookie value for `user`'s `held` place in `queue` ([`mint`] or
+/// [`mint_slot`]), and what [`verify`] reads back from it: the same place,
+/// its time kept to the second.
+pub fn sign(
+    key: &(impl MacKey + ?Sized),
+    queue: &QueueId,
+    user: &UserId,
+    held: Held,
+) -> (String, Held) {
+    match held {
+        Held::Ticket { ticket, seen_ms } => (
+            mint(key, queue, user, ticket, seen_ms),
+            Held::Ticket {
+                ticket,
+                seen_ms: seen_ms / 1_000 * 1_000,
+            },
+        ),
+        Held::Slot { draw, slot } => (mint_slot(key, queue, user, draw, slot), held),
+    }
 }
 
 /// What a cookie value holds for `user` in `queue`; `None` for another
@@ -193,6 +215,31 @@ mod tests {
                 &u("alice")
             ),
             None
+        );
+    }
+
+    #[test]
+    fn a_signed_place_verifies_to_what_sign_says_it_holds() {
+        let slot = Held::Slot {
+            draw: 3,
+            slot: DrawSlot { round: 1, index: 7 },
+        };
+        let ticket = Held::Ticket {
+            ticket: 42,
+            seen_ms: 1_800_000_000_999,
+        };
+        for held in [slot, ticket] {
+            let (value, reads) = sign(KEY, &q("main"), &u("alice"), held);
+            assert_eq!(verify(KEY, &value, &q("main"), &u("alice")), Some(reads));
+        }
+        let (_, reads) = sign(KEY, &q("main"), &u("alice"), ticket);
+        assert_eq!(
+            reads,
+            Held::Ticket {
+                ticket: 42,
+                seen_ms: 1_800_000_000_000
+            },
+            "to the second"
         );
     }
 

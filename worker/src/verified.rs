@@ -1,97 +1,102 @@
-//! Login tokens this isolate has verified, so a signed-in visitor's polls
-//! with the same JWT are not verified again each time: a small table that
-//! holds each token's text and compares it whole, each entry trusted until
-//! the token's `exp` (with the clock skew [`VerifiedJwt::valid_until_s`]
-//! allows) and never later. A token that failed verification is never
-//! kept.
+//! Signed texts this isolate has verified, so a visitor's polls with the
+//! same text are not verified again each time: the signed-in visitor's
+//! JWT, the anonymous visitor's cookie and the place cookie. A small
+//! table per kind that holds each text and compares it whole, each entry
+//! trusted until the time it was kept with (a JWT's `exp` with the clock
+//! skew [`VerifiedJwt::valid_until_s`] allows) and never later. A text
+//! that failed verification is never kept.
 
 use queuegate_edge::identity::VerifiedJwt;
 use queuegate_shared::UserId;
 
-/// Ways of a set: a token may sit in any of its set's [`WAYS`] entries.
+/// Ways of a set: a text may sit in any of its set's [`WAYS`] entries.
 pub const WAYS: usize = 8;
 
 /// Sets of the table.
 pub const SETS: usize = 128;
 
-/// Most tokens one isolate keeps (1,024: about 1 MB with tokens of 1 KB):
+/// Most texts one table keeps (1,024: about 1 MB with tokens of 1 KB):
 /// a visitor polls every few seconds, so this covers the visitors an
-/// isolate answers at once; beyond it a token is verified again, never
+/// isolate answers at once; beyond it a text is verified again, never
 /// answered wrongly.
 pub const CAPACITY: usize = WAYS * SETS;
 
-/// The verified tokens, set-associative: a token's set is fixed by a hash
-/// of its text and it takes a free or expired entry of that set, else the
-/// one that expires first. A table mapped one entry per token (the last
-/// design) made two tokens sharing an entry push each other out on every
-/// poll: with 500 visitors, two in five of them. The hash (FNV-1a) is no
-/// secret and needs none: the whole token is compared, so a collision
-/// only costs a verification. No `HashMap`: it adds kilobytes to the wasm.
-#[derive(Debug, Default)]
-pub struct VerifiedTokens {
-    slots: Vec<Option<Entry>>,
+/// Bytes at the end of a text that choose its set (see [`set_of`]).
+const TAIL: usize = 12;
+
+/// The verified texts and what each verified to, set-associative: a
+/// text's set is fixed by its last [`TAIL`] bytes and it takes a free or
+/// expired entry of that set, else the one that expires first. A table
+/// mapped one entry per text (the first design) made two tokens sharing
+/// an entry push each other out on every poll: with 500 visitors, two in
+/// five of them. No `HashMap`: it adds kilobytes to the wasm.
+#[derive(Debug)]
+pub struct Verified<V> {
+    slots: Vec<Option<Entry<V>>>,
+}
+
+/// The JWTs verified, and the user each names.
+pub type VerifiedTokens = Verified<UserId>;
+
+impl<V> Default for Verified<V> {
+    fn default() -> Self {
+        Verified { slots: Vec::new() }
+    }
 }
 
 #[derive(Debug)]
-struct Entry {
-    token: Box<str>,
-    user: UserId,
+struct Entry<V> {
+    text: Box<str>,
+    value: V,
     valid_until_s: f64,
 }
 
-impl VerifiedTokens {
-    /// The user of `token` if it was verified here and its claims still
-    /// hold at `now_s` (Unix seconds); an entry past them is dropped.
-    pub fn get(&mut self, token: &str, now_s: f64) -> Option<UserId> {
-        let set = self.slots.get_mut(set_of(token))?;
+impl<V: Clone> Verified<V> {
+    /// What `text` verified to if it was verified here and still holds at
+    /// `now_s` (Unix seconds); an entry past its time is dropped.
+    pub fn get(&mut self, text: &str, now_s: f64) -> Option<V> {
+        let set = self.slots.get_mut(set_of(text))?;
         let slot = set
             .iter_mut()
-            .find(|slot| slot.as_ref().is_some_and(|e| &*e.token == token))?;
+            .find(|slot| slot.as_ref().is_some_and(|e| &*e.text == text))?;
         let entry = slot.as_ref()?;
         if now_s < entry.valid_until_s {
-            return Some(entry.user.clone());
+            return Some(entry.value.clone());
         }
         *slot = None;
         None
     }
 
-    /// Passes a verification's answer on, keeping it for `token` only when
-    /// it verified: a failure is answered and forgotten.
-    pub fn remember<E>(
-        &mut self,
-        token: &str,
-        verified: Result<VerifiedJwt, E>,
-    ) -> Result<UserId, E> {
-        let verified = verified?;
+    /// Keeps `text` as verified to `value` until `valid_until_s`:
+    /// its own entry, else a free one of its set, else the one that
+    /// expires first.
+    pub fn keep(&mut self, text: &str, value: V, valid_until_s: f64) {
         if self.slots.is_empty() {
             self.slots.resize_with(CAPACITY, || None);
         }
-        let entry = Entry {
-            token: token.into(),
-            user: verified.user.clone(),
-            valid_until_s: verified.valid_until_s,
+        let Some(set) = self.slots.get_mut(set_of(text)) else {
+            return;
         };
-        if let Some(set) = self.slots.get_mut(set_of(token)) {
-            // The token's own entry, else a free one, else the one that
-            // expires first.
-            let way = set
-                .iter()
-                .position(|s| s.as_ref().is_some_and(|e| &*e.token == token))
-                .or_else(|| set.iter().position(Option::is_none))
-                .or_else(|| {
-                    (0..set.len()).min_by(|&a, &b| {
-                        let until = |i: usize| set[i].as_ref().map_or(0.0, |e| e.valid_until_s);
-                        until(a).total_cmp(&until(b))
-                    })
-                });
-            if let Some(way) = way {
-                set[way] = Some(entry);
-            }
+        let way = set
+            .iter()
+            .position(|s| s.as_ref().is_some_and(|e| &*e.text == text))
+            .or_else(|| set.iter().position(Option::is_none))
+            .or_else(|| {
+                (0..set.len()).min_by(|&a, &b| {
+                    let until = |i: usize| set[i].as_ref().map_or(0.0, |e| e.valid_until_s);
+                    until(a).total_cmp(&until(b))
+                })
+            });
+        if let Some(way) = way {
+            set[way] = Some(Entry {
+                text: text.into(),
+                value,
+                valid_until_s,
+            });
         }
-        Ok(verified.user)
     }
 
-    /// Tokens held.
+    /// Texts held.
     pub fn len(&self) -> usize {
         self.slots.iter().flatten().count()
     }
@@ -102,9 +107,31 @@ impl VerifiedTokens {
     }
 }
 
-/// The range of `slots` that is `token`'s set.
-fn set_of(token: &str) -> std::ops::Range<usize> {
-    let hash = token.bytes().fold(0xcbf2_9ce4_8422_2325_u64, |h, b| {
+impl Verified<UserId> {
+    /// Passes a JWT's verification on, keeping it for `token` only when it
+    /// verified: a failure is answered and forgotten.
+    pub fn remember<E>(
+        &mut self,
+        token: &str,
+        verified: Result<VerifiedJwt, E>,
+    ) -> Result<UserId, E> {
+        let verified = verified?;
+        self.keep(token, verified.user.clone(), verified.valid_until_s);
+        Ok(verified.user)
+    }
+}
+
+/// The range of `slots` that is `text`'s set, from its last [`TAIL`]
+/// bytes. Every text kept ends in a signature or a MAC (a JWT's third
+/// part, a cookie's `.<mac>`), which nobody without the key chooses, so
+/// its tail spreads texts over the sets as well as a hash of the whole
+/// text would, for a fraction of the work (the whole token was 2 % of a
+/// far-back poll's CPU). A text with a common tail only shares a set:
+/// the whole text is compared, so a collision costs a verification.
+fn set_of(text: &str) -> std::ops::Range<usize> {
+    let bytes = text.as_bytes();
+    let tail = &bytes[bytes.len().saturating_sub(TAIL)..];
+    let hash = tail.iter().fold(0xcbf2_9ce4_8422_2325_u64, |h, &b| {
         (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
     });
     // FNV-1a leaves its last bytes out of some bits (bits 32-39 never see
@@ -124,6 +151,7 @@ mod tests {
     use super::*;
 
     const NOW: f64 = 1_800_000_000.0;
+    const KEY: &[u8] = b"0123456789abcdef0123456789abcdef";
 
     fn verified(user: &str, valid_until_s: f64) -> Result<VerifiedJwt, &'static str> {
         Ok(VerifiedJwt {
@@ -187,9 +215,13 @@ mod tests {
     fn the_visitors_an_isolate_answers_at_once_all_stay_known() {
         // The bench's line: 500 signed-in visitors polling in turn. One
         // entry per token kept two in five of them verifying every poll.
+        // Real tokens: their sets come from their signatures' tails.
         let mut known = VerifiedTokens::default();
         let tokens: Vec<String> = (0..500)
-            .map(|i| format!("eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiJ1LXtpfSJ9.sig-{i:04}"))
+            .map(|i| {
+                let claims = serde_json::json!({"sub": format!("u-{i}"), "exp": NOW + 600.0});
+                queuegate_edge::identity::sign_jwt(KEY, &claims)
+            })
             .collect();
         for t in &tokens {
             known.remember(t, verified("u", NOW + 600.0)).unwrap();
@@ -209,6 +241,37 @@ mod tests {
             .filter(|t| known.get(t, NOW).is_some())
             .count();
         assert!(kept >= 495, "only {kept} of 500 stayed known");
+    }
+
+    #[test]
+    fn place_cookies_of_one_line_spread_over_the_sets() {
+        // Place cookies share everything but the ticket, the second and
+        // the MAC: the MAC's tail alone must spread them.
+        use queuegate_edge::place;
+        use queuegate_shared::{QueueId, UserId};
+        let queue = QueueId::new("main").unwrap();
+        let mut known: Verified<u64> = Verified::default();
+        let values: Vec<String> = (0..CAPACITY as u64)
+            .map(|t| {
+                let user = UserId::new(&format!("visitor-{t}")).unwrap();
+                place::mint(KEY, &queue, &user, 10_000 + t, 1_800_000_000_000)
+            })
+            .collect();
+        for (t, v) in values.iter().enumerate() {
+            known.keep(v, t as u64, f64::INFINITY);
+        }
+        // As many as the table holds, each set with its share: a set
+        // fuller than WAYS would have pushed others out.
+        let kept = values
+            .iter()
+            .filter(|v| known.get(v, NOW).is_some())
+            .count();
+        assert!(kept * 10 >= CAPACITY * 8, "only {kept} of {CAPACITY} kept");
+        for (t, v) in values.iter().enumerate() {
+            if let Some(held) = known.get(v, NOW) {
+                assert_eq!(held, t as u64, "the text's own value");
+            }
+        }
     }
 
     #[test]

@@ -17,8 +17,8 @@ use crate::verified::VerifiedTokens;
 pub const VISITOR_COOKIE_MAX_AGE_S: u64 = 86_400;
 
 thread_local! {
-    // The JWTs this isolate verified (wasm has one thread); never borrowed
-    // across an await.
+    // The JWTs or visitor cookies this isolate verified (wasm has one
+    // thread); never borrowed across an await.
     static VERIFIED: RefCell<VerifiedTokens> = RefCell::new(VerifiedTokens::default());
 }
 
@@ -33,24 +33,21 @@ pub struct Visitor {
 
 /// What a request presents as identity, read from its headers.
 #[derive(Debug, Default)]
-pub struct Presented {
+pub struct Presented<'a> {
     /// The `Cookie` header, or empty.
-    pub cookies: String,
+    pub cookies: &'a str,
     /// The token of `Authorization: Bearer <token>`.
-    pub bearer: Option<String>,
+    pub bearer: Option<&'a str>,
 }
 
-impl Presented {
-    /// Takes the `Cookie` header, and `Authorization` when `mode` looks at
-    /// it (JWT mode), from the request line read on arrival.
-    pub fn from_request(mode: &IdentityMode, req: &Request) -> Presented {
+impl<'a> Presented<'a> {
+    /// The `Cookie` header, and `Authorization` when `mode` looks at it
+    /// (JWT mode), from the request line read on arrival.
+    pub fn from_request(mode: &IdentityMode, req: &'a Request) -> Presented<'a> {
         Presented {
-            cookies: req.cookies().to_string(),
+            cookies: req.cookies(),
             bearer: match mode {
-                IdentityMode::Jwt { .. } => req
-                    .authorization()
-                    .strip_prefix("Bearer ")
-                    .map(str::to_string),
+                IdentityMode::Jwt { .. } => req.authorization().strip_prefix("Bearer "),
                 IdentityMode::Anonymous { .. } => None,
             },
         }
@@ -107,11 +104,10 @@ pub async fn identify(
 }
 
 /// The JWT a request presents: `Authorization: Bearer`, else the cookie.
-fn jwt_of<'a>(presented: &'a Presented, cookie_name: Option<&str>) -> Result<&'a str, EdgeError> {
-    let from_cookie = cookie_name.and_then(|name| cookie(&presented.cookies, name));
+fn jwt_of<'a>(presented: &Presented<'a>, cookie_name: Option<&str>) -> Result<&'a str, EdgeError> {
+    let from_cookie = cookie_name.and_then(|name| cookie(presented.cookies, name));
     presented
         .bearer
-        .as_deref()
         .or(from_cookie)
         .ok_or(EdgeError::IdentityRequired)
 }
@@ -127,8 +123,14 @@ pub fn check(
     known: &mut VerifiedTokens,
 ) -> Result<Visitor, EdgeError> {
     let user = match mode {
-        IdentityMode::Anonymous { secret } => match cookie(&presented.cookies, VISITOR_COOKIE) {
-            Some(value) => identity::verify_visitor(secret, value),
+        IdentityMode::Anonymous { secret } => match cookie(presented.cookies, VISITOR_COOKIE) {
+            // Kept like a JWT (an isolate serves one identity mode),
+            // for as long as the table holds it: the cookie never expires.
+            Some(value) => match known.get(value, now_s) {
+                Some(user) => Ok(user),
+                None => identity::verify_visitor(secret, value)
+                    .inspect(|user| known.keep(value, user.clone(), f64::INFINITY)),
+            },
             None if mint => return mint_visitor(secret, cookie_secure),
             None => return Err(EdgeError::IdentityRequired),
         },
@@ -187,9 +189,9 @@ mod tests {
         VerifiedTokens::default()
     }
 
-    fn cookies(text: &str) -> Presented {
+    fn cookies(text: &str) -> Presented<'_> {
         Presented {
-            cookies: text.into(),
+            cookies: text,
             bearer: None,
         }
     }
@@ -220,6 +222,26 @@ mod tests {
             forged.unwrap_err(),
             EdgeError::IdentityInvalid(IdentityError::Malformed)
         );
+        // Checked once per isolate: kept, and answered the same again; a
+        // cookie of the same visitor with another MAC is checked, and refused.
+        let mut table = known();
+        let first = check(&anonymous(), true, &cookies(value), NOW, false, &mut table).unwrap();
+        let kept = check(&anonymous(), true, &cookies(value), NOW, false, &mut table).unwrap();
+        assert_eq!(first.user, kept.user);
+        assert_eq!(table.len(), 1);
+        let (id, mac) = value.split_once('.').unwrap();
+        let other_mac = if mac.starts_with('A') { "B" } else { "A" };
+        let edited = format!("{id}.{other_mac}{}", &mac[1..]);
+        let refused = check(
+            &anonymous(),
+            true,
+            &cookies(&edited),
+            NOW,
+            false,
+            &mut table,
+        );
+        assert!(refused.is_err(), "{edited}");
+        assert_eq!(table.len(), 1, "a failure is never kept");
     }
 
     #[test]
@@ -232,13 +254,18 @@ mod tests {
             issuer: None,
         };
         let jwt = |sub: &str| sign_jwt(KEY, &serde_json::json!({"sub": sub, "exp": NOW + 60.0}));
+        let (cookie_header, bearer) = (
+            format!("session={}", jwt("from-cookie")),
+            jwt("from-bearer"),
+        );
         let both = Presented {
-            cookies: format!("session={}", jwt("from-cookie")),
-            bearer: Some(jwt("from-bearer")),
+            cookies: &cookie_header,
+            bearer: Some(&bearer),
         };
         let v = check(&mode, true, &both, NOW, true, &mut known()).unwrap();
         assert_eq!((v.user.as_str(), v.new_cookie), ("from-bearer", None));
-        let cookie_only = cookies(&format!("session={}", jwt("from-cookie")));
+        let cookie_header = format!("session={}", jwt("from-cookie"));
+        let cookie_only = cookies(&cookie_header);
         let v = check(&mode, true, &cookie_only, NOW, true, &mut known()).unwrap();
         assert_eq!(v.user.as_str(), "from-cookie");
         let nothing = check(&mode, true, &Presented::default(), NOW, true, &mut known());
@@ -254,21 +281,23 @@ mod tests {
             audience: None,
             issuer: None,
         };
-        let bearer = |token: String| Presented {
-            cookies: String::new(),
-            bearer: Some(token),
-        };
+        fn bearer(token: &str) -> Presented<'_> {
+            Presented {
+                cookies: "",
+                bearer: Some(token),
+            }
+        }
         let exp = NOW + 60.0;
         let token = sign_jwt(KEY, &serde_json::json!({"sub": "u1", "exp": exp}));
         let mut known = known();
-        let v = check(&mode, true, &bearer(token.clone()), NOW, false, &mut known).unwrap();
+        let v = check(&mode, true, &bearer(&token), NOW, false, &mut known).unwrap();
         assert_eq!(v.user.as_str(), "u1");
         assert_eq!(known.len(), 1);
         assert_eq!(known.get(&token, NOW + 1.0).unwrap().as_str(), "u1");
         // A token that fails is refused and never kept.
         let other_key = b"fedcba9876543210fedcba9876543210";
         let forged = sign_jwt(other_key, &serde_json::json!({"sub": "u1", "exp": exp}));
-        let err = check(&mode, true, &bearer(forged.clone()), NOW, false, &mut known);
+        let err = check(&mode, true, &bearer(&forged), NOW, false, &mut known);
         assert_eq!(
             err.unwrap_err(),
             EdgeError::IdentityInvalid(IdentityError::BadSignature)
@@ -276,7 +305,7 @@ mod tests {
         assert_eq!(known.get(&forged, NOW), None);
         assert_eq!(known.len(), 1);
         // Past its exp (and the skew) it is verified anew, and refused.
-        let late = check(&mode, true, &bearer(token), exp + 30.0, false, &mut known);
+        let late = check(&mode, true, &bearer(&token), exp + 30.0, false, &mut known);
         assert_eq!(
             late.unwrap_err(),
             EdgeError::IdentityInvalid(IdentityError::Expired)

@@ -6,7 +6,7 @@
 
 use std::sync::Arc;
 
-use queuegate_edge::place::{self, Held};
+use queuegate_edge::place::Held;
 use queuegate_shared::draw::MovedSeats;
 use queuegate_shared::ops::Position;
 use queuegate_shared::snapshot::answer::{self, EdgeAnswer};
@@ -44,7 +44,7 @@ impl App {
         // else asking gets the plain reply.
         let held =
             queuegate_edge::cookie::cookie(req.cookies(), queuegate_edge::cookie::PLACE_COOKIE)
-                .and_then(|v| place::verify(self.place_key(), v, &queue, &visitor.user));
+                .and_then(|v| super::reply::held(self.place_key(), v, &queue, &visitor.user));
         let drawn = match held {
             Some(Held::Slot { .. }) => true,
             Some(Held::Ticket { ticket, .. }) => self
@@ -74,19 +74,13 @@ impl App {
         let visitor = self.identify(req, false).await?;
         // Stamped now: before any Redis request of this poll (the
         // snapshot's refresh included), so never after its mark.
-        let place = Place::of(
-            self.place_key(),
-            req.cookies(),
-            &queue,
-            &visitor.user,
-            crate::clock::now_ms(),
-        );
+        let now = crate::clock::now_ms();
+        let place = Place::of(self.place_key(), req.cookies(), &queue, &visitor.user, now);
         let exact_front = self.snapshots.exact_front(queue.as_str());
         if let Some(held) = place
             .held
             .filter(|held| answer::reads_snapshot(held, exact_front))
         {
-            let now = crate::clock::now_ms();
             if let Some(snap) = self.snapshot(&queue, &keys, now).await {
                 // Only a slot's answer may need the spread's random draw.
                 let spread = match held {
@@ -97,13 +91,8 @@ impl App {
                     Some(EdgeAnswer::State(state)) => return self.reply(&queue, state, None, req),
                     Some(EdgeAnswer::Drawn { state, ticket }) => {
                         let resp = self.reply(&queue, state, None, req)?;
-                        let c = self.place_cookie(&place::mint(
-                            self.place_key(),
-                            &queue,
-                            &visitor.user,
-                            ticket,
-                            0,
-                        ));
+                        let held = Held::Ticket { ticket, seen_ms: 0 };
+                        let c = self.place_cookie(&queue, &visitor.user, held);
                         http::append(resp.headers(), "set-cookie", &c);
                         return Ok(resp);
                     }
@@ -114,7 +103,7 @@ impl App {
         // An exact poll reads no snapshot for its answer; the isolate's
         // snapshot is still refreshed on the usual schedule (one HMGET per
         // REFRESH_MS), so the operator's notice reaches these replies too.
-        let _ = self.snapshot(&queue, &keys, crate::clock::now_ms()).await;
+        let _ = self.snapshot(&queue, &keys, now).await;
         let observed = self
             .redis()?
             .run(&Position {

@@ -2,6 +2,8 @@
 //! `Retry-After`, the token cookie once admitted, and the place cookie that
 //! lets the edge answer later polls from its snapshot.
 
+use std::cell::RefCell;
+
 use queuegate_edge::cookie::{
     cookie, set_cookie, set_strict_cookie, PLACE_COOKIE, SESSION_COOKIE, TOKEN_COOKIE,
 };
@@ -18,6 +20,7 @@ use crate::config::IdentityMode;
 use crate::error::EdgeError;
 use crate::http::{self, Request, Response};
 use crate::random;
+use crate::verified::Verified;
 
 /// The place cookie a request brought, checked once: the visitor it must
 /// belong to, and what it holds if it is this visitor's, for this queue,
@@ -46,18 +49,50 @@ impl<'a> Place<'a> {
     ) -> Place<'a> {
         Place {
             user,
-            held: cookie(cookies, PLACE_COOKIE).and_then(|v| place::verify(key, v, queue, user)),
+            held: cookie(cookies, PLACE_COOKIE).and_then(|v| held(key, v, queue, user)),
             asked_ms,
         }
     }
 }
 
+thread_local! {
+    // The place cookies this isolate verified or signed, and for whom
+    // (wasm has one thread; never borrowed across an await). A cookie
+    // holds no expiry: an entry lasts until it is pushed out.
+    static PLACES: RefCell<Verified<(UserId, Held)>> = RefCell::new(Verified::default());
+}
+
+/// What the place cookie `value` holds for `user` in `queue`
+/// ([`place::verify`]); its MAC is checked once per isolate and value,
+/// and a value this isolate signed is not checked at all.
+pub(super) fn held(key: &Key, value: &str, queue: &QueueId, user: &UserId) -> Option<Held> {
+    PLACES.with(|places| {
+        let mut places = places.borrow_mut();
+        if let Some((owner, held)) = places.get(value, 0.0) {
+            // As `verify` does: another visitor's cookie, or another
+            // queue's (the value names its queue first), holds nothing.
+            let its_queue = value.split('.').next() == Some(queue.as_str());
+            return (owner == *user && its_queue).then_some(held);
+        }
+        let held = place::verify(key, value, queue, user)?;
+        places.keep(value, (user.clone(), held), f64::INFINITY);
+        Some(held)
+    })
+}
+
 impl App {
-    /// The `Set-Cookie` of a place cookie holding `value`.
-    pub(super) fn place_cookie(&self, value: &str) -> String {
+    /// The `Set-Cookie` of a place cookie holding `user`'s `held` place in
+    /// `queue`, signed and known to this isolate, so that the visitor's
+    /// next poll here does not check its MAC.
+    pub(super) fn place_cookie(&self, queue: &QueueId, user: &UserId, held: Held) -> String {
+        let (value, reads) = place::sign(self.place_key(), queue, user, held);
+        PLACES.with(|p| {
+            p.borrow_mut()
+                .keep(&value, (user.clone(), reads), f64::INFINITY)
+        });
         set_cookie(
             PLACE_COOKIE,
-            value,
+            &value,
             crate::visitor::VISITOR_COOKIE_MAX_AGE_S,
             self.config.cookie_secure,
         )
@@ -106,22 +141,17 @@ impl App {
             // Redis request was sent: near the head, the edge answers from
             // its snapshot while the next poll still reaches Redis in time
             // (settings::edge_may_answer).
-            (Observed::Waiting(w), Some(p)) => Some(self.place_cookie(&place::mint(
-                self.place_key(),
+            (Observed::Waiting(w), Some(p)) => Some(self.place_cookie(
                 queue,
                 p.user,
-                w.ticket,
-                p.asked_ms,
-            ))),
+                Held::Ticket {
+                    ticket: w.ticket,
+                    seen_ms: p.asked_ms,
+                },
+            )),
             (Observed::PreQueue(f), Some(p)) => match (f.draw, f.slot) {
                 (Some(draw), Some(slot)) if p.held != Some(Held::Slot { draw, slot }) => {
-                    Some(self.place_cookie(&place::mint_slot(
-                        self.place_key(),
-                        queue,
-                        p.user,
-                        draw,
-                        slot,
-                    )))
+                    Some(self.place_cookie(queue, p.user, Held::Slot { draw, slot }))
                 }
                 _ => None,
             },
@@ -203,5 +233,43 @@ impl App {
             _ => {}
         }
         Ok(resp)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const KEY: &[u8] = b"0123456789abcdef0123456789abcdef";
+
+    fn ids(queue: &str, user: &str) -> (QueueId, UserId) {
+        (QueueId::new(queue).unwrap(), UserId::new(user).unwrap())
+    }
+
+    #[test]
+    fn a_known_place_holds_for_its_visitor_and_queue_only() {
+        let key = Key::new(KEY);
+        let (main, alice) = ids("main", "alice");
+        let (other, bob) = ids("other", "bob");
+        let ticket = Held::Ticket {
+            ticket: 7,
+            seen_ms: 1_800_000_000_000,
+        };
+        let value = place::mint(KEY, &main, &alice, 7, 1_800_000_000_000);
+        // Checked, then known: the same answer both times.
+        assert_eq!(held(&key, &value, &main, &alice), Some(ticket));
+        assert_eq!(held(&key, &value, &main, &alice), Some(ticket));
+        // Known to the isolate, and still nobody else's, nor another
+        // queue's: as `place::verify` answers.
+        assert_eq!(held(&key, &value, &main, &bob), None);
+        assert_eq!(held(&key, &value, &other, &alice), None);
+        assert_eq!(held(&key, &value, &main, &alice), Some(ticket), "kept");
+        // Signed by another key: never held, before or after.
+        let forged = place::mint(b"another-key-0123456789abcdef0123", &main, &alice, 3, 0);
+        assert_eq!(held(&key, &forged, &main, &alice), None);
+        assert_eq!(held(&key, &forged, &main, &alice), None);
+        // An edited ticket is another text: checked, and refused.
+        let edited = value.replacen(".7-", ".8-", 1);
+        assert_eq!(held(&key, &edited, &main, &alice), None, "edited");
     }
 }

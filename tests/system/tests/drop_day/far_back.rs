@@ -250,6 +250,9 @@ async fn a_borrowed_or_forged_place_is_ignored() {
     let r = near.position().await;
     assert_eq!(r.json["position"], 11, "{:?}", r.json);
     assert!(r.json.get("approximate").is_none());
+    // The isolate knows that place (it checked it, then signed it): it is
+    // still only visitor 399's, and still answers visitor 399.
+    assert_eq!(far.position().await.json["approximate"], true);
 
     // Far visitor 399 edits its ticket, or forges a place, or brings one
     // for another queue: each is ignored (exact, and the cookie is set
