@@ -37,7 +37,17 @@ pub fn cookie<'a>(header: &'a str, name: &str) -> Option<&'a str> {
 /// A `Set-Cookie` value: HttpOnly, SameSite=Lax, Path=/.
 pub fn set_cookie(name: &str, value: &str, max_age_s: u64, secure: bool) -> String {
     let secure = if secure { "; Secure" } else { "" };
-    format!("{name}={value}; Path=/; Max-Age={max_age_s}; HttpOnly; SameSite=Lax{secure}")
+    let max_age = max_age_s.to_string();
+    [
+        name,
+        "=",
+        value,
+        "; Path=/; Max-Age=",
+        &max_age,
+        "; HttpOnly; SameSite=Lax",
+        secure,
+    ]
+    .concat()
 }
 
 /// A `Set-Cookie` value like [`set_cookie`], but `SameSite=Strict`: the

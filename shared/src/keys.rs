@@ -141,7 +141,7 @@ impl QueueKeys {
     pub fn new(prefix: &Prefix, queue: &QueueId) -> Self {
         QueueKeys {
             queue: queue.clone(),
-            base: format!("{}:{{{}}}:", prefix.0, queue.0),
+            base: [prefix.0.as_str(), ":{", queue.0.as_str(), "}:"].concat(),
         }
     }
 
@@ -155,8 +155,10 @@ impl QueueKeys {
         &self.base
     }
 
+    // Concatenated, not `format!`: the edge builds keys on every poll, and
+    // the formatting machinery costs more than the copy.
     fn key(&self, name: &str) -> String {
-        format!("{}{name}", self.base)
+        [self.base.as_str(), name].concat()
     }
 
     /// ZSET user → ticket: the FIFO line.
@@ -185,27 +187,27 @@ impl QueueKeys {
     }
     /// STRING: a user's entry token record.
     pub fn token(&self, user: &UserId) -> String {
-        format!("{}{}{}", self.base, name::TOKEN, user.0)
+        [self.base.as_str(), name::TOKEN, user.0.as_str()].concat()
     }
     /// STRING: a user's status record.
     pub fn status(&self, user: &UserId) -> String {
-        format!("{}{}{}", self.base, name::STATUS, user.0)
+        [self.base.as_str(), name::STATUS, user.0.as_str()].concat()
     }
     /// STRING: a user's session record (see
     /// [`session_record`](crate::records::session_record)).
     pub fn session(&self, user: &UserId) -> String {
-        format!("{}{}{}", self.base, name::SESSION, user.0)
+        [self.base.as_str(), name::SESSION, user.0.as_str()].concat()
     }
     /// LIST: a user's last status changes (`KIND|at`, oldest first, at
     /// most [`crate::fields::HISTORY_KEEP`]), kept as long as the status
     /// record; never a token.
     pub fn history(&self, user: &UserId) -> String {
-        format!("{}{}{}", self.base, name::HISTORY, user.0)
+        [self.base.as_str(), name::HISTORY, user.0.as_str()].concat()
     }
     /// STRING: marks (for one origin bucket) that a settle of this user
     /// was counted in the origin's answers: one sample a second per user.
     pub fn sampled(&self, user: &UserId) -> String {
-        format!("{}{}{}", self.base, name::SAMPLED, user.0)
+        [self.base.as_str(), name::SAMPLED, user.0.as_str()].concat()
     }
     /// HASH: the entry guard's state: client address → its budget
     /// (`tokens|at`), and `pow:<challenge>` → a used solution's expiry (ms).

@@ -29,39 +29,64 @@ pub struct Request {
 
 /// The method and URL as the runtime spells them, and the `Cookie` and
 /// `Authorization` headers (every queue route reads the one identity
-/// needs), read in one call.
+/// needs), read in one call: the text the runtime gave, and where each
+/// part lies in it (one allocation, not four).
 #[derive(Debug, Default, PartialEq, Eq)]
 pub struct RequestLine {
-    method: String,
-    url: String,
-    cookies: String,
-    authorization: String,
+    text: String,
+    method: std::ops::Range<usize>,
+    url: std::ops::Range<usize>,
+    cookies: std::ops::Range<usize>,
+    authorization: std::ops::Range<usize>,
 }
 
 impl RequestLine {
     /// The method, as sent (`QUERY` stays `QUERY`).
     pub fn method(&self) -> &str {
-        &self.method
+        &self.text[self.method.clone()]
     }
 
     /// The absolute URL (owned, as `web_sys::Request::url` gives it, so
     /// the routes read it the same way).
     pub fn url(&self) -> String {
-        self.url.clone()
+        self.url_str().to_string()
+    }
+
+    /// The absolute URL.
+    pub fn url_str(&self) -> &str {
+        &self.text[self.url.clone()]
+    }
+
+    fn cookies(&self) -> &str {
+        &self.text[self.cookies.clone()]
+    }
+
+    fn authorization(&self) -> &str {
+        &self.text[self.authorization.clone()]
     }
 
     /// Parses [`js::request_line`]'s
     /// `"<METHOD> <url>\n<cookie>\n<authorization>"` (an URL from the
     /// runtime holds no space or line break, a header value no line break).
-    fn parse(line: &str) -> RequestLine {
-        let (head, rest) = line.split_once('\n').unwrap_or((line, ""));
-        let (cookies, authorization) = rest.split_once('\n').unwrap_or((rest, ""));
-        let (method, url) = head.split_once(' ').unwrap_or((head, ""));
+    fn parse(text: String) -> RequestLine {
+        // The line up to `\n` from `from`, and where the next one starts.
+        let line = |from: usize| match text[from..].find('\n') {
+            Some(i) => (from..from + i, from + i + 1),
+            None => (from..text.len(), text.len()),
+        };
+        let (head, next) = line(0);
+        let (cookies, next) = line(next);
+        let authorization = next..text.len();
+        let (method, url) = match text[head.clone()].find(' ') {
+            Some(i) => (0..i, i + 1..head.end),
+            None => (head.clone(), head.end..head.end),
+        };
         RequestLine {
-            method: method.to_string(),
-            url: url.to_string(),
-            cookies: cookies.to_string(),
-            authorization: authorization.to_string(),
+            method,
+            url,
+            cookies,
+            authorization,
+            text,
         }
     }
 }
@@ -69,8 +94,8 @@ impl RequestLine {
 impl Request {
     /// Wraps the runtime's request (reads its method and URL).
     pub fn new(raw: web_sys::Request) -> Request {
-        let line = RequestLine::parse(&js::request_line(&raw));
-        let path = queuegate_edge::url::path(&line.url).to_string();
+        let line = RequestLine::parse(js::request_line(&raw));
+        let path = queuegate_edge::url::path(line.url_str()).to_string();
         Request {
             raw,
             line,
@@ -81,7 +106,7 @@ impl Request {
 
     /// The method as workers-rs reads it (an unknown one reads as GET).
     pub fn method(&self) -> Method {
-        Method::from(self.line.method.clone())
+        Method::from(self.line.method().to_string())
     }
 
     /// The path, without the query.
@@ -91,12 +116,12 @@ impl Request {
 
     /// The `Cookie` header, or empty.
     pub fn cookies(&self) -> &str {
-        &self.line.cookies
+        self.line.cookies()
     }
 
     /// The `Authorization` header, or empty.
     pub fn authorization(&self) -> &str {
-        &self.line.authorization
+        self.line.authorization()
     }
 
     /// The request's headers.
@@ -141,24 +166,52 @@ fn read_err(e: &worker::wasm_bindgen::JsValue) -> EdgeError {
 }
 
 /// Header names and values of a reply we build, kept in Rust until the
-/// reply is handed over.
+/// reply is handed over: already in the form [`js::reply`] reads (names
+/// and values one a line, alternating), so handing them over copies
+/// nothing and adding one allocates nothing new.
 #[derive(Debug, Default)]
-pub struct ReplyHeaders(RefCell<Vec<(String, String)>>);
+pub struct ReplyHeaders(RefCell<String>);
 
 impl ReplyHeaders {
     /// Replaces every value of `name`.
     fn set_header(&self, name: &str, value: &str) {
-        let mut list = self.0.borrow_mut();
-        list.retain(|(n, _)| !n.eq_ignore_ascii_case(name));
-        list.push((name.to_string(), value.to_string()));
+        let mut head = self.0.borrow_mut();
+        if head
+            .split('\n')
+            .step_by(2)
+            .any(|n| n.eq_ignore_ascii_case(name))
+        {
+            let mut kept = String::with_capacity(head.len());
+            for (n, v) in pairs(&head) {
+                if !n.eq_ignore_ascii_case(name) {
+                    push_pair(&mut kept, n, v);
+                }
+            }
+            *head = kept;
+        }
+        push_pair(&mut head, name, value);
     }
 
     /// Adds a value of `name`.
     fn append_header(&self, name: &str, value: &str) {
-        self.0
-            .borrow_mut()
-            .push((name.to_string(), value.to_string()));
+        push_pair(&mut self.0.borrow_mut(), name, value);
     }
+}
+
+/// Adds a name and its value to `head`.
+fn push_pair(head: &mut String, name: &str, value: &str) {
+    if !head.is_empty() {
+        head.push('\n');
+    }
+    head.push_str(name);
+    head.push('\n');
+    head.push_str(value);
+}
+
+/// The names and values in `head`.
+fn pairs(head: &str) -> impl Iterator<Item = (&str, &str)> {
+    let mut lines = head.split('\n').filter(|_| !head.is_empty());
+    std::iter::from_fn(move || Some((lines.next()?, lines.next().unwrap_or(""))))
 }
 
 /// A reply: one we build (status, headers, text), or one the runtime gave
@@ -180,10 +233,7 @@ impl Response {
     /// A reply with a text body and its content type.
     pub fn text(status: u16, content_type: &str, body: String) -> Response {
         let headers = ReplyHeaders::default();
-        headers
-            .0
-            .borrow_mut()
-            .push(("content-type".into(), content_type.into()));
+        headers.append_header("content-type", content_type);
         Response {
             status,
             headers,
@@ -240,10 +290,7 @@ impl Response {
         };
         let value = resp.headers().get(name).ok().flatten()?;
         // A name marked '-' is deleted from the copy (js::with_headers).
-        self.headers
-            .0
-            .borrow_mut()
-            .push((format!("-{name}"), String::new()));
+        self.headers.append_header(&format!("-{name}"), "");
         Some(value)
     }
 
@@ -251,29 +298,15 @@ impl Response {
     pub fn into_runtime(self) -> Result<web_sys::Response, EdgeError> {
         let headers = self.headers.0.into_inner();
         match self.body {
-            Body::Text(text) => js::reply(self.status, &text, &head_lines(&headers))
+            Body::Text(text) => js::reply(self.status, &text, &headers)
                 .map_err(|_| EdgeError::Internal("the runtime refused a reply".into())),
             Body::Runtime(resp) if headers.is_empty() => Ok(resp),
             // A fetched reply's headers are immutable: a copy of the reply
             // (the body streams through, not copied) takes ours.
-            Body::Runtime(resp) => js::with_headers(&resp, &head_lines(&headers))
+            Body::Runtime(resp) => js::with_headers(&resp, &headers)
                 .map_err(|_| EdgeError::Internal("the runtime refused a reply".into())),
         }
     }
-}
-
-/// Header names and values, one a line, alternating (see [`js::reply`]).
-fn head_lines(headers: &[(String, String)]) -> String {
-    let mut head = String::new();
-    for (i, (name, value)) in headers.iter().enumerate() {
-        if i > 0 {
-            head.push('\n');
-        }
-        head.push_str(name);
-        head.push('\n');
-        head.push_str(value);
-    }
-    head
 }
 
 impl From<web_sys::Response> for Response {
@@ -409,21 +442,38 @@ mod tests {
 
     #[test]
     fn the_request_line_splits_into_method_url_cookies_and_authorization() {
-        let line = RequestLine::parse("GET http://h/queue/position?queue=a\nqg_visitor=x.y; b=c d");
+        let parse = |text: &str| RequestLine::parse(text.to_string());
+        let line = parse("GET http://h/queue/position?queue=a\nqg_visitor=x.y; b=c d");
         assert_eq!(line.method(), "GET");
         assert_eq!(line.url(), "http://h/queue/position?queue=a");
-        assert_eq!(line.cookies, "qg_visitor=x.y; b=c d");
-        assert_eq!(line.authorization, "");
-        let bare = RequestLine::parse("QUERY http://h/\n\n");
+        assert_eq!(line.cookies(), "qg_visitor=x.y; b=c d");
+        assert_eq!(line.authorization(), "");
+        let bare = parse("QUERY http://h/\n\n");
         assert_eq!(
-            (bare.method(), bare.url.as_str(), bare.cookies.as_str()),
-            ("QUERY", "http://h/", "")
+            (
+                bare.method(),
+                bare.url_str(),
+                bare.cookies(),
+                bare.authorization()
+            ),
+            ("QUERY", "http://h/", "", "")
         );
-        let signed_in = RequestLine::parse("GET http://h/\na=b\nBearer x.y.z");
+        let signed_in = parse("GET http://h/\na=b\nBearer x.y.z");
         assert_eq!(
-            (signed_in.cookies.as_str(), signed_in.authorization.as_str()),
+            (signed_in.cookies(), signed_in.authorization()),
             ("a=b", "Bearer x.y.z")
         );
+        let no_cookie = parse("GET http://h/\n\nBearer x.y.z");
+        assert_eq!(
+            (no_cookie.cookies(), no_cookie.authorization()),
+            ("", "Bearer x.y.z")
+        );
+        // Whatever the runtime hands over, nothing panics.
+        for odd in ["", "GET", "GET http://h/", "\n", "\n\n", " \n \n "] {
+            let l = parse(odd);
+            let _ = (l.method(), l.url_str(), l.cookies(), l.authorization());
+        }
+        assert_eq!(parse("GET http://h/").url_str(), "http://h/");
     }
 
     #[test]
@@ -453,18 +503,21 @@ mod tests {
         set(resp.headers(), "Cache-Control", "max-age=1");
         append(resp.headers(), "set-cookie", "a=1");
         append(resp.headers(), "set-cookie", "b=2");
-        let list = resp.headers().0.borrow().clone();
+        set(resp.headers(), "vary", "accept");
+        set(resp.headers(), "VARY", "accept-language");
+        let head = resp.headers().0.borrow().clone();
         assert_eq!(
-            list,
+            pairs(&head).collect::<Vec<_>>(),
             [
-                (
-                    "content-type".to_string(),
-                    "application/json; charset=utf-8".to_string()
-                ),
-                ("Cache-Control".into(), "max-age=1".into()),
-                ("set-cookie".into(), "a=1".into()),
-                ("set-cookie".into(), "b=2".into()),
+                ("content-type", "application/json; charset=utf-8"),
+                ("Cache-Control", "max-age=1"),
+                ("set-cookie", "a=1"),
+                ("set-cookie", "b=2"),
+                ("VARY", "accept-language"),
             ]
         );
+        assert_eq!(pairs("").count(), 0);
+        // A value may be empty (a deletion mark of an origin's header).
+        assert_eq!(pairs("-x\n").collect::<Vec<_>>(), [("-x", "")]);
     }
 }
