@@ -18,6 +18,7 @@ async fn worker_and_floor_answer_every_route_under_workerd() {
     let opts = Options {
         waiting: 20,
         concurrency: 4,
+        rate: None,
         window: Duration::from_millis(700),
         rounds: 1,
         warmup: Duration::from_millis(200),
@@ -105,11 +106,13 @@ async fn worker_and_floor_answer_every_route_under_workerd() {
 /// Signed in (`IDENTITY_MODE=jwt`), every poll brings the visitor's bearer
 /// JWT: the worker answers exact polls with one subrequest each and far-back
 /// ones from its snapshot, for visitors it knows only by their JWT's `sub`.
+/// Paced (`--rate`): every side serves the rate asked, not more.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn signed_in_polls_are_answered_under_workerd() {
     let opts = Options {
         waiting: 10,
         concurrency: 4,
+        rate: Some(RATE),
         window: Duration::from_millis(700),
         rounds: 1,
         warmup: Duration::from_millis(200),
@@ -144,4 +147,18 @@ async fn signed_in_polls_are_answered_under_workerd() {
     assert!(worker(Route::Position).redis_per_request >= 1.0, "{table}");
     assert_eq!(worker(Route::FarBack).not_approximate, 0, "{table}");
     assert!(worker(Route::FarBack).redis_per_request < 0.05, "{table}");
+    // Paced: about RATE a second on every side (unpaced, four loops on
+    // loopback send hundreds a second), never more.
+    for f in figures {
+        assert!(
+            f.rps <= RATE * 1.25 && f.rps >= RATE * 0.5,
+            "{} {:?} at {:.1}/s, paced at {RATE}\n{table}",
+            f.route.name(),
+            f.side,
+            f.rps
+        );
+    }
 }
+
+/// The signed-in test's pace: requests a second.
+const RATE: f64 = 40.0;

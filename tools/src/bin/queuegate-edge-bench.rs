@@ -24,6 +24,12 @@ struct Args {
     /// Concurrent requests.
     #[arg(long, default_value_t = 64)]
     concurrency: usize,
+    /// Requests a second over all concurrent loops, the same for every
+    /// side, so each is measured under the same load (default: each loop
+    /// sends as soon as its last reply is in, so a faster side serves
+    /// more). A side that cannot keep up falls behind (its req/s shows it).
+    #[arg(long, value_parser = positive_rate)]
+    rate: Option<f64>,
     /// Seconds per window.
     #[arg(long, default_value_t = 10)]
     window_secs: u64,
@@ -59,6 +65,16 @@ struct Args {
     identity: String,
 }
 
+/// A `--rate`: a finite number of requests a second above zero.
+fn positive_rate(text: &str) -> Result<f64, String> {
+    match text.parse::<f64>() {
+        Ok(rate) if rate.is_finite() && rate > 0.0 => Ok(rate),
+        _ => Err(format!(
+            "{text:?} is not a rate above 0 (requests a second)"
+        )),
+    }
+}
+
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     let args = Args::parse();
@@ -80,6 +96,7 @@ async fn main() -> anyhow::Result<()> {
     let opts = Options {
         waiting: args.waiting,
         concurrency: args.concurrency,
+        rate: args.rate,
         window: Duration::from_secs(args.window_secs),
         rounds: args.rounds,
         orders: args.orders,
@@ -97,8 +114,12 @@ async fn main() -> anyhow::Result<()> {
         .build()?;
     let report = edge_bench::measure(&mut rig, &http, &opts).await?;
     let figures = &report.figures;
+    let paced = match opts.rate {
+        Some(rate) => format!(", paced at {rate} requests/s"),
+        None => String::new(),
+    };
     println!(
-        "{} waiting, {} concurrent, {} × {} s per side and route, worker, floor and variants alternating; entry challenge off, address budget 0; identity {}\n",
+        "{} waiting, {} concurrent{paced}, {} × {} s per side and route, worker, floor and variants alternating; entry challenge off, address budget 0; identity {}\n",
         opts.waiting, opts.concurrency, opts.rounds, args.window_secs, opts.identity.name()
     );
     print!("{}", edge_bench::table(figures));

@@ -1,6 +1,8 @@
 //! One measured window: `concurrency` loops sending one route's requests
 //! to one workerd for a fixed time, every reply checked, and the workerd
-//! process's CPU time read from /proc before and after.
+//! process's CPU time read from /proc before and after. The loops send as
+//! fast as replies come (closed loop), or paced to a total rate, so that
+//! every side serves the same load (`--rate`).
 
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
@@ -116,18 +118,26 @@ pub struct Window {
     pub redis_span: Duration,
 }
 
+/// How fast the loops send.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Load {
+    /// Loops, each with one request in flight at most.
+    pub concurrency: usize,
+    /// Requests a second over all loops (None: each loop sends its next
+    /// request when the last reply is in).
+    pub rate: Option<f64>,
+}
+
 /// Runs one window against the workerd at `base` (process `pid`).
-#[allow(clippy::too_many_arguments)]
 pub async fn window(
     http: &reqwest::Client,
-    base: &str,
-    pid: u32,
-    side: Side,
+    (base, pid, side): (&str, u32, Side),
     route: Route,
     visitors: &Visitors,
-    concurrency: usize,
+    load: Load,
     duration: Duration,
 ) -> Window {
+    let concurrency = load.concurrency.max(1);
     let cpu_before = process_cpu_time(pid).unwrap_or_default();
     let started = Instant::now();
     let end = started + duration;
@@ -140,10 +150,27 @@ pub async fn window(
         let (failed, first_failure) = (failed.clone(), first_failure.clone());
         let not_approximate = not_approximate.clone();
         let base = base.to_string();
+        // Paced: each loop's turn every `concurrency / rate` seconds, the
+        // loops' turns spread over that period. A side too slow for the
+        // rate sends late, never in a burst to catch up (its req/s shows it).
+        let mut pace = load.rate.filter(|r| *r > 0.0).map(|rate| {
+            let period = Duration::from_secs_f64(concurrency as f64 / rate);
+            let first = tokio::time::Instant::from_std(started)
+                + period.mul_f64(lane as f64 / concurrency as f64);
+            let mut pace = tokio::time::interval_at(first, period);
+            pace.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+            pace
+        });
         tasks.push(tokio::spawn(async move {
             let mut latencies = Vec::new();
             let mut i = lane;
             while Instant::now() < end {
+                if let Some(pace) = pace.as_mut() {
+                    pace.tick().await;
+                    if Instant::now() >= end {
+                        break;
+                    }
+                }
                 let Some(request) = build(&http, &base, side, route, &visitors, i) else {
                     break; // no unspent token left
                 };

@@ -107,6 +107,9 @@ pub struct Options {
     pub waiting: usize,
     /// Concurrent requests.
     pub concurrency: usize,
+    /// Requests a second over all loops, the same for every side (None:
+    /// as fast as each side answers).
+    pub rate: Option<f64>,
     /// Length of one window.
     pub window: Duration,
     /// Windows per side and route (worker and floor alternate).
@@ -141,6 +144,7 @@ impl Default for Options {
         Options {
             waiting: 500,
             concurrency: 64,
+            rate: None,
             window: Duration::from_secs(10),
             rounds: 2,
             warmup: Duration::from_secs(1),
@@ -878,6 +882,10 @@ pub async fn measure(
     let (gateway_url, gateway_token) = (rig.gateway.url(), rig.gateway.token().to_string());
     let mut out = Vec::new();
     let mut far_back_notes = None;
+    let load = drive::Load {
+        concurrency: opts.concurrency,
+        rate: opts.rate,
+    };
     for &route in &opts.routes {
         let ticker = if route == Route::FarBack {
             Some(far_back_start(rig, http, &sides, &far_back, opts.near_zone).await?)
@@ -888,12 +896,10 @@ pub async fn measure(
         for (side, _, url, pid) in &sides {
             drive::window(
                 http,
-                url,
-                *pid,
-                *side,
+                (url, *pid, *side),
                 route,
                 &visitors,
-                opts.concurrency,
+                load,
                 opts.warmup,
             )
             .await;
@@ -915,12 +921,10 @@ pub async fn measure(
                 let before = Counters::read(http, &gateway_url, &gateway_token).await?;
                 let mut w = drive::window(
                     http,
-                    url,
-                    *pid,
-                    *side,
+                    (url, *pid, *side),
                     route,
                     &visitors,
-                    opts.concurrency,
+                    load,
                     opts.window,
                 )
                 .await;
