@@ -21,6 +21,13 @@ pub const SETS: usize = 128;
 /// answered wrongly.
 pub const CAPACITY: usize = WAYS * SETS;
 
+/// How long a text with no expiry of its own (a place or visitor cookie)
+/// is kept from when it was checked or signed: an hour. Entries then
+/// expire in the order they came, so a full set gives up its oldest
+/// (kept forever, they would all tie and one way would take every
+/// newcomer), and a visitor still polling an hour on pays one check.
+pub const KEEP_S: f64 = 3_600.0;
+
 /// Bytes at the end of a text that choose its set (see [`set_of`]).
 const TAIL: usize = 12;
 
@@ -272,6 +279,32 @@ mod tests {
                 assert_eq!(held, t as u64, "the text's own value");
             }
         }
+    }
+
+    #[test]
+    fn texts_kept_for_an_hour_give_way_oldest_first() {
+        // Cookies have no expiry of their own: kept for KEEP_S from when
+        // they came, a full set gives up the one that came first.
+        let mut known: Verified<u32> = Verified::default();
+        let set = set_of("anchor");
+        let same: Vec<String> = (0..)
+            .map(|i| format!("c{i}"))
+            .filter(|t| set_of(t) == set)
+            .take(WAYS + 2)
+            .collect();
+        for (i, t) in same.iter().enumerate() {
+            let at = NOW + i as f64;
+            known.keep(t, i as u32, at + KEEP_S);
+        }
+        let now = NOW + same.len() as f64;
+        assert_eq!(known.get(&same[0], now), None, "the first went");
+        assert_eq!(known.get(&same[1], now), None, "then the second");
+        for (i, t) in same.iter().enumerate().skip(2) {
+            assert_eq!(known.get(t, now), Some(i as u32), "{t} was kept");
+        }
+        // An hour after it came, a text is checked again.
+        let last = same.last().unwrap();
+        assert_eq!(known.get(last, now + KEEP_S), None);
     }
 
     #[test]

@@ -11,7 +11,7 @@ use queuegate_shared::UserId;
 use crate::config::IdentityMode;
 use crate::error::EdgeError;
 use crate::http::Request;
-use crate::verified::VerifiedTokens;
+use crate::verified::{VerifiedTokens, KEEP_S};
 
 /// Lifetime of the visitor cookie: a day covers any sale.
 pub const VISITOR_COOKIE_MAX_AGE_S: u64 = 86_400;
@@ -86,11 +86,8 @@ pub async fn identify(
             new_cookie: None,
         });
     }
-    // Only a JWT's `exp`/`nbf` need the clock (a call into the runtime).
-    let now_s = match mode {
-        IdentityMode::Jwt { .. } => crate::clock::now_ms() as f64 / 1_000.0,
-        IdentityMode::Anonymous { .. } => 0.0,
-    };
+    // A JWT's `exp`/`nbf`, and how long a checked cookie is kept.
+    let now_s = crate::clock::now_ms() as f64 / 1_000.0;
     VERIFIED.with(|v| {
         check(
             mode,
@@ -124,12 +121,12 @@ pub fn check(
 ) -> Result<Visitor, EdgeError> {
     let user = match mode {
         IdentityMode::Anonymous { secret } => match cookie(presented.cookies, VISITOR_COOKIE) {
-            // Kept like a JWT (an isolate serves one identity mode),
-            // for as long as the table holds it: the cookie never expires.
+            // Kept like a JWT (an isolate serves one identity mode); the
+            // cookie has no expiry, so it is kept for `KEEP_S`.
             Some(value) => match known.get(value, now_s) {
                 Some(user) => Ok(user),
                 None => identity::verify_visitor(secret, value)
-                    .inspect(|user| known.keep(value, user.clone(), f64::INFINITY)),
+                    .inspect(|user| known.keep(value, user.clone(), now_s + KEEP_S)),
             },
             None if mint => return mint_visitor(secret, cookie_secure),
             None => return Err(EdgeError::IdentityRequired),

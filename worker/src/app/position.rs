@@ -44,7 +44,10 @@ impl App {
         // else asking gets the plain reply.
         let held =
             queuegate_edge::cookie::cookie(req.cookies(), queuegate_edge::cookie::PLACE_COOKIE)
-                .and_then(|v| super::reply::held(self.place_key(), v, &queue, &visitor.user));
+                .and_then(|v| {
+                    let now = crate::clock::now_ms();
+                    super::reply::held(self.place_key(), v, &queue, &visitor.user, now)
+                });
         let drawn = match held {
             Some(Held::Slot { .. }) => true,
             Some(Held::Ticket { ticket, .. }) => self
@@ -92,7 +95,7 @@ impl App {
                     Some(EdgeAnswer::Drawn { state, ticket }) => {
                         let resp = self.reply(&queue, state, None, req)?;
                         let held = Held::Ticket { ticket, seen_ms: 0 };
-                        let c = self.place_cookie(&queue, &visitor.user, held);
+                        let c = self.place_cookie(&queue, &visitor.user, held, now);
                         http::append(resp.headers(), "set-cookie", &c);
                         return Ok(resp);
                     }

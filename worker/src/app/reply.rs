@@ -20,7 +20,7 @@ use crate::config::IdentityMode;
 use crate::error::EdgeError;
 use crate::http::{self, Request, Response};
 use crate::random;
-use crate::verified::Verified;
+use crate::verified::{Verified, KEEP_S};
 
 /// The place cookie a request brought, checked once: the visitor it must
 /// belong to, and what it holds if it is this visitor's, for this queue,
@@ -49,7 +49,7 @@ impl<'a> Place<'a> {
     ) -> Place<'a> {
         Place {
             user,
-            held: cookie(cookies, PLACE_COOKIE).and_then(|v| held(key, v, queue, user)),
+            held: cookie(cookies, PLACE_COOKIE).and_then(|v| held(key, v, queue, user, asked_ms)),
             asked_ms,
         }
     }
@@ -57,39 +57,50 @@ impl<'a> Place<'a> {
 
 thread_local! {
     // The place cookies this isolate verified or signed, and for whom
-    // (wasm has one thread; never borrowed across an await). A cookie
-    // holds no expiry: an entry lasts until it is pushed out.
+    // (wasm has one thread; never borrowed across an await), each kept
+    // for `KEEP_S` from then.
     static PLACES: RefCell<Verified<(UserId, Held)>> = RefCell::new(Verified::default());
 }
 
-/// What the place cookie `value` holds for `user` in `queue`
+/// What the place cookie `value` holds for `user` in `queue` at `now_ms`
 /// ([`place::verify`]); its MAC is checked once per isolate and value,
 /// and a value this isolate signed is not checked at all.
-pub(super) fn held(key: &Key, value: &str, queue: &QueueId, user: &UserId) -> Option<Held> {
+pub(super) fn held(
+    key: &Key,
+    value: &str,
+    queue: &QueueId,
+    user: &UserId,
+    now_ms: u64,
+) -> Option<Held> {
+    let now_s = now_ms as f64 / 1_000.0;
     PLACES.with(|places| {
         let mut places = places.borrow_mut();
-        if let Some((owner, held)) = places.get(value, 0.0) {
+        if let Some((owner, held)) = places.get(value, now_s) {
             // As `verify` does: another visitor's cookie, or another
             // queue's (the value names its queue first), holds nothing.
             let its_queue = value.split('.').next() == Some(queue.as_str());
             return (owner == *user && its_queue).then_some(held);
         }
         let held = place::verify(key, value, queue, user)?;
-        places.keep(value, (user.clone(), held), f64::INFINITY);
+        places.keep(value, (user.clone(), held), now_s + KEEP_S);
         Some(held)
     })
 }
 
 impl App {
     /// The `Set-Cookie` of a place cookie holding `user`'s `held` place in
-    /// `queue`, signed and known to this isolate, so that the visitor's
-    /// next poll here does not check its MAC.
-    pub(super) fn place_cookie(&self, queue: &QueueId, user: &UserId, held: Held) -> String {
+    /// `queue`, signed at `now_ms` and known to this isolate, so that the
+    /// visitor's next poll here does not check its MAC.
+    pub(super) fn place_cookie(
+        &self,
+        queue: &QueueId,
+        user: &UserId,
+        held: Held,
+        now_ms: u64,
+    ) -> String {
         let (value, reads) = place::sign(self.place_key(), queue, user, held);
-        PLACES.with(|p| {
-            p.borrow_mut()
-                .keep(&value, (user.clone(), reads), f64::INFINITY)
-        });
+        let until = now_ms as f64 / 1_000.0 + KEEP_S;
+        PLACES.with(|p| p.borrow_mut().keep(&value, (user.clone(), reads), until));
         set_cookie(
             PLACE_COOKIE,
             &value,
@@ -148,10 +159,12 @@ impl App {
                     ticket: w.ticket,
                     seen_ms: p.asked_ms,
                 },
+                p.asked_ms,
             )),
             (Observed::PreQueue(f), Some(p)) => match (f.draw, f.slot) {
                 (Some(draw), Some(slot)) if p.held != Some(Held::Slot { draw, slot }) => {
-                    Some(self.place_cookie(queue, p.user, Held::Slot { draw, slot }))
+                    let held = Held::Slot { draw, slot };
+                    Some(self.place_cookie(queue, p.user, held, p.asked_ms))
                 }
                 _ => None,
             },
@@ -256,20 +269,23 @@ mod tests {
             seen_ms: 1_800_000_000_000,
         };
         let value = place::mint(KEY, &main, &alice, 7, 1_800_000_000_000);
+        let held = |value: &str, queue: &QueueId, user: &UserId| {
+            held(&key, value, queue, user, 1_800_000_001_000)
+        };
         // Checked, then known: the same answer both times.
-        assert_eq!(held(&key, &value, &main, &alice), Some(ticket));
-        assert_eq!(held(&key, &value, &main, &alice), Some(ticket));
+        assert_eq!(held(&value, &main, &alice), Some(ticket));
+        assert_eq!(held(&value, &main, &alice), Some(ticket));
         // Known to the isolate, and still nobody else's, nor another
         // queue's: as `place::verify` answers.
-        assert_eq!(held(&key, &value, &main, &bob), None);
-        assert_eq!(held(&key, &value, &other, &alice), None);
-        assert_eq!(held(&key, &value, &main, &alice), Some(ticket), "kept");
+        assert_eq!(held(&value, &main, &bob), None);
+        assert_eq!(held(&value, &other, &alice), None);
+        assert_eq!(held(&value, &main, &alice), Some(ticket), "kept");
         // Signed by another key: never held, before or after.
         let forged = place::mint(b"another-key-0123456789abcdef0123", &main, &alice, 3, 0);
-        assert_eq!(held(&key, &forged, &main, &alice), None);
-        assert_eq!(held(&key, &forged, &main, &alice), None);
+        assert_eq!(held(&forged, &main, &alice), None);
+        assert_eq!(held(&forged, &main, &alice), None);
         // An edited ticket is another text: checked, and refused.
         let edited = value.replacen(".7-", ".8-", 1);
-        assert_eq!(held(&key, &edited, &main, &alice), None, "edited");
+        assert_eq!(held(&edited, &main, &alice), None, "edited");
     }
 }
