@@ -5,7 +5,8 @@
 //! * [`app`] — the own routes, one module each (enter, position, the
 //!   page, …), and the token gate in front of the protected ones.
 //! * [`visitor`] — who sent a request (visitor cookie or JWT); [`verified`]
-//!   the JWTs an isolate verified, so its polls are not verified again.
+//!   the JWTs and cookies an isolate verified, so its polls are not
+//!   verified again.
 //! * [`guard`] — what a new place brings: ALTCHA solution, Turnstile, address.
 //! * [`origin`] — forwarding: scrubbing our headers and cookies, signing.
 //! * [`rest`] — the Upstash REST client over the runtime's `fetch`.
