@@ -281,17 +281,22 @@ mod tests {
         }
     }
 
+    /// `n` texts that fall in one set (found by trying).
+    fn of_one_set(n: usize) -> Vec<String> {
+        let set = set_of("anchor");
+        (0..)
+            .map(|i| format!("t{i}"))
+            .filter(|t| set_of(t) == set)
+            .take(n)
+            .collect()
+    }
+
     #[test]
     fn texts_kept_for_an_hour_give_way_oldest_first() {
         // Cookies have no expiry of their own: kept for KEEP_S from when
         // they came, a full set gives up the one that came first.
         let mut known: Verified<u32> = Verified::default();
-        let set = set_of("anchor");
-        let same: Vec<String> = (0..)
-            .map(|i| format!("c{i}"))
-            .filter(|t| set_of(t) == set)
-            .take(WAYS + 2)
-            .collect();
+        let same = of_one_set(WAYS + 2);
         for (i, t) in same.iter().enumerate() {
             let at = NOW + i as f64;
             known.keep(t, i as u32, at + KEEP_S);
@@ -310,13 +315,7 @@ mod tests {
     #[test]
     fn a_full_set_gives_up_its_expired_or_soonest_expiring_entry() {
         let mut known = VerifiedTokens::default();
-        // Tokens of one set, found by their hash.
-        let set = set_of("anchor");
-        let same: Vec<String> = (0..)
-            .map(|i| format!("t{i}"))
-            .filter(|t| set_of(t) == set)
-            .take(WAYS + 1)
-            .collect();
+        let same = of_one_set(WAYS + 1);
         for (i, t) in same.iter().take(WAYS).enumerate() {
             known
                 .remember(t, verified("u", NOW + 100.0 + i as f64))

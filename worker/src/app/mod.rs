@@ -189,10 +189,10 @@ impl App {
 
     /// The queue named by `?queue=`, or the default one.
     fn queue(&self, req: &Request) -> Result<(QueueId, QueueKeys), EdgeError> {
-        let own_url = req.inner().url();
+        let own_url = req.inner().url_str();
         let id = self
             .config
-            .queue(url::query_param(&own_url, "queue"))
+            .queue(url::query_param(own_url, "queue"))
             .map_err(|e| match e {
                 QueueChoiceError::Invalid(why) => EdgeError::InvalidQueue(why),
                 QueueChoiceError::Unknown => EdgeError::UnknownQueue,

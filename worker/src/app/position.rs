@@ -27,8 +27,8 @@ impl App {
         // asked for once (the page asks when it offers the download): it
         // costs up to three Redis reads, which an ordinary poll never pays.
         // Any other value is refused before the poll.
-        let own_url = req.inner().url();
-        let asks_receipt = match queuegate_edge::url::query_param(&own_url, "receipt") {
+        let own_url = req.inner().url_str();
+        let asks_receipt = match queuegate_edge::url::query_param(own_url, "receipt") {
             None => false,
             Some("1") => true,
             Some(_) => return Err(EdgeError::BadRequest("receipt must be 1".into())),
