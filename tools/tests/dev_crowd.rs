@@ -12,9 +12,10 @@
 //!
 //! How fast the page answers is a figure, not a bound here: the test
 //! prints the page's median and worst load (BENCHMARKS.md, "The README's
-//! crowd", keeps them with this command). A wall-clock bound failed CI on
-//! a busy shared machine (worst 1,442 ms, median 484 ms) where the same
-//! tree reads 16–76 ms on a quiet one, so it measured the machine.
+//! crowd", keeps them). A 1 s bound failed CI (worst 1,442 ms, median
+//! 484 ms) while every visitor entered and no request failed: it measured
+//! how busy the machine was. What the crowd needs of the room is asserted
+//! above; that it stays fast is the benchmark's.
 
 use std::io::{BufRead, BufReader};
 use std::process::{Child, Command, Stdio};
